@@ -1,0 +1,122 @@
+"""The clean stage's per-part driver: raw part -> ids -> clean logic -> docs and rejects tables."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+import unicodedata
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from corpus_dagster.atomic import atomic_path, atomic_write_bytes
+from corpus_dagster.config import canonical_json
+from corpus_dagster.ingest.fetch import raw_part_paths
+from corpus_dagster.ingest.raw_parts import read_raw_part
+from corpus_dagster.layout import Layout
+from corpus_dagster.parallel import ordered_map
+from corpus_dagster.store import CLEAN_DOC_SCHEMA, CURRENT, REJECT_SCHEMA
+
+INTERMEDIATE_ROW_GROUP = 2048  # small row groups let the shard writer read only the rows it needs
+
+
+def write_table(table: pa.Table, path: Path) -> None:
+    """Write an intermediate Parquet table atomically with fixed settings."""
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd", compression_level=1, row_group_size=INTERMEDIATE_ROW_GROUP)
+
+
+def clean_part(raw_path: Path, first_k: int, source_id: str, clean_cfg: dict[str, Any], out_dir: Path, index: int) -> dict:
+    """Clean one raw part into docs-<i>.parquet and rejects-<i>.parquet; returns the part's stats."""
+    docs_path = out_dir / f"docs-{index:05d}.parquet"
+    rejects_path = out_dir / f"rejects-{index:05d}.parquet"
+    stats_path = out_dir / f"stats-{index:05d}.json"
+    if docs_path.exists() and rejects_path.exists() and stats_path.exists():
+        return json.loads(stats_path.read_text())  # resumed: this part completed in an earlier run
+    start = time.monotonic()
+    records = list(read_raw_part(raw_path))
+    ids = [f"{source_id}:{first_k + i}" for i in range(len(records))]
+    texts = [unicodedata.normalize("NFC", r["text"]) for r in records]
+    digests = [hashlib.sha256(t.encode("utf-8")).digest() for t in texts]
+    docs = pa.table(
+        {
+            "id": ids,
+            "text": texts,
+            "source_id": [source_id] * len(records),
+            "url": [r["url"] for r in records],
+            "license_spdx": [r["license_spdx"] for r in records],
+            "lang": ["und"] * len(records),
+            "n_chars": pa.array([len(t) for t in texts], pa.int32()),
+            "sha256": pa.array(digests, pa.binary(32)),
+            "repairs": pa.array([[] for _ in records], pa.list_(pa.string())),
+        },
+        schema=CLEAN_DOC_SCHEMA,
+    )
+    rejects = REJECT_SCHEMA.empty_table()
+    write_table(docs, docs_path)
+    write_table(rejects, rejects_path)
+    stats = {
+        "docs_in": len(records),
+        "kept": docs.num_rows,
+        "rejected": rejects.num_rows,
+        "reasons": {},
+        "repairs": {},
+        "bytes_in": sum(len(t.encode("utf-8")) for t in texts),
+        "seconds": round(time.monotonic() - start, 3),
+    }
+    atomic_write_bytes(stats_path, json.dumps(stats, sort_keys=True).encode())
+    return stats
+
+
+def run_clean_source(layout: Layout, source_id: str, resolved: dict[str, Any], log: Any = None) -> dict[str, Any]:
+    """Clean every raw part of a source (in parallel over parts), resuming parts that already completed."""
+    parts, part_docs, record = raw_part_paths(layout, source_id)
+    clean_cfg = resolved["clean"]
+    key_src = {"fetch_date": record["date"], "files": record["files"], "parts": record["parts"], "clean": clean_cfg}
+    key = hashlib.sha256(canonical_json(key_src)).hexdigest()[:16]
+    folder = layout.stage("clean", source_id)
+    out_dir = folder / key
+    out_dir.mkdir(parents=True, exist_ok=True)
+    offsets = [sum(part_docs[:i]) for i in range(len(part_docs))]
+    jobs = [(p, offsets[i], source_id, clean_cfg, out_dir, i) for i, p in enumerate(parts)]
+    per_part = []
+    for i, stats in enumerate(ordered_map(clean_part, jobs, resolved["workers"])):
+        per_part.append(stats)
+        if log:
+            log.info(f"{source_id}: part {i + 1}/{len(jobs)} cleaned ({stats['kept']} kept, {stats['rejected']} rejected)")
+    total = summarize(per_part)
+    current = {
+        "key": key,
+        "docs": [f"{key}/docs-{i:05d}.parquet" for i in range(len(parts))],
+        "rejects": [f"{key}/rejects-{i:05d}.parquet" for i in range(len(parts))],
+        "stats": total,
+    }
+    atomic_write_bytes(folder / CURRENT, (json.dumps(current, indent=2) + "\n").encode())
+    for other in folder.iterdir():  # drop outputs of older configs / fetches
+        if other.is_dir() and other.name != key:
+            shutil.rmtree(other, ignore_errors=True)
+    return total
+
+
+def summarize(per_part: list[dict[str, Any]]) -> dict[str, Any]:
+    """Add up part stats; dict keys sorted so the record is stable."""
+    reasons: Counter[str] = Counter()
+    repairs: Counter[str] = Counter()
+    for s in per_part:
+        reasons.update(s["reasons"])
+        repairs.update(s["repairs"])
+    return {
+        "parts": len(per_part),
+        "docs_in": sum(s["docs_in"] for s in per_part),
+        "kept": sum(s["kept"] for s in per_part),
+        "rejected": sum(s["rejected"] for s in per_part),
+        "bytes_in": sum(s["bytes_in"] for s in per_part),
+        "reasons": dict(sorted(reasons.items())),
+        "repairs": dict(sorted(repairs.items())),
+        "seconds": round(sum(s["seconds"] for s in per_part), 3),
+    }

@@ -1,0 +1,130 @@
+"""Corpus config: load YAML/JSON, fill schema defaults, validate (every violation), hash canonically."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from corpus_dagster.errors import ConfigError
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+CONFIG_SCHEMA = SCHEMA_DIR / "corpus-config.schema.json"
+
+# Keys that say where and how fast to run, never what to build: the determinism rule says they cannot
+# change an output byte, so they stay out of config_sha256 (a rebuild elsewhere or with more workers
+# must produce the same manifest).
+EXECUTION_KEYS = ("paths", "workers", "refresh")
+
+
+@cache
+def load_schema(name: str) -> dict[str, Any]:
+    """Load a JSON schema shipped in schemas/ by file name."""
+    with open(SCHEMA_DIR / name, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def json_path(parts: Any) -> str:
+    """Render a jsonschema error path as `$.a.b[0]`."""
+    out = "$"
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def schema_violations(instance: Any, schema: dict[str, Any]) -> list[str]:
+    """Every violation of `schema` by `instance`, as `<json path>: <message>`, in a stable order."""
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    errors = sorted(validator.iter_errors(instance), key=lambda e: (json_path(e.absolute_path), e.message))
+    return [f"{json_path(e.absolute_path)}: {e.message}" for e in errors]
+
+
+def fill_defaults(instance: Any, schema: dict[str, Any]) -> Any:
+    """Return a copy of `instance` with every schema `default` filled in, recursively through objects."""
+    if schema.get("type") != "object" or not isinstance(instance, dict):
+        return copy.deepcopy(instance)
+    out = copy.deepcopy(instance)
+    for key, sub in schema.get("properties", {}).items():
+        if key not in out and "default" in sub:
+            out[key] = copy.deepcopy(sub["default"])
+        if key in out:
+            out[key] = fill_defaults(out[key], sub)
+    return out
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Parse a YAML or JSON config file (JSON is YAML); an empty file is an empty config."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(path), [f"$: cannot read config file: {exc}"]) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), [f"$: not valid YAML/JSON: {exc}"]) from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), [f"$: the config must be a mapping, got {type(data).__name__}"])
+    return data
+
+
+def resolve_config(raw: dict[str, Any], source: str = "<config>") -> dict[str, Any]:
+    """Validate a raw config, fill defaults and validate again; raise ConfigError listing all violations."""
+    schema = load_schema("corpus-config.schema.json")
+    violations = schema_violations(raw, schema)
+    if not violations:
+        resolved = fill_defaults(raw, schema)
+        violations = schema_violations(resolved, schema)
+    if violations:
+        raise ConfigError(source, violations)
+    dedup = resolved.get("dedup", {})
+    if dedup.get("num_perm", 0) % max(dedup.get("bands", 1), 1):
+        raise ConfigError(source, ["$.dedup.bands: num_perm must be a multiple of bands"])
+    return resolved
+
+
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Load, merge overrides (deep), validate and resolve a corpus config; None means the empty config."""
+    raw = read_config_file(path) if path is not None else {}
+    if overrides:
+        raw = deep_merge(raw, overrides)
+    return resolve_config(raw, str(path) if path is not None else "<defaults>")
+
+
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Merge `extra` into a copy of `base`, recursing into nested mappings."""
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def canonical_json(value: Any) -> bytes:
+    """Sorted keys, no insignificant whitespace, UTF-8: the form config_sha256 hashes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def output_config(resolved: dict[str, Any]) -> dict[str, Any]:
+    """The part of the resolved config that decides output bytes (EXECUTION_KEYS removed)."""
+    return {k: v for k, v in resolved.items() if k not in EXECUTION_KEYS}
+
+
+def config_sha256(resolved: dict[str, Any]) -> str:
+    """SHA-256 (hex) of the canonical JSON of the resolved config, without the execution keys."""
+    return hashlib.sha256(canonical_json(output_config(resolved))).hexdigest()
+
+
+def artifacts_root(resolved: dict[str, Any]) -> Path:
+    """The artifacts root as an absolute path."""
+    return Path(resolved["paths"]["artifacts"]).expanduser().resolve()

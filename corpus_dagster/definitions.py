@@ -1,0 +1,22 @@
+"""The Definitions object that `dagster dev` (workspace.yaml) and the demo load."""
+
+import dagster as dg
+
+from corpus_dagster.defs.automation import automation_sensor, ingest_job, ledger_sensor, refresh_schedule
+from corpus_dagster.defs.clean import clean_documents
+from corpus_dagster.defs.ingest import raw_documents
+from corpus_dagster.defs.publish import PUBLISH_CHECKS, shards_and_manifest
+from corpus_dagster.defs.resources import default_corpus_config
+
+ASSETS = [raw_documents, clean_documents, shards_and_manifest]
+CHECKS = [*PUBLISH_CHECKS]
+
+defs = dg.Definitions(
+    assets=ASSETS,
+    asset_checks=CHECKS,
+    jobs=[ingest_job],
+    schedules=[refresh_schedule],
+    sensors=[ledger_sensor, automation_sensor],
+    resources={"corpus": default_corpus_config()},
+    executor=dg.multiprocess_executor.configured({"max_concurrent": 2}),
+)

@@ -1,0 +1,1 @@
+"""The thin Dagster layer: assets, checks, partitions, resources, schedules and sensors."""

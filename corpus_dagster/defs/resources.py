@@ -1,0 +1,45 @@
+"""The corpus config as a Dagster resource: one YAML file, validated, with execution overrides."""
+
+
+import os
+from typing import Any
+
+import dagster as dg
+
+from corpus_dagster.config import load_config
+from corpus_dagster.layout import Layout
+
+DEFAULT_CONFIG_PATH = "configs/demo.yaml"
+
+
+class CorpusConfig(dg.ConfigurableResource):
+    """Loads the corpus config (validated against schemas/corpus-config.schema.json) for every asset.
+
+    `artifacts` and `workers` override the file, so a test or a rebuild can point the same config at
+    another folder or worker count without editing it.
+    """
+
+    config_path: str = DEFAULT_CONFIG_PATH
+    artifacts: str | None = None
+    workers: int | None = None
+
+    def resolved(self) -> dict[str, Any]:
+        """The resolved config (defaults filled, overrides applied)."""
+        overrides: dict[str, Any] = {}
+        if self.artifacts is not None:
+            overrides["paths"] = {"artifacts": self.artifacts}
+        if self.workers is not None:
+            overrides["workers"] = self.workers
+        return load_config(self.config_path, overrides)
+
+    def layout(self) -> Layout:
+        """The artifact layout of the resolved config."""
+        return Layout.from_config(self.resolved())
+
+
+def default_corpus_config() -> CorpusConfig:
+    """The resource as `dagster dev` builds it: CORPUS_CONFIG or configs/demo.yaml, CORPUS_ARTIFACTS."""
+    return CorpusConfig(
+        config_path=os.environ.get("CORPUS_CONFIG", DEFAULT_CONFIG_PATH),
+        artifacts=os.environ.get("CORPUS_ARTIFACTS") or None,
+    )

@@ -1,0 +1,46 @@
+"""Errors that name what went wrong and where, so a person can fix the input."""
+
+from __future__ import annotations
+
+
+class CorpusError(Exception):
+    """Base class for every error this project raises on purpose."""
+
+
+class ConfigError(CorpusError):
+    """The corpus config breaks its schema; lists every violation with its JSON path."""
+
+    def __init__(self, source: str, violations: list[str]):
+        self.source = source
+        self.violations = violations
+        lines = "\n".join(f"  - {v}" for v in violations)
+        super().__init__(f"{source}: {len(violations)} config violation(s):\n{lines}")
+
+
+class LedgerError(CorpusError):
+    """A ledger row is invalid; names the ledger file, line and JSON path."""
+
+    def __init__(self, ledger: str, violations: list[str]):
+        self.ledger = ledger
+        self.violations = violations
+        lines = "\n".join(f"  - {v}" for v in violations)
+        super().__init__(f"{ledger}: {len(violations)} ledger violation(s):\n{lines}")
+
+
+class SourceError(CorpusError):
+    """A source cannot be fetched or read; names the source, file and line where known."""
+
+    def __init__(self, source_id: str, message: str, file: str | None = None, line: int | None = None):
+        self.source_id = source_id
+        self.file = file
+        self.line = line
+        where = f"source {source_id!r}"
+        if file is not None:
+            where += f", file {file}"
+        if line is not None:
+            where += f", line {line}"
+        super().__init__(f"{where}: {message}")
+
+
+class ChecksumMismatch(SourceError):
+    """A fetched file's sha256 differs from the one pinned in the ledger."""

@@ -1,0 +1,68 @@
+"""Where every artifact lives under the artifacts root: the file layout is the interface between assets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from corpus_dagster.config import artifacts_root
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Paths of one corpus build, derived from the resolved config."""
+
+    root: Path
+    dataset: str
+    version: str
+    ledger_override: str | None = None
+
+    @classmethod
+    def from_config(cls, resolved: dict[str, Any]) -> Layout:
+        """Layout for a resolved config."""
+        return cls(
+            root=artifacts_root(resolved),
+            dataset=resolved["dataset"],
+            version=resolved["version"],
+            ledger_override=resolved["paths"].get("ledger"),
+        )
+
+    @property
+    def ledger(self) -> Path:
+        """The ledger file (config paths.ledger, else corpus/LEDGER.jsonl)."""
+        if self.ledger_override:
+            return Path(self.ledger_override).expanduser().resolve()
+        return self.root / "corpus" / "LEDGER.jsonl"
+
+    def raw_source(self, source_id: str) -> Path:
+        """corpus/raw/<source_id>/: dated part folders plus the fetch record."""
+        return self.root / "corpus" / "raw" / source_id
+
+    def fetch_record(self, source_id: str) -> Path:
+        """The record of the last completed fetch (files, checksums, current date folder, parts)."""
+        return self.raw_source(source_id) / "_FETCH.json"
+
+    def downloads(self, source_id: str) -> Path:
+        """Cache of remote files, so a rerun downloads nothing whose checksum already matches."""
+        return self.root / "cache" / "downloads" / source_id
+
+    def stage(self, stage: str, source_id: str | None = None) -> Path:
+        """stages/<stage>/[<source_id>/]: intermediate per-stage outputs (not part of the published contract)."""
+        base = self.root / "stages" / stage
+        return base / source_id if source_id is not None else base
+
+    @property
+    def shards(self) -> Path:
+        """corpus/<dataset>/<version>/: the published shards and _MANIFEST.json."""
+        return self.root / "corpus" / self.dataset / self.version
+
+    @property
+    def manifest(self) -> Path:
+        """corpus/<dataset>/<version>/_MANIFEST.json."""
+        return self.shards / "_MANIFEST.json"
+
+    @property
+    def tokens(self) -> Path:
+        """tokens/<dataset>/<version>/: token streams."""
+        return self.root / "tokens" / self.dataset / self.version

@@ -1,0 +1,56 @@
+"""The manifest: keys in the DESIGN.md order, counts from the stage records, canonical bytes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from corpus_dagster.config import config_sha256, load_schema, schema_violations
+
+BASE_FILTER_KEYS = ("lang", "gopher", "repetition", "ppl")
+PII_KEYS = ("emails", "phones", "cards", "ips", "keys")
+DEDUP_COUNT_KEYS = ("exact_dropped", "near_dropped", "decontaminated")
+
+
+def build_manifest(
+    resolved: dict[str, Any],
+    shards: list[dict[str, Any]],
+    filters: dict[str, int],
+    repairs: dict[str, int] | None,
+    dedup_counts: dict[str, int],
+    pii_counts: dict[str, int],
+    ledger_sha256: str,
+) -> dict[str, Any]:
+    """Assemble the manifest dict in the contract's key order; missing stage counts are zero."""
+    dedup_cfg = resolved["dedup"]
+    manifest: dict[str, Any] = {
+        "dataset": resolved["dataset"],
+        "version": resolved["version"],
+        "n_docs": sum(s["rows"] for s in shards),
+        "n_shards": len(shards),
+        "shards": [{"name": s["name"], "sha256": s["sha256"], "rows": s["rows"]} for s in shards],
+        "filters": {k: int(filters.get(k, 0)) for k in BASE_FILTER_KEYS}
+        | {k: int(v) for k, v in filters.items() if k not in BASE_FILTER_KEYS},
+    }
+    if repairs is not None:
+        manifest["repairs"] = {k: int(v) for k, v in repairs.items()}
+    manifest["dedup"] = {k: int(dedup_counts.get(k, 0)) for k in DEDUP_COUNT_KEYS} | {
+        "jaccard_threshold": dedup_cfg["jaccard_threshold"],
+        "num_perm": dedup_cfg["num_perm"],
+        "bands": dedup_cfg["bands"],
+        "ngram": dedup_cfg["ngram"],
+    }
+    manifest["pii"] = {k: int(pii_counts.get(k, 0)) for k in PII_KEYS}
+    manifest["ledger_ref"] = f"sha256:{ledger_sha256}"
+    manifest["config_sha256"] = config_sha256(resolved)
+    return manifest
+
+
+def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    """Canonical bytes: 2-space indent, key order as built, UTF-8, trailing newline."""
+    return (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def manifest_violations(manifest: Any) -> list[str]:
+    """Every violation of schemas/corpus-manifest.schema.json."""
+    return schema_violations(manifest, load_schema("corpus-manifest.schema.json"))

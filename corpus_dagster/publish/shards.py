@@ -1,0 +1,234 @@
+"""Write the published shards: global id order, split, minhash_cluster, fixed Parquet settings."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from corpus_dagster.parallel import ordered_map
+from corpus_dagster.publish.schema import SHARD_SCHEMA, shard_name
+
+ROW_OVERHEAD_BYTES = 64  # fixed-width columns and offsets of one row, for the row-group size estimate
+DICT_COLUMNS = ["source_id", "license_spdx", "lang", "split"]
+
+
+@dataclass(frozen=True)
+class SourceDocs:
+    """One source's final per-part document files, in k order (ids `<source_id>:<k>`)."""
+
+    source_id: str
+    files: list[Path]
+
+
+@dataclass
+class Annotations:
+    """What earlier global stages decided about rows: ids to drop and near-duplicate cluster keys."""
+
+    dropped_ids: pl.Series | None = None  # ids removed by dedup / decontamination
+    clusters: pl.DataFrame | None = None  # columns id, cluster_min_id
+
+
+@dataclass
+class ShardsResult:
+    """What build_shards wrote."""
+
+    shards: list[dict[str, Any]] = field(default_factory=list)  # name, sha256, rows
+    n_docs: int = 0
+    seconds: float = 0.0
+    split_counts: dict[str, int] = field(default_factory=dict)
+
+
+def source_order(source_ids: list[str]) -> list[str]:
+    """Sources in the byte order of `<source_id>:`, which is the byte order of all their ids.
+
+    ':' never occurs in a source id, so comparing two ids of different sources is decided inside the
+    `<source_id>:` prefixes: concatenating per-source sorted ids in this order sorts the whole corpus.
+    """
+    return sorted(source_ids, key=lambda s: (s + ":").encode("utf-8"))
+
+
+def plan_rows(sources: list[SourceDocs], annotations: Annotations) -> pl.DataFrame:
+    """The global row plan: id, file index, row index in file, sorted by id, after drops; memory ~ ids only."""
+    frames = []
+    file_offset = 0
+    by_id = {s.source_id: s for s in sources}
+    for sid in source_order(list(by_id)):
+        src = by_id[sid]
+        for j, path in enumerate(src.files):
+            ids = pq.read_table(path, columns=["id"]).column("id")
+            frames.append(
+                pl.DataFrame(
+                    {
+                        "id": pl.Series("id", ids.to_pylist(), dtype=pl.String) if ids.num_chunks == 0 else pl.from_arrow(ids),
+                        "file": pl.Series(np.full(len(ids), file_offset + j, dtype=np.int32)),
+                        "row": pl.Series(np.arange(len(ids), dtype=np.int64)),
+                    }
+                )
+            )
+        file_offset += len(src.files)
+    if not frames:
+        return pl.DataFrame(schema={"id": pl.String, "file": pl.Int32, "row": pl.Int64})
+    plan = pl.concat(frames)
+    if annotations.dropped_ids is not None and len(annotations.dropped_ids):
+        plan = plan.join(pl.DataFrame({"id": annotations.dropped_ids.cast(pl.String)}), on="id", how="anti")
+    # Sort within each source only would suffice (see source_order); one global sort is simpler and the
+    # same result: the id column is small next to the texts.
+    plan = plan.sort("id", maintain_order=True)
+    dup = plan.select(pl.col("id").is_duplicated().any()).item()
+    if dup:
+        first = plan.filter(pl.col("id").is_duplicated()).get_column("id")[0]
+        raise ValueError(f"duplicate document id {first!r} in the inputs")
+    plan = plan.with_row_index("row_index").with_columns(pl.col("row_index").cast(pl.Int64))
+    return plan
+
+
+def cluster_index(plan: pl.DataFrame, annotations: Annotations) -> np.ndarray:
+    """minhash_cluster per planned row: the smallest global row index of the kept rows of its cluster."""
+    own = plan.get_column("row_index").to_numpy().astype(np.int64)
+    if annotations.clusters is None or annotations.clusters.height == 0:
+        return own
+    joined = plan.select("id", "row_index").join(annotations.clusters.select("id", "cluster_min_id"), on="id", how="left")
+    joined = joined.with_columns(
+        pl.col("row_index").min().over("cluster_min_id").alias("cluster_first")
+    ).with_columns(
+        pl.when(pl.col("cluster_min_id").is_null()).then(pl.col("row_index")).otherwise(pl.col("cluster_first")).alias("mc")
+    )
+    return joined.get_column("mc").to_numpy().astype(np.int64)
+
+
+def split_column(sha: pa.Array, val_permille: int) -> pa.Array:
+    """`val` when the first 8 bytes of sha256 (big-endian) mod 1000 < val_permille, else `train`."""
+    raw = np.frombuffer(sha.buffers()[1], dtype=np.uint8)[sha.offset * 32 : (sha.offset + len(sha)) * 32]
+    first8 = raw.reshape(-1, 32)[:, :8].copy().view(">u8").reshape(-1)
+    is_val = (first8 % np.uint64(1000)) < np.uint64(val_permille)
+    return pa.array(np.where(is_val, "val", "train"), pa.string())
+
+
+def gather(files: list[Path], file_idx: np.ndarray, row_idx: np.ndarray, columns: list[str]) -> pa.Table:
+    """Rows (file_idx[i], row_idx[i]) in that order, reading only the row groups that hold them."""
+    pieces = []
+    positions = []
+    for f in np.unique(file_idx):
+        sel = np.nonzero(file_idx == f)[0]
+        rows = row_idx[sel]
+        pf = pq.ParquetFile(files[f])
+        sizes = np.array([pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        groups = np.unique(np.searchsorted(starts, rows, side="right") - 1)
+        avail = [c for c in columns if c in pf.schema_arrow.names]
+        table = pf.read_row_groups(groups.tolist(), columns=avail)
+        local_starts = np.concatenate([[0], np.cumsum(sizes[groups])[:-1]])
+        g_of_row = np.searchsorted(starts[groups], rows, side="right") - 1
+        local = local_starts[g_of_row] + (rows - starts[groups][g_of_row])
+        piece = table.take(pa.array(local))
+        for c in columns:
+            if c not in avail:  # e.g. pii_redactions before the scrub stage: zero
+                piece = piece.append_column(c, pa.array(np.zeros(piece.num_rows, dtype=np.int32)))
+        pieces.append(piece.select(columns))
+        positions.append(sel)
+    table = pa.concat_tables(pieces)
+    order = np.argsort(np.concatenate(positions), kind="stable")
+    return table.take(pa.array(order))
+
+
+def write_shard(
+    files: list[Path],
+    file_idx: np.ndarray,
+    row_idx: np.ndarray,
+    minhash_cluster: np.ndarray,
+    out_path: Path,
+    val_permille: int,
+    row_group_max_bytes: int,
+    zstd_level: int,
+) -> dict[str, Any]:
+    """Write one shard with fixed writer settings; returns name, sha256 and rows."""
+    cols = ["id", "text", "source_id", "url", "license_spdx", "lang", "n_chars", "sha256", "pii_redactions"]
+    t = gather(files, file_idx, row_idx, cols)
+    table = pa.table(
+        {
+            "id": t["id"],
+            "text": t["text"],
+            "source_id": t["source_id"],
+            "url": t["url"],
+            "license_spdx": t["license_spdx"],
+            "lang": t["lang"],
+            "n_chars": t["n_chars"].cast(pa.int32()),
+            "sha256": t["sha256"].cast(pa.binary(32)),
+            "minhash_cluster": pa.array(minhash_cluster, pa.int64()),
+            "pii_redactions": t["pii_redactions"].cast(pa.int32()),
+            "split": split_column(t["sha256"].combine_chunks(), val_permille),
+        },
+        schema=SHARD_SCHEMA,
+    )
+    sizes = ROW_OVERHEAD_BYTES + sum(
+        pc.fill_null(pc.binary_length(table[c]), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        for c in ("id", "text", "source_id", "url", "license_spdx", "lang", "split")
+    )
+    cuts = row_group_cuts(sizes, row_group_max_bytes)
+    with pq.ParquetWriter(
+        out_path,
+        SHARD_SCHEMA,
+        compression="zstd",
+        compression_level=zstd_level,
+        use_dictionary=DICT_COLUMNS,
+        write_statistics=True,
+        version="2.6",
+        data_page_version="1.0",
+    ) as writer:
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            writer.write_table(table.slice(a, b - a), row_group_size=b - a)
+    digest = hashlib.sha256(out_path.read_bytes()).hexdigest()
+    return {"name": out_path.name, "sha256": digest, "rows": table.num_rows}
+
+
+def row_group_cuts(sizes: np.ndarray, limit: int) -> list[int]:
+    """Row boundaries so each row group's estimated bytes stay within `limit` (a lone larger row stands alone)."""
+    cuts = [0]
+    acc = 0
+    for i, s in enumerate(sizes.tolist()):
+        if acc and acc + s > limit:
+            cuts.append(i)
+            acc = 0
+        acc += s
+    if len(sizes):
+        cuts.append(len(sizes))
+    return cuts
+
+
+def build_shards(
+    sources: list[SourceDocs], annotations: Annotations, out_dir: Path, resolved: dict[str, Any], workers: int
+) -> ShardsResult:
+    """Write every shard into out_dir (which the caller swaps into place atomically)."""
+    start = time.monotonic()
+    plan = plan_rows(sources, annotations)
+    mc = cluster_index(plan, annotations)
+    files = [f for sid in source_order([s.source_id for s in sources]) for f in {s.source_id: s for s in sources}[sid].files]
+    n = plan.height
+    shard_rows = resolved["shard_rows"]
+    count = math.ceil(n / shard_rows) if n else 0
+    file_idx = plan.get_column("file").to_numpy()
+    row_idx = plan.get_column("row").to_numpy()
+    pub = resolved["publish"]
+    jobs = []
+    for i in range(count):
+        a, b = i * shard_rows, min(n, (i + 1) * shard_rows)
+        jobs.append(
+            (files, file_idx[a:b], row_idx[a:b], mc[a:b], out_dir / shard_name(i, count),
+             resolved["val_permille"], pub["row_group_max_bytes"], pub["zstd_level"])
+        )
+    result = ShardsResult()
+    for entry in ordered_map(write_shard, jobs, workers):
+        result.shards.append(entry)
+    result.n_docs = n
+    result.seconds = time.monotonic() - start
+    return result

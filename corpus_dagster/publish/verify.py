@@ -1,0 +1,144 @@
+"""Independent checks of published shards and manifest: each returns a list of problems (empty = pass)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from corpus_dagster.publish.manifest import manifest_violations
+from corpus_dagster.publish.schema import SHARD_SCHEMA, shard_name
+from corpus_dagster.publish.shards import split_column
+
+MAX_PROBLEMS = 20
+
+
+def shard_paths(folder: Path) -> list[Path]:
+    """Shard files in a folder, in name order."""
+    return sorted(folder.glob("shard-*-of-*.parquet"))
+
+
+def iter_batches(paths: list[Path], columns: list[str]) -> Iterator[tuple[Path, pa.RecordBatch]]:
+    """Record batches of the given columns across shards, in order (memory bounded by a batch)."""
+    for path in paths:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=8192, columns=columns):
+            yield path, batch
+
+
+def check_schema(paths: list[Path]) -> list[str]:
+    """Column names, order and Arrow types of every shard equal the contract; row groups within 64 MiB."""
+    problems = []
+    for path in paths:
+        pf = pq.ParquetFile(path)
+        schema = pf.schema_arrow
+        if schema.names != SHARD_SCHEMA.names:
+            problems.append(f"{path.name}: columns {schema.names} != {SHARD_SCHEMA.names}")
+            continue
+        for f_have, f_want in zip(schema, SHARD_SCHEMA, strict=True):
+            if f_have.type != f_want.type:
+                problems.append(f"{path.name}: column {f_want.name} is {f_have.type}, want {f_want.type}")
+        for i in range(pf.num_row_groups):
+            rg = pf.metadata.row_group(i)
+            if rg.total_byte_size > 64 * 1024 * 1024 and rg.num_rows > 1:
+                problems.append(f"{path.name}: row group {i} holds {rg.total_byte_size} bytes > 64 MiB")
+        col = pf.metadata.row_group(0).column(1) if pf.num_row_groups else None
+        if col is not None and col.compression.lower() != "zstd":
+            problems.append(f"{path.name}: compression {col.compression}, want ZSTD")
+    return problems[:MAX_PROBLEMS]
+
+
+def check_manifest(folder: Path, manifest_path: Path) -> list[str]:
+    """Manifest valid against its schema and consistent with the files actually on disk."""
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        return [f"{manifest_path}: unreadable: {exc}"]
+    problems = manifest_violations(manifest)
+    if problems:
+        return problems[:MAX_PROBLEMS]
+    paths = shard_paths(folder)
+    listed = [s["name"] for s in manifest["shards"]]
+    expected = [shard_name(i, manifest["n_shards"]) for i in range(manifest["n_shards"])]
+    if listed != expected:
+        problems.append(f"shard names {listed[:3]}... != expected {expected[:3]}...")
+    if [p.name for p in paths] != listed:
+        problems.append(f"files on disk {[p.name for p in paths][:5]} != manifest {listed[:5]}")
+    if manifest["n_shards"] != len(manifest["shards"]):
+        problems.append(f"n_shards {manifest['n_shards']} != {len(manifest['shards'])} listed")
+    total_listed = sum(s["rows"] for s in manifest["shards"])
+    if manifest["n_docs"] != total_listed:
+        problems.append(f"n_docs {manifest['n_docs']} != sum of shard rows {total_listed}")
+    rows_read = 0
+    for entry in manifest["shards"]:
+        path = folder / entry["name"]
+        if not path.exists():
+            problems.append(f"{entry['name']}: listed but missing")
+            continue
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest != entry["sha256"]:
+            problems.append(f"{entry['name']}: sha256 {digest} != manifest {entry['sha256']}")
+        rows = pq.ParquetFile(path).metadata.num_rows
+        rows_read += rows
+        if rows != entry["rows"]:
+            problems.append(f"{entry['name']}: {rows} rows != manifest {entry['rows']}")
+    if rows_read != manifest["n_docs"]:
+        problems.append(f"rows actually read {rows_read} != n_docs {manifest['n_docs']}")
+    return problems[:MAX_PROBLEMS]
+
+
+def check_ids_sorted(paths: list[Path]) -> list[str]:
+    """Ids strictly increasing in byte order across all shards (so also unique)."""
+    problems = []
+    prev: bytes | None = None
+    for path, batch in iter_batches(paths, ["id"]):
+        ids = [s.encode("utf-8") for s in batch.column(0).to_pylist()]
+        for cur in ids:
+            if prev is not None and not prev < cur:
+                problems.append(f"{path.name}: id {cur!r} does not follow {prev!r}")
+                if len(problems) >= MAX_PROBLEMS:
+                    return problems
+            prev = cur
+    return problems
+
+
+def check_split(paths: list[Path], val_permille: int) -> list[str]:
+    """split recomputed from sha256 equals the stored split."""
+    problems = []
+    for path, batch in iter_batches(paths, ["id", "sha256", "split"]):
+        want = split_column(batch.column(1), val_permille)
+        bad = pc.invert(pc.equal(want, batch.column(2))).to_numpy(zero_copy_only=False)
+        for i in np.nonzero(bad)[0][: MAX_PROBLEMS - len(problems)]:
+            problems.append(f"{path.name}: {batch.column(0)[i]}: split {batch.column(2)[i]} != {want[i]}")
+        if len(problems) >= MAX_PROBLEMS:
+            break
+    return problems
+
+
+def check_hashes(paths: list[Path]) -> list[str]:
+    """sha256 and n_chars recomputed from text equal the stored columns."""
+    problems = []
+    for path, batch in iter_batches(paths, ["id", "text", "sha256", "n_chars"]):
+        ids, texts, shas, nchars = (batch.column(i).to_pylist() for i in range(4))
+        for doc_id, text, sha, n in zip(ids, texts, shas, nchars, strict=True):
+            if hashlib.sha256(text.encode("utf-8")).digest() != sha:
+                problems.append(f"{path.name}: {doc_id}: sha256 does not match its text")
+            if len(text) != n:
+                problems.append(f"{path.name}: {doc_id}: n_chars {n} != {len(text)}")
+            if len(problems) >= MAX_PROBLEMS:
+                return problems
+    return problems
+
+
+def compare_folders(a: Path, b: Path) -> list[str]:
+    """Every file of two build folders byte-identical (same names, same bytes)."""
+    names_a = sorted(p.name for p in a.iterdir() if p.is_file())
+    names_b = sorted(p.name for p in b.iterdir() if p.is_file())
+    if names_a != names_b:
+        return [f"file lists differ: {names_a[:5]} vs {names_b[:5]}"]
+    return [f"{n}: bytes differ" for n in names_a if (a / n).read_bytes() != (b / n).read_bytes()][:MAX_PROBLEMS]
