@@ -186,7 +186,7 @@ def fetch_source(
                 cached.unlink(missing_ok=True)
             raise ChecksumMismatch(source.source_id, f"checksum mismatch: ledger pins sha256 {pinned}, got {sha}", file=rf.url)
         if log:
-            log.info(f"{source.source_id}: {rf.url} sha256={sha[:12]} ({'skipped' if reusable else 'fetched'})")
+            log.debug(f"{source.source_id}: {rf.url} sha256={sha[:12]} ({'skipped' if reusable else 'fetched'})")
         locals_.append((rf, local_path, sha, ukey))
 
     settings = {k: ingest_cfg[k] for k in ("part_max_bytes", "part_max_docs", "max_doc_bytes")}
