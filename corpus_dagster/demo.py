@@ -50,6 +50,14 @@ def demo_sources(inputs: Path) -> list[Source]:
     return sources
 
 
+def ensure_dagster_home(home: Path) -> None:
+    """A SQLite-backed instance folder with telemetry off (no network at run time)."""
+    home.mkdir(parents=True, exist_ok=True)
+    cfg = home / "dagster.yaml"
+    if not cfg.exists():
+        cfg.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo end to end; returns the exit code."""
     import dagster as dg
@@ -60,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = argv if argv is not None else sys.argv[1:]
     config_path = argv[0] if argv else str(PROJECT / "configs" / "demo.yaml")
     os.environ.setdefault("DAGSTER_HOME", str(PROJECT / ".dagster_home"))
-    Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
+    ensure_dagster_home(Path(os.environ["DAGSTER_HOME"]))
     start = time.monotonic()
     os.chdir(PROJECT)
     resolved = load_config(config_path)

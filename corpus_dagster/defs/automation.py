@@ -13,7 +13,7 @@ from corpus_dagster.errors import CorpusError
 from corpus_dagster.ledger import load_ledger
 
 ingest_job = dg.define_asset_job(
-    "ingest_sources", selection=dg.AssetSelection.assets("raw_documents"), partitions_def=source_partitions
+    "ingest_sources", selection=dg.AssetSelection.assets("raw_documents")
 )
 
 

@@ -1,0 +1,79 @@
+import hashlib
+import json
+
+import pytest
+
+from corpus_dagster.config import (
+    EXECUTION_KEYS,
+    config_sha256,
+    fill_defaults,
+    load_config,
+    load_schema,
+    resolve_config,
+)
+from corpus_dagster.errors import ConfigError
+
+
+def test_empty_config_gets_every_default():
+    resolved = load_config(None)
+    assert resolved["dataset"] == "corpus"
+    assert resolved["shard_rows"] == 10000
+    assert resolved["paths"]["artifacts"] == "./artifacts"
+    assert resolved["ingest"]["part_max_bytes"] == 64 * 1024 * 1024
+    assert resolved["refresh"]["cron"] == "0 3 * * *"
+    assert resolved["dedup"]["num_perm"] == 128
+
+
+def _walk(schema, path="$"):
+    if schema.get("type") == "object" and "properties" in schema:
+        for key, sub in schema["properties"].items():
+            yield f"{path}.{key}", sub
+            yield from _walk(sub, f"{path}.{key}")
+
+
+def test_every_schema_key_has_default_and_description():
+    missing = [p for p, sub in _walk(load_schema("corpus-config.schema.json")) if "default" not in sub or not sub.get("description")]
+    assert missing == []
+
+
+def test_all_violations_reported_with_json_paths():
+    with pytest.raises(ConfigError) as err:
+        resolve_config({"shard_rows": 0, "val_permille": 2000, "paths": {"artifacts": 5}, "bogus": 1})
+    text = str(err.value)
+    for path in ("$.shard_rows", "$.val_permille", "$.paths.artifacts", "$: Additional properties"):
+        assert path in text
+    assert len(err.value.violations) == 4
+
+
+def test_bands_must_divide_num_perm():
+    with pytest.raises(ConfigError, match="multiple of bands"):
+        resolve_config({"dedup": {"num_perm": 100, "bands": 16}})
+
+
+def test_config_sha256_is_canonical_json_without_execution_keys():
+    resolved = load_config(None, {"dataset": "x"})
+    body = {k: v for k, v in resolved.items() if k not in EXECUTION_KEYS}
+    canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    assert config_sha256(resolved) == hashlib.sha256(canon).hexdigest()
+    other = load_config(None, {"dataset": "x", "workers": 4, "paths": {"artifacts": "/elsewhere"}})
+    assert config_sha256(other) == config_sha256(resolved)
+    assert config_sha256(load_config(None, {"dataset": "y"})) != config_sha256(resolved)
+
+
+def test_yaml_file_and_unreadable_file(tmp_path):
+    good = tmp_path / "c.yaml"
+    good.write_text("dataset: abc\nshard_rows: 7\n")
+    assert load_config(good)["shard_rows"] == 7
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("dataset: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_fill_defaults_keeps_given_values():
+    schema = load_schema("corpus-config.schema.json")
+    out = fill_defaults({"ingest": {"part_max_docs": 3}}, schema)
+    assert out["ingest"]["part_max_docs"] == 3
+    assert out["ingest"]["part_max_bytes"] == 64 * 1024 * 1024
