@@ -139,9 +139,9 @@ def test_row_group_cuts_respect_limit():
 
     sizes = np.array([10, 10, 10, 50, 10, 100, 5])
     cuts = row_group_cuts(sizes, 30)
-    groups = [sizes[a:b].sum() for a, b in zip(cuts[:-1], cuts[1:])]
+    groups = [sizes[a:b].sum() for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
     assert cuts[0] == 0 and cuts[-1] == len(sizes)
-    assert all(g <= 30 or b - a == 1 for g, a, b in zip(groups, cuts[:-1], cuts[1:]))
+    assert all(g <= 30 or b - a == 1 for g, a, b in zip(groups, cuts[:-1], cuts[1:], strict=True))
     assert cuts == [0, 3, 4, 5, 6, 7]
 
 
