@@ -77,3 +77,11 @@ def test_fill_defaults_keeps_given_values():
     out = fill_defaults({"ingest": {"part_max_docs": 3}}, schema)
     assert out["ingest"]["part_max_docs"] == 3
     assert out["ingest"]["part_max_bytes"] == 64 * 1024 * 1024
+
+
+def test_config_reference_doc_in_sync_with_schema():
+    from corpus_dagster.config import load_schema
+    from corpus_dagster.docs_gen import DOC, render
+
+    load_schema.cache_clear()
+    assert DOC.read_text(encoding="utf-8") == render(), "run `python -m corpus_dagster.docs_gen`"
