@@ -4,11 +4,13 @@ import dagster as dg
 
 from corpus_dagster.defs.automation import automation_sensor, ingest_job, ledger_sensor, refresh_schedule
 from corpus_dagster.defs.clean import clean_documents
+from corpus_dagster.defs.dedup import dedup, minhash_signatures
 from corpus_dagster.defs.ingest import raw_documents
 from corpus_dagster.defs.publish import PUBLISH_CHECKS, shards_and_manifest
 from corpus_dagster.defs.resources import default_corpus_config
+from corpus_dagster.defs.scrub import scrubbed
 
-ASSETS = [raw_documents, clean_documents, shards_and_manifest]
+ASSETS = [raw_documents, clean_documents, minhash_signatures, dedup, scrubbed, shards_and_manifest]
 CHECKS = [*PUBLISH_CHECKS]
 
 defs = dg.Definitions(

@@ -6,7 +6,6 @@ import hashlib
 import json
 import shutil
 import time
-import unicodedata
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from corpus_dagster import __version__
 from corpus_dagster.atomic import atomic_path, atomic_write_bytes
+from corpus_dagster.clean.pipeline import clean_texts
 from corpus_dagster.config import canonical_json
 from corpus_dagster.ingest.fetch import raw_part_paths
 from corpus_dagster.ingest.raw_parts import read_raw_part
@@ -40,33 +41,48 @@ def clean_part(raw_path: Path, first_k: int, source_id: str, clean_cfg: dict[str
         return json.loads(stats_path.read_text())  # resumed: this part completed in an earlier run
     start = time.monotonic()
     records = list(read_raw_part(raw_path))
-    ids = [f"{source_id}:{first_k + i}" for i in range(len(records))]
-    texts = [unicodedata.normalize("NFC", r["text"]) for r in records]
-    digests = [hashlib.sha256(t.encode("utf-8")).digest() for t in texts]
+    outcome = clean_texts([r["text"] for r in records], clean_cfg, source_id)
+    kept_idx = [i for i, reason in enumerate(outcome.reason) if reason is None]
+    drop_idx = [i for i, reason in enumerate(outcome.reason) if reason is not None]
+
+    def ids(idx: list[int]) -> list[str]:
+        return [f"{source_id}:{first_k + i}" for i in idx]
+
+    texts = [outcome.text[i] for i in kept_idx]
     docs = pa.table(
         {
-            "id": ids,
+            "id": ids(kept_idx),
             "text": texts,
-            "source_id": [source_id] * len(records),
-            "url": [r["url"] for r in records],
-            "license_spdx": [r["license_spdx"] for r in records],
-            "lang": ["und"] * len(records),
+            "source_id": [source_id] * len(kept_idx),
+            "url": [records[i]["url"] for i in kept_idx],
+            "license_spdx": [records[i]["license_spdx"] for i in kept_idx],
+            "lang": [outcome.lang[i] for i in kept_idx],
             "n_chars": pa.array([len(t) for t in texts], pa.int32()),
-            "sha256": pa.array(digests, pa.binary(32)),
-            "repairs": pa.array([[] for _ in records], pa.list_(pa.string())),
+            "sha256": pa.array([hashlib.sha256(t.encode("utf-8")).digest() for t in texts], pa.binary(32)),
+            "repairs": pa.array([outcome.repairs[i] for i in kept_idx], pa.list_(pa.string())),
         },
         schema=CLEAN_DOC_SCHEMA,
     )
-    rejects = REJECT_SCHEMA.empty_table()
+    rejects = pa.table(
+        {
+            "id": ids(drop_idx),
+            "url": [records[i]["url"] for i in drop_idx],
+            "reason": [outcome.reason[i] for i in drop_idx],
+            "value": pa.array([outcome.value[i] for i in drop_idx], pa.float64()),
+            "text": [outcome.text[i] for i in drop_idx],
+        },
+        schema=REJECT_SCHEMA,
+    )
     write_table(docs, docs_path)
     write_table(rejects, rejects_path)
     stats = {
         "docs_in": len(records),
         "kept": docs.num_rows,
         "rejected": rejects.num_rows,
-        "reasons": {},
-        "repairs": {},
-        "bytes_in": sum(len(t.encode("utf-8")) for t in texts),
+        "reasons": dict(sorted(Counter(r for r in outcome.reason if r is not None).items())),
+        "repairs": dict(sorted(Counter(k for rs in outcome.repairs for k in rs).items())),
+        "langs": dict(sorted(Counter(outcome.lang).items())),
+        "bytes_in": sum(len(r["text"].encode("utf-8", errors="surrogatepass")) for r in records),
         "seconds": round(time.monotonic() - start, 3),
     }
     atomic_write_bytes(stats_path, json.dumps(stats, sort_keys=True).encode())
@@ -77,7 +93,7 @@ def run_clean_source(layout: Layout, source_id: str, resolved: dict[str, Any], l
     """Clean every raw part of a source (in parallel over parts), resuming parts that already completed."""
     parts, part_docs, record = raw_part_paths(layout, source_id)
     clean_cfg = resolved["clean"]
-    key_src = {"fetch_date": record["date"], "files": record["files"], "parts": record["parts"], "clean": clean_cfg}
+    key_src = {"code": __version__, "fetch_date": record["date"], "files": record["files"], "parts": record["parts"], "clean": clean_cfg}
     key = hashlib.sha256(canonical_json(key_src)).hexdigest()[:16]
     folder = layout.stage("clean", source_id)
     out_dir = folder / key
@@ -107,9 +123,11 @@ def summarize(per_part: list[dict[str, Any]]) -> dict[str, Any]:
     """Add up part stats; dict keys sorted so the record is stable."""
     reasons: Counter[str] = Counter()
     repairs: Counter[str] = Counter()
+    langs: Counter[str] = Counter()
     for s in per_part:
         reasons.update(s["reasons"])
         repairs.update(s["repairs"])
+        langs.update(s.get("langs", {}))
     return {
         "parts": len(per_part),
         "docs_in": sum(s["docs_in"] for s in per_part),
@@ -118,5 +136,6 @@ def summarize(per_part: list[dict[str, Any]]) -> dict[str, Any]:
         "bytes_in": sum(s["bytes_in"] for s in per_part),
         "reasons": dict(sorted(reasons.items())),
         "repairs": dict(sorted(repairs.items())),
+        "langs": dict(sorted(langs.items())),
         "seconds": round(sum(s["seconds"] for s in per_part), 3),
     }

@@ -12,7 +12,7 @@ from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.publish import verify
 from corpus_dagster.publish.build import publish, write_publish
 
-UPSTREAM = ["clean_documents"]
+UPSTREAM = ["scrubbed", "dedup"]
 
 
 @dg.multi_asset(
@@ -126,4 +126,10 @@ def deterministic_rebuild(corpus: CorpusConfig) -> dg.AssetCheckResult:
     return _result(problems, rebuild_workers=other_workers, build_workers=resolved["workers"])
 
 
-PUBLISH_CHECKS = [shard_schema, manifest_consistent, ids_sorted, split_matches_sha256, hashes_match_text, deterministic_rebuild]
+@dg.asset_check(asset="shards", blocking=True, description="No PII detector fires on the published text.")
+def no_pii_in_shards(corpus: CorpusConfig) -> dg.AssetCheckResult:
+    resolved = corpus.resolved()
+    return _result(verify.check_no_pii(verify.shard_paths(corpus.layout().shards), resolved["pii"]))
+
+
+PUBLISH_CHECKS = [no_pii_in_shards, shard_schema, manifest_consistent, ids_sorted, split_matches_sha256, hashes_match_text, deterministic_rebuild]

@@ -8,13 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from corpus_dagster.atomic import atomic_dir
+from corpus_dagster.clean.pipeline import FILTER_KEYS, REPAIR_KINDS, filter_key
 from corpus_dagster.layout import Layout
 from corpus_dagster.ledger import ledger_sha256
 from corpus_dagster.publish.manifest import build_manifest, manifest_bytes
 from corpus_dagster.publish.shards import Annotations, ShardsResult, SourceDocs, build_shards
-from corpus_dagster.store import stage_files, stage_stats
-
-FINAL_STAGE = "clean"  # the last per-source stage before the shards
+from corpus_dagster.scrub.api import PII_TYPES
+from corpus_dagster.stages.dedup import clusters, dedup_stats
+from corpus_dagster.stages.scrub import scrub_stats, scrubbed_files
+from corpus_dagster.store import stage_stats
 
 
 @dataclass
@@ -25,30 +27,38 @@ class PublishResult:
     shards: ShardsResult
 
 
-def reason_filter_key(reason: str) -> str:
-    """Manifest `filters` key of a clean reason code."""
-    return reason
-
-
 def collect_filters(layout: Layout, source_ids: list[str]) -> tuple[dict[str, int], dict[str, int]]:
-    """Filter and repair counts summed over the sources' clean records (from their rejects tables)."""
-    filters: Counter[str] = Counter()
-    repairs: Counter[str] = Counter()
+    """Filter and repair counts summed over the sources' clean records (which count their rejects tables)."""
+    filters: Counter[str] = Counter({k: 0 for k in FILTER_KEYS})
+    repairs: Counter[str] = Counter({k: 0 for k in REPAIR_KINDS})
     for sid in source_ids:
         stats = stage_stats(layout, "clean", sid)
         for reason, n in stats.get("reasons", {}).items():
-            filters[reason_filter_key(reason)] += n
+            filters[filter_key(reason)] += n
         repairs.update(stats.get("repairs", {}))
-    return dict(filters), dict(repairs)
+    ordered_filters = {k: filters[k] for k in FILTER_KEYS} | {k: v for k, v in sorted(filters.items()) if k not in FILTER_KEYS}
+    return ordered_filters, {k: repairs[k] for k in REPAIR_KINDS}
+
+
+def collect_pii(layout: Layout, source_ids: list[str]) -> dict[str, int]:
+    """Placeholders the scrub inserted, per type, over all sources."""
+    total: Counter[str] = Counter()
+    for sid in source_ids:
+        total.update(scrub_stats(layout, sid)["pii"])
+    return {t: total[t] for t in PII_TYPES}
 
 
 def write_publish(layout: Layout, resolved: dict[str, Any], source_ids: list[str], out_dir: Path, workers: int) -> PublishResult:
     """Write shards and _MANIFEST.json of the given sources into out_dir (an empty folder)."""
-    sources = [SourceDocs(sid, stage_files(layout, FINAL_STAGE, sid, "docs")) for sid in source_ids]
-    annotations = Annotations()
+    sources = [SourceDocs(sid, scrubbed_files(layout, sid)) for sid in source_ids]
+    annotations = Annotations(clusters=clusters(layout))
     shards = build_shards(sources, annotations, out_dir, resolved, workers)
     filters, repairs = collect_filters(layout, source_ids)
-    manifest = build_manifest(resolved, shards.shards, filters, repairs, {}, {}, ledger_sha256(layout.ledger))
+    dstats = dedup_stats(layout)
+    dedup_counts = {k: dstats.get(k, 0) for k in ("exact_dropped", "near_dropped", "decontaminated")}
+    manifest = build_manifest(
+        resolved, shards.shards, filters, repairs, dedup_counts, collect_pii(layout, source_ids), ledger_sha256(layout.ledger)
+    )
     (out_dir / "_MANIFEST.json").write_bytes(manifest_bytes(manifest))
     return PublishResult(manifest, shards)
 

@@ -135,6 +135,22 @@ def check_hashes(paths: list[Path]) -> list[str]:
     return problems
 
 
+def check_no_pii(paths: list[Path], pii_cfg: dict) -> list[str]:
+    """No enabled PII detector finds anything in the published text (the scrub is idempotent)."""
+    from corpus_dagster.scrub.api import find_pii_batch
+
+    problems = []
+    for path, batch in iter_batches(paths, ["id", "text"]):
+        ids = batch.column(0).to_pylist()
+        for doc_id, text, spans in zip(ids, batch.column(1).to_pylist(), find_pii_batch(batch.column(1).to_pylist(), pii_cfg), strict=True):
+            for span in spans[:3]:
+                kind, start, end = span[0], span[1], span[2]
+                problems.append(f"{path.name}: {doc_id}: {kind} at {start}: {text[max(0, start - 20):end + 20]!r}")
+            if len(problems) >= MAX_PROBLEMS:
+                return problems[:MAX_PROBLEMS]
+    return problems
+
+
 def compare_folders(a: Path, b: Path) -> list[str]:
     """Every file of two build folders byte-identical (same names, same bytes)."""
     names_a = sorted(p.name for p in a.iterdir() if p.is_file())

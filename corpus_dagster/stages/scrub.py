@@ -1,0 +1,136 @@
+"""Scrub stage driver: per source, drop what dedup removed, scrub PII, recompute sha256 and n_chars.
+
+It runs after the global dedup (so only kept documents are scrubbed) but caches per source under a key
+of (clean output, pii config, that source's dropped ids): a new source scrubs only itself unless dedup
+changed what another source keeps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from corpus_dagster.clean.part import write_table
+from corpus_dagster.layout import Layout
+from corpus_dagster.parallel import ordered_map
+from corpus_dagster.scrub.api import PII_TYPES, scrub_texts
+from corpus_dagster.stages.cache import cache_key, current_key, write_current
+from corpus_dagster.store import clean_doc_files, read_current
+
+SCRUBBED_SCHEMA_EXTRA = ("pii_redactions",)
+
+
+def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str, Any]) -> dict[str, Any]:
+    """Scrub one clean document file into out_path; returns counts and examples."""
+    start = time.monotonic()
+    table = pq.read_table(in_path)
+    if drop:
+        keep = pc.invert(pc.is_in(table["id"], value_set=pa.array(drop, pa.string())))
+        table = table.filter(keep)
+    texts = table["text"].to_pylist()
+    outcome = scrub_texts(texts, pii_cfg)
+    new_texts = outcome.text
+    changed = [i for i, (a, b) in enumerate(zip(texts, new_texts, strict=True)) if a is not b and a != b]
+    sha = table["sha256"].to_pylist()
+    nchars = table["n_chars"].to_pylist()
+    for i in changed:
+        sha[i] = hashlib.sha256(new_texts[i].encode("utf-8")).digest()
+        nchars[i] = len(new_texts[i])
+    ids = table["id"]
+    out = (
+        table.set_column(table.schema.get_field_index("text"), "text", pa.array(new_texts, pa.string()))
+        .set_column(table.schema.get_field_index("sha256"), "sha256", pa.array(sha, pa.binary(32)))
+        .set_column(table.schema.get_field_index("n_chars"), "n_chars", pa.array(nchars, pa.int32()))
+        .append_column("pii_redactions", pa.array(np.asarray(outcome.redactions, dtype=np.int32)))
+    )
+    write_table(out, out_path)
+    return {
+        "docs": out.num_rows,
+        "dropped": len(drop),
+        "docs_redacted": int(np.count_nonzero(outcome.redactions)),
+        "pii": {t: int(sum(outcome.counts[t])) for t in PII_TYPES},
+        "preexisting": {t: int(outcome.preexisting.get(t, 0)) for t in PII_TYPES},
+        "examples": [[ids[i].as_py(), kind, snippet] for i, kind, snippet in outcome.examples],
+        "bytes": int(pc.sum(pc.binary_length(table["text"])).as_py() or 0),
+        "seconds": round(time.monotonic() - start, 3),
+    }
+
+
+def scrubbed_files(layout: Layout, source_id: str) -> list[Path]:
+    """The scrub stage's document files of one source, in k order (clean schema + pii_redactions)."""
+    folder = layout.stage("scrub", source_id)
+    record = read_current(folder)
+    if record is None:
+        raise FileNotFoundError(f"stage 'scrub' has not completed for source {source_id!r}")
+    return [folder / name for name in record["docs"]]
+
+
+def run_scrub_source(layout: Layout, source_id: str, resolved: dict[str, Any], drop: list[str]) -> dict[str, Any]:
+    """Scrub one source's kept documents, unless its inputs and settings are unchanged since last time."""
+    clean_key = current_key(layout.stage("clean", source_id))
+    if clean_key is None:
+        raise FileNotFoundError(f"stage 'clean' has not completed for source {source_id!r}")
+    drop_digest = hashlib.sha256("\n".join(drop).encode()).hexdigest()
+    key = cache_key(clean_key, resolved["pii"], drop_digest)
+    folder = layout.stage("scrub", source_id)
+    record = read_current(folder)
+    if record and record["key"] == key and all((folder / n).exists() for n in record["docs"]):
+        return {**record["stats"], "cached": True}
+    (folder / key).mkdir(parents=True, exist_ok=True)
+    files = clean_doc_files(layout, source_id)
+    drop_set = set(drop)
+    jobs = []
+    for i, path in enumerate(files):
+        ids = pq.read_table(path, columns=["id"])["id"].to_pylist()
+        file_drop = sorted(x for x in ids if x in drop_set)
+        jobs.append((path, folder / key / f"docs-{i:05d}.parquet", file_drop, resolved["pii"]))
+    parts = list(ordered_map(scrub_file, jobs, resolved["workers"]))
+    stats = summarize(parts)
+    write_current(folder, {"key": key, "docs": [f"{key}/docs-{i:05d}.parquet" for i in range(len(files))], "stats": stats})
+    return {**stats, "cached": False}
+
+
+def summarize(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Add up per-file scrub stats."""
+    pii: Counter[str] = Counter()
+    pre: Counter[str] = Counter()
+    for p in parts:
+        pii.update(p["pii"])
+        pre.update(p["preexisting"])
+    examples = [e for p in parts for e in p["examples"]][:10]
+    return {
+        "docs": sum(p["docs"] for p in parts),
+        "dropped": sum(p["dropped"] for p in parts),
+        "docs_redacted": sum(p["docs_redacted"] for p in parts),
+        "pii": {t: int(pii[t]) for t in PII_TYPES},
+        "preexisting": {t: int(pre[t]) for t in PII_TYPES},
+        "examples": examples,
+        "bytes": sum(p["bytes"] for p in parts),
+        "seconds": round(sum(p["seconds"] for p in parts), 3),
+    }
+
+
+def run_scrub(layout: Layout, resolved: dict[str, Any], source_ids: list[str], dropped: pl.DataFrame) -> dict[str, dict]:
+    """Scrub every source (cached per source); returns stats per source."""
+    ids = dropped.get_column("id").sort().to_list() if dropped.height else []
+    by_source: dict[str, list[str]] = {}
+    for x in ids:
+        by_source.setdefault(x.rsplit(":", 1)[0], []).append(x)
+    return {sid: run_scrub_source(layout, sid, resolved, by_source.get(sid, [])) for sid in source_ids}
+
+
+def scrub_stats(layout: Layout, source_id: str) -> dict[str, Any]:
+    """Stats of a source's current scrub output."""
+    record = read_current(layout.stage("scrub", source_id))
+    if record is None:
+        raise FileNotFoundError(f"stage 'scrub' has not completed for source {source_id!r}")
+    return record["stats"]
