@@ -20,7 +20,14 @@ CONFIG_SCHEMA = SCHEMA_DIR / "corpus-config.schema.json"
 # Keys that say where and how fast to run, never what to build: the determinism rule says they cannot
 # change an output byte, so they stay out of config_sha256 (a rebuild elsewhere or with more workers
 # must produce the same manifest).
-EXECUTION_KEYS = ("paths", "workers", "refresh")
+EXECUTION_KEYS = (
+    "paths",
+    "workers",
+    "refresh",
+    "tokenize.engine",
+    "tokenize.threads_per_worker",
+    "tokenize.rebuild_check",
+)
 
 
 @cache
@@ -117,7 +124,15 @@ def canonical_json(value: Any) -> bytes:
 
 def output_config(resolved: dict[str, Any]) -> dict[str, Any]:
     """The part of the resolved config that decides output bytes (EXECUTION_KEYS removed)."""
-    return {k: v for k, v in resolved.items() if k not in EXECUTION_KEYS}
+    out = copy.deepcopy(resolved)
+    for dotted in EXECUTION_KEYS:
+        *parents, leaf = dotted.split(".")
+        node = out
+        for part in parents:
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return out
 
 
 def config_sha256(resolved: dict[str, Any]) -> str:

@@ -9,9 +9,10 @@ from corpus_dagster.defs.ingest import raw_documents
 from corpus_dagster.defs.publish import PUBLISH_CHECKS, shards_and_manifest
 from corpus_dagster.defs.resources import default_corpus_config
 from corpus_dagster.defs.scrub import scrubbed
+from corpus_dagster.defs.tokens import TOKEN_ASSETS, TOKEN_CHECKS
 
-ASSETS = [raw_documents, clean_documents, minhash_signatures, dedup, scrubbed, shards_and_manifest]
-CHECKS = [*PUBLISH_CHECKS]
+ASSETS = [raw_documents, clean_documents, minhash_signatures, dedup, scrubbed, shards_and_manifest, *TOKEN_ASSETS]
+CHECKS = [*PUBLISH_CHECKS, *TOKEN_CHECKS]
 
 defs = dg.Definitions(
     assets=ASSETS,

@@ -21,8 +21,9 @@ HEADER = """# Config reference
 One YAML (or JSON) file configures a corpus build; `configs/demo.yaml` is the embedded default. Every
 key is optional and has the default shown. Loading validates the file against
 `schemas/corpus-config.schema.json` and reports every violation with its JSON path. The keys under
-`paths`, `workers` and `refresh` say where and how fast to run, never what to build, so they are
-left out of the manifest's `config_sha256`.
+`paths`, `workers`, `refresh` and `tokenize.engine`, `tokenize.threads_per_worker`,
+`tokenize.rebuild_check` say where and how fast to run, never what to build, so they are left out of
+the manifest's `config_sha256`.
 
 | key | type | default | description |
 |---|---|---|---|

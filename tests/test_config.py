@@ -52,10 +52,13 @@ def test_bands_must_divide_num_perm():
 
 def test_config_sha256_is_canonical_json_without_execution_keys():
     resolved = load_config(None, {"dataset": "x"})
-    body = {k: v for k, v in resolved.items() if k not in EXECUTION_KEYS}
+    body = {k: v for k, v in resolved.items() if k not in ("paths", "workers", "refresh")}
+    body["tokenize"] = {k: v for k, v in body["tokenize"].items() if k not in ("engine", "threads_per_worker", "rebuild_check")}
+    assert len(EXECUTION_KEYS) == 6
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     assert config_sha256(resolved) == hashlib.sha256(canon).hexdigest()
-    other = load_config(None, {"dataset": "x", "workers": 4, "paths": {"artifacts": "/elsewhere"}})
+    other = load_config(None, {"dataset": "x", "workers": 4, "paths": {"artifacts": "/elsewhere"},
+                               "tokenize": {"threads_per_worker": 3}})
     assert config_sha256(other) == config_sha256(resolved)
     assert config_sha256(load_config(None, {"dataset": "y"})) != config_sha256(resolved)
 

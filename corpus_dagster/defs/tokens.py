@@ -6,6 +6,7 @@ from typing import Any
 import dagster as dg
 
 from corpus_dagster.defs.resources import CorpusConfig
+from corpus_dagster.errors import CorpusError
 from corpus_dagster.tokenize import build_token_streams, check_counts, check_decode_sample, check_rebuild
 from corpus_dagster.tokenize.verify import CheckReport
 
@@ -28,11 +29,16 @@ def token_streams(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg
     """Megatron-LM .bin/.idx token streams per split, with per-document token counts, from the shards."""
     cfg = corpus.resolved()
     layout = corpus.layout()
-    result = build_token_streams(layout.shards, layout.tokens, cfg["tokenize"], workers=cfg["workers"])
+    try:
+        result = build_token_streams(layout.shards, layout.tokens, cfg["tokenize"], workers=cfg["workers"])
+    except CorpusError as exc:  # bad input or an unloadable tokenizer: the message says what to do
+        raise dg.Failure(description=str(exc)) from exc
     m = result.manifest
     mb = result.text_bytes / 1e6
-    context.log.info(f"tokenized {m['n_docs']} documents ({mb:.1f} MB) into {m['n_tokens']} tokens "
-                     f"in {result.elapsed_s:.1f}s with {result.workers} worker(s) x {result.threads} thread(s)")
+    context.log.info(
+        f"tokenized {m['n_docs']} documents ({mb:.1f} MB) into {m['n_tokens']} tokens "
+        f"in {result.elapsed_s:.1f}s with {result.workers} worker(s) x {result.threads} thread(s)"
+    )
     return dg.MaterializeResult(
         metadata={
             "path": dg.MetadataValue.path(str(layout.tokens)),
@@ -81,7 +87,7 @@ def token_sample_decodes(corpus: CorpusConfig) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=token_streams, blocking=False)
 def token_streams_reproducible(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    """A rebuild with another worker count gives byte-identical files (skipped when tokenize.rebuild_check is off)."""
+    """A rebuild with another worker count gives byte-identical files (off: tokenize.rebuild_check)."""
     cfg = corpus.resolved()
     if not cfg["tokenize"]["rebuild_check"]:
         return dg.AssetCheckResult(passed=True, metadata={"skipped": "tokenize.rebuild_check is false"})

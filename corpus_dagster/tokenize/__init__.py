@@ -1,0 +1,27 @@
+"""Token streams (data.07): tokenize published shards into Megatron-LM indexed datasets. No dagster here."""
+
+from corpus_dagster.tokenize.indexed import SplitWriter, encode_index, read_index, token_dtype
+from corpus_dagster.tokenize.manifest import COUNTS_NAME, MANIFEST_NAME, TokenStreamError, read_manifest
+from corpus_dagster.tokenize.streams import BuildResult, build_token_streams
+from corpus_dagster.tokenize.tokenizer import LoadedTokenizer, TokenizerLoadError, load_tokenizer
+from corpus_dagster.tokenize.verify import CheckReport, check_counts, check_decode_sample, check_rebuild
+
+__all__ = [
+    "COUNTS_NAME",
+    "MANIFEST_NAME",
+    "BuildResult",
+    "CheckReport",
+    "LoadedTokenizer",
+    "SplitWriter",
+    "TokenStreamError",
+    "TokenizerLoadError",
+    "build_token_streams",
+    "check_counts",
+    "check_decode_sample",
+    "check_rebuild",
+    "encode_index",
+    "load_tokenizer",
+    "read_index",
+    "read_manifest",
+    "token_dtype",
+]

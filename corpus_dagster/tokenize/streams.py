@@ -1,0 +1,338 @@
+"""Build the token streams: published shards -> per-split Megatron datasets, token counts, _TOKENS.json.
+
+Shards are the unit of work. Each worker process reads one shard (checking its sha256 against the
+shards' manifest), encodes it in batches with the library's batch path and returns its token arrays;
+the parent writes results strictly in shard order, so the output bytes never depend on the worker
+count or on which worker finished first. At most `workers + 1` shards are in flight, so memory is
+bounded by a few shards, never the corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import time
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from corpus_dagster.atomic import atomic_dir
+from corpus_dagster.tokenize.indexed import PartInfo, SplitWriter, token_dtype
+from corpus_dagster.tokenize.manifest import (
+    COUNTS_NAME,
+    MANIFEST_NAME,
+    TokenStreamError,
+    build_manifest,
+    dump_manifest,
+    manifest_violations,
+)
+from corpus_dagster.tokenize.tokenizer import LoadedTokenizer, TokenizerInfo, load_tokenizer
+
+SPLITS = ("train", "val")
+SHARDS_MANIFEST = "_MANIFEST.json"
+COUNTS_SCHEMA = pa.schema(
+    [("id", pa.string()), ("n_tokens", pa.int32()), ("tokenizer", pa.string()), ("split", pa.string())]
+)
+# Row-group size of the counts table: a file-format constant (it changes no value, only the layout).
+COUNTS_ROW_GROUP_ROWS = 1 << 20
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """One published shard to tokenize, as the shards' manifest lists it."""
+
+    index: int
+    path: Path
+    sha256: str
+    rows: int
+
+
+@dataclass
+class ShardTokens:
+    """A tokenized shard: per-document counts in id order and the token arrays of each split."""
+
+    ids: pa.Array
+    n_tokens: np.ndarray
+    split_codes: np.ndarray
+    tokens: dict[str, np.ndarray]
+    lengths: dict[str, np.ndarray]
+    text_bytes: int
+
+
+@dataclass
+class BuildResult:
+    """What a build wrote and how fast it went (timings stay out of the files)."""
+
+    out_dir: Path
+    manifest: dict[str, Any]
+    engine: str
+    workers: int
+    threads: int
+    elapsed_s: float
+    text_bytes: int
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (the affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def read_shards_manifest(shards_dir: str | Path) -> tuple[dict[str, Any], bytes]:
+    """The shards' `_MANIFEST.json` (parsed, and its bytes); TokenStreamError when missing or unreadable."""
+    path = Path(shards_dir) / SHARDS_MANIFEST
+    if not path.is_file():
+        raise TokenStreamError(f"{path}: no shards manifest; materialize `shards`/`manifest` first")
+    raw = path.read_bytes()
+    try:
+        manifest = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise TokenStreamError(f"{path}: not valid JSON: {exc}") from exc
+    for key in ("dataset", "version", "shards"):
+        if key not in manifest:
+            raise TokenStreamError(f"{path}: missing key {key!r}")
+    return manifest, raw
+
+
+def shard_tasks(shards_dir: str | Path, manifest: dict[str, Any]) -> list[ShardTask]:
+    """The shards in manifest (id) order; TokenStreamError naming the first missing file."""
+    tasks = []
+    for i, entry in enumerate(manifest["shards"]):
+        path = Path(shards_dir) / entry["name"]
+        if not path.is_file():
+            raise TokenStreamError(f"{path}: shard listed in {SHARDS_MANIFEST} is missing")
+        tasks.append(ShardTask(i, path, entry["sha256"], int(entry["rows"])))
+    return tasks
+
+
+def tokenize_shard(task: ShardTask, tok: LoadedTokenizer, dtype: np.dtype, batch_docs: int) -> ShardTokens:
+    """Read one shard (sha256 and row count checked), encode it in batches, group tokens by split."""
+    data = task.path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != task.sha256:
+        raise TokenStreamError(
+            f"{task.path}: sha256 {digest} differs from {SHARDS_MANIFEST} ({task.sha256}); "
+            f"the shards changed "
+            f"after the manifest was written, rematerialize `shards`"
+        )
+    pf = pq.ParquetFile(pa.BufferReader(data))
+    missing = {"id", "text", "split"} - set(pf.schema_arrow.names)
+    if missing:
+        raise TokenStreamError(f"{task.path}: missing column(s) {sorted(missing)}")
+    ids, toks, lens, codes = [], [], [], []
+    text_bytes = 0
+    for batch in pf.iter_batches(batch_size=batch_docs, columns=["id", "text", "split"]):
+        text = batch.column("text")
+        if text.null_count:
+            raise TokenStreamError(f"{task.path}: null text in a published shard")
+        text_bytes += int(pc.sum(pc.binary_length(text)).as_py() or 0)
+        t, n = tok.encode_documents(text.to_pylist(), dtype)
+        split = batch.column("split")
+        code = np.full(len(batch), 255, dtype=np.uint8)
+        for k, name in enumerate(SPLITS):
+            code[pc.equal(split, name).to_numpy(zero_copy_only=False)] = k
+        if (code == 255).any():
+            bad = batch.column("id")[int(np.argmax(code == 255))].as_py()
+            raise TokenStreamError(f"{task.path}: document {bad!r} has split outside {list(SPLITS)}")
+        ids.append(batch.column("id"))
+        toks.append(t)
+        lens.append(n)
+        codes.append(code)
+    id_arr = pa.concat_arrays(ids) if ids else pa.array([], pa.string())
+    if len(id_arr) != task.rows:
+        raise TokenStreamError(f"{task.path}: {len(id_arr)} rows, {SHARDS_MANIFEST} says {task.rows}")
+    if len(id_arr) > 1 and not pc.all(pc.less(id_arr[:-1], id_arr[1:])).as_py():
+        raise TokenStreamError(f"{task.path}: ids are not strictly increasing (shards must be sorted by id)")
+    tokens = np.concatenate(toks) if toks else np.zeros(0, dtype=dtype)
+    lengths = np.concatenate(lens) if lens else np.zeros(0, dtype=np.int32)
+    split_codes = np.concatenate(codes) if codes else np.zeros(0, dtype=np.uint8)
+    doc_of_token = np.repeat(split_codes, lengths)
+    by_split = {name: tokens[doc_of_token == k] for k, name in enumerate(SPLITS)}
+    len_split = {name: lengths[split_codes == k] for k, name in enumerate(SPLITS)}
+    return ShardTokens(id_arr, lengths, split_codes, by_split, len_split, text_bytes)
+
+
+# --- worker processes -------------------------------------------------------------------------------
+
+_WORKER: dict[str, Any] = {}
+
+
+def set_thread_budget(threads: int) -> None:
+    """Cap the Rust thread pool of `tokenizers` (read once, when the pool starts) at `threads`."""
+    os.environ["RAYON_NUM_THREADS"] = str(threads)
+
+
+def _worker_init(tok_cfg: dict[str, Any], threads: int, info: TokenizerInfo) -> None:
+    set_thread_budget(threads)
+    _WORKER["tok"] = load_tokenizer(tok_cfg, threads=threads, info=info)
+
+
+def _worker_run(task: ShardTask, dtype: str, batch_docs: int) -> ShardTokens:
+    return tokenize_shard(task, _WORKER["tok"], np.dtype(dtype), batch_docs)
+
+
+def _results(
+    tasks: list[ShardTask],
+    tok: LoadedTokenizer,
+    tok_cfg: dict[str, Any],
+    dtype: np.dtype,
+    batch_docs: int,
+    workers: int,
+    threads: int,
+) -> Iterator[ShardTokens]:
+    """Tokenized shards in task order: in this process for one worker, else a spawned process pool."""
+    if workers <= 1:
+        for task in tasks:
+            yield tokenize_shard(task, tok, dtype, batch_docs)
+        return
+    # spawn, not fork: the parent may hold threads (Dagster, tokenizers' pool) that fork would copy broken
+    ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(
+        workers, mp_context=ctx, initializer=_worker_init, initargs=(tok_cfg, threads, tok.info)
+    )
+    try:
+        pending: deque[Future[ShardTokens]] = deque()
+        queue = iter(tasks)
+        for task in queue:
+            pending.append(pool.submit(_worker_run, task, dtype.name, batch_docs))
+            if len(pending) > workers:
+                break
+        while pending:
+            result = pending.popleft().result()
+            nxt = next(queue, None)
+            if nxt is not None:
+                pending.append(pool.submit(_worker_run, nxt, dtype.name, batch_docs))
+            yield result
+    finally:  # on an error (or an abandoned generator) drop queued shards instead of tokenizing them
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _CountsWriter:
+    """Streams the (id, n_tokens, tokenizer, split) table to Parquet in fixed-size row groups."""
+
+    def __init__(self, path: Path, tokenizer: str):
+        self.path = path
+        self.tokenizer = tokenizer
+        self.writer = pq.ParquetWriter(
+            path,
+            COUNTS_SCHEMA,
+            compression="zstd",
+            compression_level=3,
+            use_dictionary=True,
+            write_statistics=True,
+            version="2.6",
+            data_page_version="1.0",
+        )
+        self.buffer: list[pa.Table] = []
+        self.buffered = 0
+        self.rows = 0
+
+    def add(self, ids: pa.Array, n_tokens: np.ndarray, split_codes: np.ndarray) -> None:
+        split = np.asarray(SPLITS, dtype=object)[split_codes]
+        table = pa.table(
+            [
+                ids,
+                pa.array(n_tokens, pa.int32()),
+                pa.array([self.tokenizer] * len(ids), pa.string()),
+                pa.array(split, pa.string()),
+            ],
+            schema=COUNTS_SCHEMA,
+        )
+        self.buffer.append(table)
+        self.buffered += table.num_rows
+        while self.buffered >= COUNTS_ROW_GROUP_ROWS:
+            self._flush(COUNTS_ROW_GROUP_ROWS)
+
+    def _flush(self, rows: int) -> None:
+        table = pa.concat_tables(self.buffer)
+        self.writer.write_table(table.slice(0, rows), row_group_size=rows)
+        rest = table.slice(rows)
+        self.buffer = [rest] if rest.num_rows else []
+        self.buffered = rest.num_rows
+        self.rows += rows
+
+    def close(self) -> dict[str, Any]:
+        if self.buffered:
+            self._flush(self.buffered)
+        self.writer.close()
+        data = self.path.read_bytes()
+        return {
+            "name": self.path.name,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "bytes": len(data),
+            "rows": self.rows,
+        }
+
+
+def resolve_parallelism(tok_cfg: dict[str, Any], workers: int, n_tasks: int) -> tuple[int, int]:
+    """(worker processes, encode threads per worker): never more workers than shards or cores make useful."""
+    workers = max(1, min(workers, n_tasks)) if n_tasks else 1
+    threads = tok_cfg.get("threads_per_worker") or max(1, usable_cores() // workers)
+    return workers, int(threads)
+
+
+def build_token_streams(
+    shards_dir: str | Path, out_dir: str | Path, tok_cfg: dict[str, Any], *, workers: int = 1
+) -> BuildResult:
+    """Tokenize every published shard into `out_dir` (replaced whole, atomically) and return the manifest.
+
+    `tok_cfg` is the resolved `tokenize` config section. Output bytes are identical for any `workers`.
+    """
+    start = time.perf_counter()
+    shards_manifest, shards_raw = read_shards_manifest(shards_dir)
+    tasks = shard_tasks(shards_dir, shards_manifest)
+    workers, threads = resolve_parallelism(tok_cfg, workers, len(tasks))
+    set_thread_budget(threads)
+    tok = load_tokenizer(tok_cfg, threads=threads)
+    dtype = token_dtype(tok.info.vocab_size)
+    text_bytes = 0
+    last_id: str | None = None
+    with atomic_dir(out_dir) as tmp:
+        writers = {s: SplitWriter(tmp, s, dtype, tok_cfg["max_file_bytes"]) for s in SPLITS}
+        counts = _CountsWriter(tmp / COUNTS_NAME, tok.info.name)
+        for res in _results(tasks, tok, tok_cfg, dtype, tok_cfg["batch_docs"], workers, threads):
+            if len(res.ids):
+                first = res.ids[0].as_py()
+                if last_id is not None and not first > last_id:
+                    raise TokenStreamError(f"shard ids out of order: {first!r} follows {last_id!r}")
+                last_id = res.ids[-1].as_py()
+            for s in SPLITS:
+                writers[s].add(res.tokens[s], res.lengths[s])
+            counts.add(res.ids, res.n_tokens, res.split_codes)
+            text_bytes += res.text_bytes
+        parts: dict[str, list[PartInfo]] = {s: writers[s].close() for s in SPLITS}
+        counts_entry = counts.close()
+        manifest = build_manifest(
+            dataset=shards_manifest["dataset"],
+            version=shards_manifest["version"],
+            tokenizer=tok.info,
+            vocab_sha256=tok.impl.vocab_sha256(),
+            dtype=dtype.name,
+            max_file_bytes=tok_cfg["max_file_bytes"],
+            splits=parts,
+            counts=counts_entry,
+            source={
+                "manifest_sha256": hashlib.sha256(shards_raw).hexdigest(),
+                "n_shards": len(tasks),
+                "config_sha256": shards_manifest.get("config_sha256"),
+            },
+        )
+        violations = manifest_violations(manifest)
+        if violations:  # a bug here, not bad input: refuse to publish it
+            raise TokenStreamError(f"built {MANIFEST_NAME} breaks its schema: {violations}")
+        (tmp / MANIFEST_NAME).write_bytes(dump_manifest(manifest))
+    elapsed = time.perf_counter() - start
+    return BuildResult(Path(out_dir), manifest, tok.engine, workers, threads, elapsed, text_bytes)

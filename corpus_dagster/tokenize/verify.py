@@ -1,0 +1,279 @@
+"""Checks of built token streams: counts agree, a sample decodes to its text, rebuilds are identical.
+
+Each check returns a CheckReport (passed, problems, metadata) so the Dagster layer only translates it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from corpus_dagster.errors import CorpusError
+from corpus_dagster.tokenize.indexed import DTYPE_CODES, IndexData, read_index, read_sequence
+from corpus_dagster.tokenize.manifest import COUNTS_NAME, MANIFEST_NAME, TokenStreamError, read_manifest
+from corpus_dagster.tokenize.streams import SPLITS, build_token_streams, read_shards_manifest
+from corpus_dagster.tokenize.tokenizer import load_tokenizer
+
+MAX_PROBLEMS = 20  # problems listed in a report; the count is always exact
+
+
+@dataclass
+class CheckReport:
+    """The outcome of one check: passed when there are no problems."""
+
+    problems: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    n_problems: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return self.n_problems == 0
+
+    def fail(self, problem: str) -> None:
+        self.n_problems += 1
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(problem)
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_counts(tokens_dir: str | Path) -> CheckReport:
+    """Manifest totals = per-document counts = `.idx` sizes; files match their recorded size and sha256."""
+    tokens_dir = Path(tokens_dir)
+    report = CheckReport()
+    try:
+        manifest = read_manifest(tokens_dir)
+    except TokenStreamError as exc:
+        report.fail(str(exc))
+        return report
+    itemsize = np.dtype(manifest["dtype"]).itemsize
+    idx_lengths: dict[str, np.ndarray] = {}
+    for split in SPLITS:
+        entry = manifest["splits"][split]
+        lengths = []
+        for part in entry["files"]:
+            for kind in ("bin", "idx"):
+                f = part[kind]
+                path = tokens_dir / f["name"]
+                if not path.is_file():
+                    report.fail(f"{f['name']}: missing")
+                    continue
+                if path.stat().st_size != f["bytes"]:
+                    report.fail(f"{f['name']}: {path.stat().st_size} bytes, manifest says {f['bytes']}")
+                elif _sha256_file(path) != f["sha256"]:
+                    report.fail(f"{f['name']}: sha256 differs from the manifest")
+            try:
+                index = read_index(tokens_dir / part["idx"]["name"])
+            except (OSError, ValueError) as exc:
+                report.fail(str(exc))
+                continue
+            _check_index(report, part, index, itemsize, manifest["dtype"])
+            lengths.append(index.lengths)
+        seq = np.concatenate(lengths).astype(np.int64) if lengths else np.zeros(0, np.int64)
+        idx_lengths[split] = seq
+        if int(seq.sum()) != entry["n_tokens"]:
+            report.fail(
+                f"split {split}: .idx sizes sum to {int(seq.sum())}, manifest says {entry['n_tokens']}"
+            )
+        if seq.size != entry["n_docs"]:
+            report.fail(
+                f"split {split}: .idx holds {seq.size} sequences, manifest says {entry['n_docs']} documents"
+            )
+    _check_counts_table(report, tokens_dir, manifest, idx_lengths)
+    report.metadata.update(
+        n_docs=manifest["n_docs"],
+        n_tokens=manifest["n_tokens"],
+        files=sum(len(manifest["splits"][s]["files"]) for s in SPLITS) * 2 + 1,
+    )
+    return report
+
+
+def _check_index(
+    report: CheckReport, part: dict[str, Any], index: IndexData, itemsize: int, dtype: str
+) -> None:
+    name = part["idx"]["name"]
+    if index.dtype.name != dtype:
+        report.fail(
+            f"{name}: dtype code {DTYPE_CODES[index.dtype.name]} ({index.dtype.name}), manifest dtype {dtype}"
+        )
+    n = index.lengths.size
+    if n != part["n_docs"]:
+        report.fail(f"{name}: {n} sequences, manifest says {part['n_docs']}")
+    if int(index.lengths.astype(np.int64).sum()) != part["n_tokens"]:
+        report.fail(f"{name}: sizes sum to {int(index.lengths.sum())}, manifest says {part['n_tokens']}")
+    expected_ptr = (
+        np.concatenate([[0], np.cumsum(index.lengths.astype(np.int64) * itemsize)[:-1]]) if n else []
+    )
+    if not np.array_equal(index.pointers, expected_ptr):
+        report.fail(f"{name}: sequence pointers are not the running byte offsets of the sizes")
+    if not np.array_equal(index.doc_indices, np.arange(n + 1)):
+        report.fail(f"{name}: document index is not 0..{n} (one sequence per document)")
+    if int(index.lengths.astype(np.int64).sum()) * itemsize != part["bin"]["bytes"]:
+        report.fail(
+            f"{part['bin']['name']}: {part['bin']['bytes']} bytes but the .idx sizes need "
+            f"{int(index.lengths.sum()) * itemsize}"
+        )
+
+
+def _check_counts_table(
+    report: CheckReport, tokens_dir: Path, manifest: dict[str, Any], idx_lengths: dict[str, np.ndarray]
+) -> None:
+    path = tokens_dir / COUNTS_NAME
+    if not path.is_file():
+        report.fail(f"{COUNTS_NAME}: missing")
+        return
+    table = pq.read_table(path)
+    n_tokens = table.column("n_tokens").to_numpy().astype(np.int64)
+    split = np.asarray(table.column("split").to_pylist(), dtype=object)
+    if table.num_rows != manifest["n_docs"]:
+        report.fail(f"{COUNTS_NAME}: {table.num_rows} rows, manifest says {manifest['n_docs']} documents")
+    if int(n_tokens.sum()) != manifest["n_tokens"]:
+        report.fail(
+            f"{COUNTS_NAME}: n_tokens sums to {int(n_tokens.sum())}, manifest says {manifest['n_tokens']}"
+        )
+    names = set(table.column("tokenizer").unique().to_pylist())
+    if names - {manifest["tokenizer"]["name"]}:
+        report.fail(
+            f"{COUNTS_NAME}: tokenizer column holds {sorted(names)}, manifest says "
+            f"{manifest['tokenizer']['name']!r}"
+        )
+    ids = table.column("id").to_pylist()
+    if any(a.encode() >= b.encode() for a, b in zip(ids, ids[1:], strict=False)):
+        report.fail(f"{COUNTS_NAME}: ids are not strictly increasing")
+    for s in SPLITS:
+        mine = n_tokens[split == s]
+        if not np.array_equal(mine, idx_lengths[s]):
+            report.fail(
+                f"split {s}: per-document counts in {COUNTS_NAME} differ from the .idx sizes in order"
+            )
+
+
+def sample_positions(n: int, k: int) -> list[int]:
+    """Up to k document positions evenly spread over 0..n-1, first and last included."""
+    if n <= 0:
+        return []
+    return sorted({int(round(x)) for x in np.linspace(0, n - 1, num=min(k, n))})
+
+
+def check_decode_sample(
+    shards_dir: str | Path, tokens_dir: str | Path, tok_cfg: dict[str, Any]
+) -> CheckReport:
+    """Decode a sample of documents from the streams and compare with their shard text, exactly."""
+    shards_dir, tokens_dir = Path(shards_dir), Path(tokens_dir)
+    report = CheckReport()
+    try:
+        manifest = read_manifest(tokens_dir)
+        shards, _ = read_shards_manifest(shards_dir)
+    except TokenStreamError as exc:
+        report.fail(str(exc))
+        return report
+    tok = load_tokenizer(tok_cfg, threads=1)
+    if (
+        tok.info.name != manifest["tokenizer"]["name"]
+        or tok.info.vocab_size != manifest["tokenizer"]["vocab_size"]
+    ):
+        report.fail(
+            f"configured tokenizer {tok.info.name!r} ({tok.info.vocab_size} ids) is not the one in "
+            f"{MANIFEST_NAME} ({manifest['tokenizer']['name']!r}); rematerialize token_streams"
+        )
+        return report
+    counts = pq.read_table(tokens_dir / COUNTS_NAME, columns=["id", "split"])
+    ids = counts.column("id").to_pylist()
+    splits = np.asarray(counts.column("split").to_pylist(), dtype=object)
+    picks = sample_positions(len(ids), tok_cfg["check_sample_docs"])
+    # where each picked document sits: shard and row, split and position inside the split's parts
+    shard_ends = np.cumsum([s["rows"] for s in shards["shards"]])
+    by_shard: dict[int, list[int]] = {}
+    for g in picks:
+        by_shard.setdefault(int(np.searchsorted(shard_ends, g, side="right")), []).append(g)
+    split_pos = {s: np.cumsum(splits == s) - 1 for s in SPLITS}
+    indexes = {
+        s: [(p, read_index(tokens_dir / p["idx"]["name"])) for p in manifest["splits"][s]["files"]]
+        for s in SPLITS
+    }
+    checked = 0
+    for shard_i, globals_ in by_shard.items():
+        base = int(shard_ends[shard_i - 1]) if shard_i else 0
+        table = pq.read_table(shards_dir / shards["shards"][shard_i]["name"], columns=["id", "text"])
+        for g in globals_:
+            row = g - base
+            doc_id, text = table.column("id")[row].as_py(), table.column("text")[row].as_py()
+            if doc_id != ids[g]:
+                report.fail(f"document {g}: shard row is {doc_id!r}, counts table says {ids[g]!r}")
+                continue
+            seq = _locate(tokens_dir, indexes[splits[g]], int(split_pos[splits[g]][g]))
+            try:
+                decoded = tok.decode_text(seq)
+            except (ValueError, UnicodeDecodeError) as exc:
+                report.fail(f"{doc_id}: cannot decode its sequence: {exc}")
+                continue
+            checked += 1
+            if decoded != text:
+                at = next(
+                    (i for i, (a, b) in enumerate(zip(decoded, text, strict=False)) if a != b),
+                    min(len(decoded), len(text)),
+                )
+                report.fail(
+                    f"{doc_id}: decoded text differs from the shard text at character {at} "
+                    f"(decoded {decoded[at : at + 20]!r}, shard {text[at : at + 20]!r})"
+                )
+    report.metadata.update(sampled=len(picks), decoded=checked)
+    return report
+
+
+def _locate(tokens_dir: Path, parts: list[tuple[dict[str, Any], IndexData]], pos: int) -> np.ndarray:
+    """The sequence at position `pos` of a split spread over several parts."""
+    for part, index in parts:
+        if pos < index.lengths.size:
+            return read_sequence(tokens_dir / part["bin"]["name"], index, pos)
+        pos -= index.lengths.size
+    raise IndexError("document position beyond the split's sequences")
+
+
+def other_worker_count(workers: int) -> int:
+    """A different worker count to rebuild with: 2 when the build used 1, else 1."""
+    return 2 if workers <= 1 else 1
+
+
+def check_rebuild(
+    shards_dir: str | Path, tokens_dir: str | Path, tok_cfg: dict[str, Any], workers: int
+) -> CheckReport:
+    """Rebuild the streams with another worker count into a scratch folder and compare every file's sha256."""
+    tokens_dir = Path(tokens_dir)
+    report = CheckReport()
+    try:
+        manifest = read_manifest(tokens_dir)
+    except TokenStreamError as exc:
+        report.fail(str(exc))
+        return report
+    scratch = tokens_dir.parent / f".{tokens_dir.name}.rebuild-{uuid.uuid4().hex[:12]}"
+    other = other_worker_count(workers)
+    try:
+        rebuilt = build_token_streams(shards_dir, scratch, tok_cfg, workers=other)
+        names = sorted(p.name for p in tokens_dir.iterdir() if not p.name.startswith("."))
+        again = sorted(p.name for p in scratch.iterdir())
+        if names != again:
+            report.fail(f"file sets differ: {names} vs rebuilt {again}")
+        for name in sorted(set(names) & set(again)):
+            if _sha256_file(tokens_dir / name) != _sha256_file(scratch / name):
+                report.fail(f"{name}: differs from a rebuild with workers={rebuilt.workers}")
+        report.metadata.update(rebuild_workers=rebuilt.workers, files_compared=len(set(names) & set(again)))
+    except CorpusError as exc:
+        report.fail(f"rebuild failed: {exc}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    report.metadata.update(n_tokens=manifest["n_tokens"])
+    return report
