@@ -1,0 +1,234 @@
+"""Secret detector: private key blocks, provider tokens with fixed prefixes, JWTs, and keyword assignments.
+
+Own regexes, learned from the gitleaks default rule set (prefixes, lengths, `EXAMPLE` allowlist, generic
+keyword rule with an entropy floor and stopwords) and from detect-secrets (JWT header decoding, keyword
+detector's placeholder filters). detect-secrets is not a dependency: it scans line by line through
+dozens of plugins (slow for corpus text) and its high-entropy plugins fire on hex hashes and git SHAs,
+which are hard negatives here (docs/pii.md has the measurement).
+
+Rules (each span becomes `<KEY>`):
+- private key blocks: `-----BEGIN ... PRIVATE KEY[ BLOCK]-----` through the matching END line (or, when
+  the END line is missing, through the base64 body), when the body holds `private_key_min_body`+ chars;
+- AWS access key ids (AKIA/ASIA/ABIA/ACCA/A3T?), GitHub (ghp_/gho_/ghu_/ghs_/ghr_/github_pat_), GitLab
+  (glpat- and the other gl*- token kinds), Slack (xox?- tokens, xapp-, hooks.slack.com webhooks), Stripe
+  secret/restricted keys (sk_/rk_ live/test/prod), Google API keys (AIza...), OpenAI-style keys
+  (sk-..., sk-proj-..., sk-ant-...), JWTs whose header decodes to JSON with `alg` or `typ`;
+- `password=`, `api_key:`, `secret`, `token`, `Bearer` ... assignments whose value is long enough, has at
+  least two character classes and Shannon entropy >= `min_entropy`, and is not a placeholder, variable
+  reference or dotted identifier. Only the value is replaced (`password=<KEY>`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from collections import Counter
+
+from corpus_dagster.scrub.prescreen import Regions
+
+_PRIVATE_BEGIN = re.compile(r"-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----")
+_PRIVATE_END = re.compile(r"-----END[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----")
+# Body when the END line is missing: base64 lines, `Proc-Type:` style headers, and blank lines only where a
+# long base64 line follows (the blank line after PEM headers); prose ends it.
+_PRIVATE_BODY = re.compile(
+    r"(?:[ \t]*(?:[A-Za-z0-9+/=]{8,}|[A-Za-z-]+:[^\n]*)[ \t]*\r?\n|[ \t]*\r?\n(?=[ \t]*[A-Za-z0-9+/=]{40}))*"
+    r"[ \t]*[A-Za-z0-9+/=]*"
+)
+_B64_CHARS = re.compile(r"[A-Za-z0-9+/=]")
+_MAX_BLOCK = 65536
+
+_TOKEN_PREFIX = (
+    r"A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|gh[pousr]_|github_pat_|gl(?:pat|dt|rt|ptt|ft|imt|soat|cbt|agent|oas|ffct)-"
+    r"|xox[abposre]-|xapp-|hooks\.slack\.com/|[sr]k_(?:test|live|prod)_|AIza|sk-|eyJ"
+)
+_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9_\-])(?:"
+    r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}(?![A-Za-z0-9])"
+    r"|gh[pousr]_[A-Za-z0-9]{36,251}(?![A-Za-z0-9_])"
+    r"|github_pat_[A-Za-z0-9_]{82}(?![A-Za-z0-9_])"
+    r"|gl(?:pat|dt|rt|ptt|ft|imt|soat|cbt|agent|oas|ffct)-[A-Za-z0-9_\-]{20,300}(?:\.[0-9a-z]{9})?"
+    r"(?![A-Za-z0-9_\-])"
+    r"|xox[abposre]-[A-Za-z0-9\-]{10,250}(?![A-Za-z0-9\-])"
+    r"|xapp-[0-9]-[A-Z0-9]+-[0-9]+-[a-z0-9]+(?![A-Za-z0-9])"
+    r"|(?:sk|rk)_(?:test|live|prod)_[A-Za-z0-9]{10,99}(?![A-Za-z0-9])"
+    r"|AIza[A-Za-z0-9_\-]{35}(?![A-Za-z0-9_\-])"
+    r"|sk-(?:proj-|svcacct-|admin-|ant-(?:api|admin)[0-9]{2}-)?[A-Za-z0-9_\-]{32,250}(?![A-Za-z0-9_\-])"
+    r"|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}(?![A-Za-z0-9_\-])"
+    r"|hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_\-]{20,120}"
+    r")"
+)
+# Keyword of an assignment; the Rust region pattern lists its common spellings (_KEYWORD_SPELLINGS) and
+# _ASSIGN is tried exactly where such a region starts.
+_KEYWORD = (
+    r"(?:passw(?:or)?d|passwd|pwd|pass|secret|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key|"
+    r"account[_\-]?key|token|credentials?|auth)"
+)
+_ASSIGN = re.compile(
+    rf"(?i)(?P<name>{_KEYWORD}[A-Za-z0-9_\-]{{0,24}}?)"
+    r"(?P<suffix>(?:[_\-](?:url|uri|endpoint|path|file|dir|type|len|length|size|count|name|field|header|"
+    r"prefix|regex|pattern|policy|expiry|expires|expiration|ttl|timeout|format|id|limit|hash|algorithm))?)"
+    r"[\"'\]]?[ \t]*(?:=|:|=>|:=)[ \t]*(?P<q>[\"'`]?)(?P<val>[^\s\"'`,;<>(){}\[\]]{1,256})"
+)
+_BEARER = re.compile(
+    r"(?i)(?:(?<![A-Za-z0-9_])bearer|authorization:[ \t]*(?:bearer|basic|token))[ \t]+"
+    r"(?P<val>[A-Za-z0-9\-._~+/]{16,512}=*)"
+)
+_PLACEHOLDER = re.compile(
+    r"(?i)example|sample|dummy|placeholder|changeme|change_me|your|redacted|xxxx|\*\*\*|\.\.\.|"
+    r"^\$|\$\{|\{\{|%\(|%s|^<|^\[|env|getenv|config|settings|secret_key_base|^(?:none|null|nil|true|false|"
+    r"undefined|required|optional|string|str|int|bytes)$"
+)
+# A value made only of word-like pieces is a name, path or placeholder (`MYSQL_PASSWORD`, `my-pvk-password`,
+# `projects/p/secrets/s/versions/2`, `base_dn:flags`, `settings.DB_PASSWORD`, `password123`), not a secret:
+# pieces between separators are all lowercase, all UPPERCASE or camelCase words with optional trailing
+# digits, plain numbers, or fragments of one or two characters. Random secrets mix case and digits inside
+# one long piece.
+_SEPARATORS = re.compile(r"[/:.=_\-\\]+")
+_WORD_PIECE = re.compile(r"[a-z]+[0-9]*|[A-Z]+[0-9]*|(?:[A-Z]?[a-z]+)+[0-9]*|[0-9]+")
+_CALL = re.compile(r"^[A-Za-z_][\w.]*\(")
+
+
+
+def _spellings(words: str) -> list[str]:
+    """lower, UPPER and Capitalized spellings of each word; compounds `a_b` also as a_b, A_B, aB, AB, ab.
+
+    The Rust region pattern lists them as literals: a set of a few dozen literals scans at ~1.7 GB/s, where
+    `(?i)` or a hundred literals crawl at 0.4-0.8 GB/s. _ASSIGN itself is case-insensitive, so a spelling
+    missing here only loses that region, never adds a false positive.
+    """
+    out: set[str] = set()
+    for word in words.split():
+        parts = word.split("_")
+        out.update({word, word.upper(), word.capitalize()})
+        if len(parts) > 1:
+            out.update({"".join(parts), parts[0] + "".join(p.capitalize() for p in parts[1:]),
+                        "".join(p.capitalize() for p in parts)})
+    return sorted(out, key=lambda w: (-len(w), w))
+
+
+_KEYWORD_SPELLINGS = sorted(
+    set(_spellings("password passwd pwd pass secret token credential auth api_key access_key private_key account_key"))
+    | {"APIKEY", "APIKey", "api-key"},
+    key=lambda w: (-len(w), w),
+)
+KEY_REGIONS = {
+    "keys_tok": r"-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY|" + _TOKEN_PREFIX,
+    "keys_kw": r"(?:[Bb]earer|BEARER)[ \t]|(?:[Aa]uthorization|AUTHORIZATION):|(?:"
+    + "|".join(_KEYWORD_SPELLINGS) + r")[A-Za-z0-9_\-]{0,24}[\"'\]]?[ \t]*[=:]",
+}
+"""Rust-regex regions: key block headers and provider prefixes; Bearer/Authorization headers and keywords
+before `=` or `:`."""
+
+
+def shannon_entropy(value: str) -> float:
+    """Bits per character of `value`'s own character distribution (0 for an empty string)."""
+    n = len(value)
+    if not n:
+        return 0.0
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+def _classes(value: str) -> int:
+    """How many of lowercase, uppercase, digits and other characters occur in value."""
+    return (
+        any(c.islower() for c in value)
+        + any(c.isupper() for c in value)
+        + any(c.isdigit() for c in value)
+        + any(not c.isalnum() for c in value)
+    )
+
+
+def secret_value_ok(value: str, cfg: dict) -> bool:
+    """Whether an assigned value looks like a real secret rather than a word, variable or placeholder."""
+    value = value.rstrip("\\.:;,*")
+    if len(value) < cfg["min_secret_length"] or _classes(value) < 2:
+        return False
+    if _CALL.match(value) or _PLACEHOLDER.search(value) or _names_only(value):
+        return False
+    return shannon_entropy(value) >= cfg["min_entropy"]
+
+
+def _names_only(value: str) -> bool:
+    """True when every piece of value between separators is a word, a camelCase name or a number."""
+    return all(len(piece) <= 2 or _WORD_PIECE.fullmatch(piece) for piece in _SEPARATORS.split(value))
+
+
+def _jwt_ok(token: str) -> bool:
+    """A JWT's first segment must be base64url JSON with `alg` or `typ` (as detect-secrets checks)."""
+    head = token.split(".", 1)[0]
+    try:
+        data = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(data, dict) and ("alg" in data or "typ" in data)
+
+
+def _token_ok(token: str, cfg: dict) -> bool:
+    """Per-family checks after the prefix regex: JWT header, documented examples, entropy of sk- keys."""
+    if token.startswith("eyJ"):
+        return _jwt_ok(token)
+    if cfg["keep_documented_examples"] and "EXAMPLE" in token.upper():
+        return False
+    if token.startswith("sk-"):  # kebab-case names also start with sk-: need mixed case or digits
+        body = token[3:]
+        mixed = any(c.islower() for c in body) + any(c.isupper() for c in body) + any(c.isdigit() for c in body)
+        return mixed >= 2 and shannon_entropy(token) >= cfg["min_entropy"]
+    return True
+
+
+def _private_block(text: str, start: int, cfg: dict) -> tuple[int, int] | None:
+    """Span of the private key block whose BEGIN line starts at `start`: through its END line, or through
+    the body when END is missing; None when the body is too short to be a key (docs show `...`)."""
+    m = _PRIVATE_BEGIN.match(text, start)
+    if m is None:
+        return None
+    end_m = _PRIVATE_END.search(text, m.end(), m.end() + _MAX_BLOCK)
+    end = end_m.end() if end_m else _PRIVATE_BODY.match(text, m.end()).end()
+    body = text[m.end() : end_m.start() if end_m else end]
+    if len(_B64_CHARS.findall(body)) < cfg["private_key_min_body"]:
+        return None
+    return start, end
+
+
+def _assigned(text: str, start: int, cfg: dict) -> tuple[int, int] | None:
+    """Span of a secret value assigned to a keyword at `start` (`password=...`), if it looks like one."""
+    m = _ASSIGN.match(text, start)
+    if m is None or m.group("suffix"):
+        return None
+    quote = m.group("q")
+    if quote and not text.startswith(quote, m.end("val")):
+        return None  # an opening quote whose value runs into a space: prose, not a literal
+    return m.span("val") if secret_value_ok(m.group("val"), cfg) else None
+
+
+def find_keys(text: str, cfg: dict, regions: dict[str, Regions]) -> list[tuple[int, int]]:
+    """Spans of secrets that the scrub replaces with `<KEY>`; each rule is tried where its region starts."""
+    spans: list[tuple[int, int]] = []
+    covered = 0
+    for start, _ in sorted(regions["keys_tok"] + regions["keys_kw"]):
+        if start < covered:
+            continue  # inside a key block already taken
+        if text.startswith("-----BEGIN", start):
+            block = _private_block(text, start, cfg)
+            if block:
+                spans.append(block)
+                covered = block[1]
+            continue
+        m = _TOKEN.match(text, start)
+        if m is not None:
+            if _token_ok(m.group(), cfg):
+                spans.append(m.span())
+            continue
+        m = _BEARER.match(text, start)
+        if m is not None:
+            if secret_value_ok(m.group("val"), cfg):
+                spans.append(m.span("val"))
+            continue
+        span = _assigned(text, start, cfg)
+        if span:
+            spans.append(span)
+    spans.sort()
+    return spans

@@ -1,0 +1,213 @@
+"""Phone detector: digit groups with separators, validated by libphonenumber (`phonenumbers`).
+
+A candidate is a run of digit groups joined by spaces, dots, dashes, slashes or parentheses, optionally led
+by `+` (or `tel:`) and followed by an extension. It must hold `min_digits` (international) or a full
+national number's digits (national format of `default_region`) and, unless it starts with `+`, a
+separator: bare digit runs are never phones. Dates, year ranges, dotted quads, ZIP+4 codes, id contexts
+(context.py) and numeric table rows are dropped before libphonenumber is asked. A candidate holding
+several numbers is cut into pieces. Each piece must parse as a valid number (`phonenumbers`) and, at
+`strict_grouping`, be written without splitting a digit group of its national or international format,
+which removes most ISBNs, ids and coordinates that happen to be valid numbers; `exact_grouping` wants
+one of those groupings exactly. This is libphonenumber's matcher verdict at a third of the cost.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+
+import phonenumbers
+
+from corpus_dagster.scrub.context import id_context
+from corpus_dagster.scrub.prescreen import Regions, windows
+
+_GROUP = r"(?:\([0-9]{1,5}\) ?)?[0-9]{1,8}"
+_CANDIDATE = re.compile(
+    r"(?:(?<=tel:)|(?<![\w+\-./:#$\u00a2-\u00a5\u20ac@%,]))"
+    r"(?:\+[0-9]{7,15}|(?:\+ ?)?" + _GROUP + r"(?:(?:[ \t.\-/]|\u2013| - ){1,3}" + _GROUP + r"){1,7})"
+    r"(?:[ ]?(?:x|ext\.?|extension)[ ]?[0-9]{1,6})?"
+    r"(?![\w@%]|[.,\-/][0-9])"
+)
+# Shapes that are never phone numbers, rejected before libphonenumber is asked: dates (with an hour),
+# year ranges (`1994-1997`, `2001 - 05`), dotted quads (IPs, versions), ZIP+4 codes.
+_NOT_PHONE = re.compile(
+    r"^(?:(?:[0-9]{4}[-./ ][0-9]{1,2}[-./ ][0-9]{1,2}|[0-9]{1,2}[-./ ][0-9]{1,2}[-./ ][0-9]{2,4})"
+    r"(?:[ T][0-9]{1,2}(?:[:.][0-9]{2}){0,2})?"
+    r"|(?:1[5-9]|20)[0-9]{2} ?[-\u2013/] ?(?:(?:1[5-9]|20)[0-9]{2}|[0-9]{2})"
+    r"|[0-9]{1,3}(?:\.[0-9]{1,3}){3}(?:/[0-9]{1,2})?"
+    r"|[0-9]{5}-[0-9]{4})$"
+)
+_DIGITS = re.compile(r"[0-9]")
+_DIGIT_GROUPS = re.compile(r"[0-9]+")
+_EXTENSION = re.compile(r"(?i)[ ]?(?:x|ext\.?|extension)[ ]?[0-9]{1,6}$")
+_INTL_SPAN = 40  # an international number with its separators spans at most this many characters
+_SEPARATED = re.compile(r"[0-9][ \t.\-/()\u2013]+[0-9]")
+_SPACED_GROUP = re.compile(r"[^ \t]+")  # groups of a candidate between single spaces
+_MAX_GROUPS = 12
+_WIDE_SEPARATOR = re.compile(r"[ \t]{2,}|[ \t]*[/\u2013][ \t]*|[ \t]+-[ \t]+")
+
+
+def phone_regions(cfg: dict) -> dict[str, str]:
+    """Rust-regex regions: a `+` before a digit (international numbers), and runs of digits and separators
+    long enough to hold a national number of the default region (digit to digit)."""
+    run = min(13, max(national_min_digits(cfg["default_region"]), cfg["min_digits"])) - 2  # 13: cards share it
+    return {"phones_intl": r"\+[ (]?[0-9]", "phones": rf"[0-9][0-9 \t.\-/()\u2013]{{{run},}}[0-9]"}
+
+
+def _candidates(text: str, regions: dict[str, Regions], national_min: int) -> Iterator[re.Match[str]]:
+    """Candidate matches near the regions: after each `+`, and around runs holding a national number's
+    digits, with room for a leading `+ (` and a trailing extension."""
+    rich = [(s, e) for s, e in regions["phones"] if len(_DIGITS.findall(text, s, e)) >= national_min]
+    rich += [(s, s + _INTL_SPAN) for s, _ in regions["phones_intl"]]
+    rich.sort()
+    for lo, hi in windows(rich, 6, 24, len(text)):
+        yield from _CANDIDATE.finditer(text, lo, hi)
+
+
+@lru_cache(maxsize=64)
+def national_min_digits(region: str) -> int:
+    """Fewest digits a full national number of `region` has (local-only short forms are never valid)."""
+    meta = phonenumbers.PhoneMetadata.metadata_for_region(region)
+    lengths = [n for n in meta.general_desc.possible_length if n > 0] if meta is not None else []
+    return min(lengths) if lengths else 1
+
+
+@lru_cache(maxsize=64)
+def national_max_digits(region: str) -> int:
+    """Most digits one national number of `region` has, national prefix (`1`, `0` ...) included."""
+    meta = phonenumbers.PhoneMetadata.metadata_for_region(region)
+    if meta is None:
+        return 15
+    lengths = [n for n in meta.general_desc.possible_length if n > 0] or [15]
+    return max(lengths) + len(meta.national_prefix or "")
+
+
+def _boundaries(written: str, nsn: str) -> frozenset[int] | None:
+    """Where the digit groups of `written` break, counted in digits of the national significant number
+    (digits before it, a country code or national prefix, are skipped); None if it does not end in nsn."""
+    groups = _DIGIT_GROUPS.findall(written)
+    skip = sum(len(g) for g in groups) - len(nsn)
+    if skip < 0 or not "".join(groups).endswith(nsn):
+        return None
+    bounds, pos = set(), -skip
+    for group in groups[:-1]:
+        pos += len(group)
+        if pos > 0:
+            bounds.add(pos)
+    return frozenset(bounds)
+
+
+@lru_cache(maxsize=65536)
+def single_number_ok(cand: str, region: str, leniency: str) -> bool:
+    """Whether a candidate holding one number is a valid phone number written with a real grouping.
+
+    The same verdict as libphonenumber's matcher at this leniency, at a third of the cost: parse, validity
+    for the default region (national format) or the country code (+ format), then the written digit
+    groups must not split a group of the national or international format (`strict_grouping`) or must
+    equal one of them (`exact_grouping`). Cached: footers repeat the same numbers across documents.
+    """
+    try:
+        num = phonenumbers.parse(cand, region)
+    except phonenumbers.NumberParseException:
+        return False
+    international = cand.lstrip().startswith("+")
+    if international:  # the country's main region first: +1 numbers are mostly US, and checking every
+        # NANP region (what is_valid_number does) costs ten times more
+        main = phonenumbers.region_code_for_country_code(num.country_code)
+        valid = phonenumbers.is_valid_number_for_region(num, main) or phonenumbers.is_valid_number(num)
+    else:
+        valid = phonenumbers.is_valid_number_for_region(num, region)
+    if not valid or leniency == "valid":
+        return valid
+    nsn = phonenumbers.national_significant_number(num)
+    written = _boundaries(_EXTENSION.sub("", cand), nsn)
+    if written is None:
+        return False
+    plain = phonenumbers.PhoneNumber(
+        country_code=num.country_code,
+        national_number=num.national_number,
+        italian_leading_zero=num.italian_leading_zero,
+        number_of_leading_zeros=num.number_of_leading_zeros,
+    )
+    for fmt in (phonenumbers.PhoneNumberFormat.NATIONAL, phonenumbers.PhoneNumberFormat.INTERNATIONAL):
+        canonical = _boundaries(phonenumbers.format_number(plain, fmt), nsn)
+        if canonical is not None and (written == canonical if leniency == "exact_grouping" else written <= canonical):
+            return True
+    return False
+
+
+def find_phones(text: str, cfg: dict, context_chars: int, regions: dict[str, Regions]) -> list[tuple[int, int]]:
+    """Spans of phone numbers that the scrub replaces with `<PHONE>`."""
+    region = cfg["default_region"]
+    national_min = max(cfg["min_digits"], national_min_digits(region))
+    national_max = national_max_digits(region)
+    spans: list[tuple[int, int]] = []
+    for m in _candidates(text, regions, national_min):
+        cand = m.group()
+        digits = len(_DIGITS.findall(cand))
+        if digits < (cfg["min_digits"] if cand.startswith("+") else national_min):
+            continue  # no number inside can be long enough: skip libphonenumber
+        if cand.count("(") != cand.count(")") or _NOT_PHONE.match(cand):
+            continue
+        if id_context(text, m.start(), context_chars, "phones"):
+            continue
+        if not cand.startswith("+") and _numeric_neighbor(text, m.start(), m.end()):
+            continue
+        for start, end in _numbers(cand, digits, cfg, national_min, national_max):
+            spans.append((m.start() + start, m.start() + end))
+    return spans
+
+
+def _ok(piece: str, cfg: dict, national_min: int, national_max: int) -> bool:
+    """Whether one piece of a candidate is a phone number on its own."""
+    intl = piece.startswith("+")
+    digits = len(_DIGITS.findall(piece))
+    if not (cfg["min_digits"] if intl else national_min) <= digits <= (15 if intl else national_max):
+        return False
+    if _NOT_PHONE.match(piece) or not (intl or _SEPARATED.search(piece)):
+        return False  # a bare digit run is never a phone number
+    return single_number_ok(piece, cfg["default_region"], cfg["leniency"])
+
+
+def _numbers(cand: str, digits: int, cfg: dict, national_min: int, national_max: int) -> list[tuple[int, int]]:
+    """Spans (within cand) of the phone numbers in a candidate.
+
+    A candidate that can hold one number is checked whole. A longer one ("202-555-0143 / 202-555-0199",
+    "202 555 0143 202 555 0199") is cut at wide separators and then, greedily from the left, into runs of
+    space-separated groups, each checked on its own; a run of more than _MAX_GROUPS groups (od dumps,
+    tables) is not searched.
+    """
+    if digits <= (15 if cand.startswith("+") else national_max):
+        return [(0, len(cand))] if _ok(cand, cfg, national_min, national_max) else []
+    out: list[tuple[int, int]] = []
+    pos = 0
+    parts = [(sep.start(), sep.end()) for sep in _WIDE_SEPARATOR.finditer(cand)] + [(len(cand), len(cand))]
+    for sep_start, sep_end in parts:
+        groups = [(g.start() + pos, g.end() + pos) for g in _SPACED_GROUP.finditer(cand[pos:sep_start])]
+        pos = sep_end
+        if len(groups) > _MAX_GROUPS:
+            continue
+        g = 0
+        while g < len(groups):
+            for last in range(len(groups) - 1, g - 1, -1):  # longest run first
+                start, end = groups[g][0], groups[last][1]
+                if _ok(cand[start:end], cfg, national_min, national_max):
+                    out.append((start, end))
+                    g = last
+                    break
+            g += 1
+    return out
+
+
+def _numeric_neighbor(text: str, start: int, end: int) -> bool:
+    """True when a number sits right before or after the candidate on its line: a table row, not a phone."""
+    i = start - 1
+    while i >= 0 and text[i] in " \t":
+        i -= 1
+    if i < start - 1 and i >= 0 and text[i].isdigit():
+        return True
+    j = end
+    while j < len(text) and text[j] in " \t":
+        j += 1
+    return j > end and j < len(text) and text[j].isdigit()

@@ -1,0 +1,79 @@
+"""Card detector: Luhn, issuer prefixes and groupings, and the long numbers that are not cards."""
+
+import copy
+
+import pytest
+
+from corpus_dagster.scrub import default_pii_config, find_pii
+from corpus_dagster.scrub.cards import known_issuer, luhn_ok
+
+
+@pytest.fixture(scope="module")
+def cfg() -> dict:
+    return default_pii_config()
+
+
+def cards(text: str, cfg: dict) -> list[str]:
+    return [text[s:e] for kind, s, e in find_pii(text, cfg) if kind == "cards"]
+
+
+def test_luhn_and_issuer_tables() -> None:
+    assert luhn_ok("4111111111111111") and not luhn_ok("4111111111111112")
+    assert luhn_ok("79927398713")
+    assert known_issuer("4111111111111111")  # Visa 16
+    assert known_issuer("378282246310005")  # Amex 15
+    assert not known_issuer("37828224631000")  # Amex with 14 digits
+    assert known_issuer("2221000000000009")  # Mastercard 2-series
+    assert not known_issuer("9780306406157")  # ISBN-13 prefix
+    assert not known_issuer("1234567890123456")
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        "4111 1111 1111 1111",
+        "4111-1111-1111-1111",
+        "4111111111111111",
+        "5555 5555 5555 4444",
+        "3782 822463 10005",
+        "30569309025904",
+        "6011 1111 1111 1117",
+        "3530 1113 3330 0000",
+        "4222222222222",
+    ],
+)
+def test_cards_are_found(number: str, cfg: dict) -> None:
+    assert cards(f"Card number: {number} exp 04/27", cfg) == [number]
+
+
+def test_trailing_group_is_dropped_when_only_the_prefix_is_a_card(cfg: dict) -> None:
+    assert cards("paid with 4111 1111 1111 1111 2 times", cfg) == ["4111 1111 1111 1111"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "4111 1111 1111 1112",  # Luhn fails
+        "1234 5678 9012 3456",  # no issuer
+        "4111 1111-1111 1111",  # mixed separators
+        "4111 11111 111 1111",  # not a card grouping
+        "timestamp 1700000000000",
+        "ISBN-13: 9780306406157",
+        "IMEI 35-209900-176148-1",
+        "EAN 4006381333931",
+        "IBAN DE89 3704 0044 0532 0130 00",
+        "$4,111,111,111,111.00",
+        "price 4111111111111111.50",
+        "order 4111111111111111",  # an id cue before a bare run
+        "tracking number 9400 1000 0000 0000 0000 00",
+    ],
+)
+def test_numbers_that_are_not_cards_stay(text: str, cfg: dict) -> None:
+    assert cards(text, cfg) == []
+
+
+def test_card_cue_beats_id_cue_and_disable(cfg: dict) -> None:
+    assert cards("order 17 paid by card 4111111111111111", cfg) == ["4111111111111111"]
+    off = copy.deepcopy(cfg)
+    off["cards"]["enabled"] = False
+    assert cards("4111 1111 1111 1111", off) == []

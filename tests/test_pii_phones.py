@@ -1,0 +1,126 @@
+"""Phone detector: formats libphonenumber validates, and numbers that only look like phones."""
+
+import copy
+
+import pytest
+
+from corpus_dagster.scrub import default_pii_config, find_pii
+from corpus_dagster.scrub.api import _plan_from_json
+from corpus_dagster.scrub.phones import national_max_digits, national_min_digits, single_number_ok
+
+
+@pytest.fixture(scope="module")
+def cfg() -> dict:
+    return default_pii_config()
+
+
+def phones(text: str, cfg: dict) -> list[str]:
+    return [text[s:e] for kind, s, e in find_pii(text, cfg) if kind == "phones"]
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        "(202) 555-0143",
+        "202-555-0143",
+        "202.555.0143",
+        "202 555 0143",
+        "(202)555-0143",
+        "202/555-0143",
+        "1-800-275-2273",
+        "+1 202 555 0143",
+        "+1 (212) 736-5000",
+        "+1.202.555.0143",
+        "+44 20 7946 0958",
+        "+44 (0)20 7946 0958",
+        "+49 30 901820",
+        "+33 1 23 45 67 89",
+        "+91 98765 43210",
+        "+81 3-1234-5678",
+        "+442079460958",
+        "+1-202-555-0143x12",
+        "202-555-0143 ext. 5",
+    ],
+)
+def test_valid_numbers_are_found_whole(number: str, cfg: dict) -> None:
+    assert phones(f"Call {number} today", cfg) == [number]
+
+
+def test_tel_links_and_number_lists(cfg: dict) -> None:
+    assert phones('<a href="tel:+12025550143">', cfg) == ["+12025550143"]
+    assert phones("Tel 202-555-0143 202-555-0199 ok", cfg) == ["202-555-0143", "202-555-0199"]
+    assert phones("Call 202-555-0143 / 202-555-0199", cfg) == ["202-555-0143", "202-555-0199"]
+    assert phones("+1 202 555 0143 +1 202 555 0199", cfg) == ["+1 202 555 0143", "+1 202 555 0199"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2025550143",  # bare digit runs are never phones
+        "ID 4829103822",
+        "2023-01-15",
+        "on 1999-12-31 at 23:59",
+        "2024-02-29T08:15:00Z",
+        "Copyright 1994-1997, 2001 - 2005",
+        "ISBN 978-3-16-148410-0",
+        "ISBN-10: 0-306-40615-2",
+        "192.168.1.1",
+        "version 10.0.19041.1",
+        "40.7128, -74.0060",
+        "$1,299.99 or 1 234 567 EUR",
+        "123-45-6789",
+        "ZIP 02110-1301",
+        "1 2 3 4 5 6 7 8 9 10",
+        "0 83 skipped 0 1412881037 914578 5217",
+        "550e8400-e29b-41d4-a716-446655440000",
+    ],
+)
+def test_dates_ids_and_numbers_stay(text: str, cfg: dict) -> None:
+    assert phones(text, cfg) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Order number: 415-555-2671", "Ticket 212-736-5000", "Invoice #800-275-2273", "SKU 650-253-0000",
+     "ref 202 555 0143", "ISBN 202-555-0143"],
+)
+def test_id_cues_drop_valid_numbers(text: str, cfg: dict) -> None:
+    assert phones(text, cfg) == []
+
+
+def test_a_nearer_phone_cue_beats_an_id_cue(cfg: dict) -> None:
+    assert phones("order 12, call 415-555-2671", cfg) == ["415-555-2671"]
+
+
+def test_national_formats_follow_the_default_region(cfg: dict) -> None:
+    assert phones("Ring 020 7946 0958 now", cfg) == []
+    gb = copy.deepcopy(cfg)
+    gb["phones"]["default_region"] = "GB"
+    assert phones("Ring 020 7946 0958 now", gb) == ["020 7946 0958"]
+    assert national_min_digits("US") == 10 and national_max_digits("US") == 11
+
+
+def test_grouping_leniency(cfg: dict) -> None:
+    # 202555 0143 keeps every real group whole (strict accepts), but is not a real format (exact rejects)
+    assert single_number_ok("202555 0143", "US", "strict_grouping")
+    assert not single_number_ok("202555 0143", "US", "exact_grouping")
+    assert not single_number_ok("20-25-55-01-43", "US", "strict_grouping")
+    assert single_number_ok("20-25-55-01-43", "US", "valid")
+    assert not single_number_ok("+1 212 555 01", "US", "valid")
+
+
+def test_min_digits_and_disable(cfg: dict) -> None:
+    short = copy.deepcopy(cfg)
+    short["phones"]["min_digits"] = 12
+    assert phones("+49 30 901820", short) == []
+    off = copy.deepcopy(cfg)
+    off["phones"]["enabled"] = False
+    assert phones("(202) 555-0143", off) == []
+
+
+def test_unknown_default_region_is_a_config_error(cfg: dict) -> None:
+    bad = copy.deepcopy(cfg)
+    bad["phones"]["default_region"] = "ZZ"
+    _plan_from_json.cache_clear()
+    with pytest.raises(ValueError, match="default_region 'ZZ'"):
+        find_pii("x", bad)
