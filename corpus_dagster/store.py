@@ -9,22 +9,11 @@ from typing import Any
 import pyarrow as pa
 
 from corpus_dagster.layout import Layout
+from corpus_dagster.publish.schema import DOCUMENT_FIELDS
 
 # The clean stage's per-part document files (stages/clean/<source_id>/<key>/docs-<nnnnn>.parquet), in
 # document-id k order within a source. Later per-source stages keep these columns and this order.
-CLEAN_DOC_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("text", pa.string()),
-        ("source_id", pa.string()),
-        ("url", pa.string()),
-        ("license_spdx", pa.string()),
-        ("lang", pa.string()),
-        ("n_chars", pa.int32()),
-        ("sha256", pa.binary(32)),
-        ("repairs", pa.list_(pa.string())),
-    ]
-)
+CLEAN_DOC_SCHEMA = pa.schema([*DOCUMENT_FIELDS, ("repairs", pa.list_(pa.string()))])
 
 # Rejects: every document a clean filter dropped, with the rule that fired first and the value it measured.
 REJECT_SCHEMA = pa.schema(

@@ -16,21 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SHARD_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("text", pa.string()),
-        ("source_id", pa.string()),
-        ("url", pa.string()),
-        ("license_spdx", pa.string()),
-        ("lang", pa.string()),
-        ("n_chars", pa.int32()),
-        ("sha256", pa.binary(32)),
-        ("minhash_cluster", pa.int64()),
-        ("pii_redactions", pa.int32()),
-        ("split", pa.string()),
-    ]
-)
+from corpus_dagster.publish.schema import SHARD_SCHEMA
 
 
 def split_of(digest: bytes, val_permille: int) -> str:
