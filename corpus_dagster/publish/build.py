@@ -11,7 +11,7 @@ from corpus_dagster.atomic import atomic_dir
 from corpus_dagster.clean.pipeline import FILTER_KEYS, REPAIR_KINDS, filter_key
 from corpus_dagster.layout import Layout
 from corpus_dagster.ledger import ledger_sha256
-from corpus_dagster.publish.manifest import build_manifest, manifest_bytes
+from corpus_dagster.publish.manifest import BASE_FILTER_KEYS, build_manifest, manifest_bytes
 from corpus_dagster.publish.shards import Annotations, ShardsResult, SourceDocs, build_shards
 from corpus_dagster.scrub.api import PII_TYPES
 from corpus_dagster.stages.dedup import clusters, dedup_stats
@@ -27,17 +27,23 @@ class PublishResult:
     shards: ShardsResult
 
 
-def collect_filters(layout: Layout, source_ids: list[str]) -> tuple[dict[str, int], dict[str, int]]:
-    """Filter and repair counts summed over the sources' clean records (which count their rejects tables)."""
-    filters: Counter[str] = Counter({k: 0 for k in FILTER_KEYS})
-    repairs: Counter[str] = Counter({k: 0 for k in REPAIR_KINDS})
+def collect_filters(
+    layout: Layout, source_ids: list[str], clean_cfg: dict[str, Any]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Filter and repair counts summed over the sources' clean records (which count their rejects tables).
+
+    `filters` holds lang, gopher, repetition and ppl always, plus every further rule that is enabled (or
+    that dropped something), in the fixed FILTER_KEYS order.
+    """
+    filters: Counter[str] = Counter()
+    repairs: Counter[str] = Counter()
     for sid in source_ids:
         stats = stage_stats(layout, "clean", sid)
         for reason, n in stats.get("reasons", {}).items():
             filters[filter_key(reason)] += n
         repairs.update(stats.get("repairs", {}))
-    ordered_filters = {k: filters[k] for k in FILTER_KEYS} | {k: v for k, v in sorted(filters.items()) if k not in FILTER_KEYS}
-    return ordered_filters, {k: repairs[k] for k in REPAIR_KINDS}
+    keys = [k for k in FILTER_KEYS if k in BASE_FILTER_KEYS or clean_cfg.get(k, {}).get("enabled") or filters[k]]
+    return {k: filters[k] for k in keys}, {k: repairs[k] for k in REPAIR_KINDS}
 
 
 def collect_pii(layout: Layout, source_ids: list[str]) -> dict[str, int]:
@@ -53,7 +59,7 @@ def write_publish(layout: Layout, resolved: dict[str, Any], source_ids: list[str
     sources = [SourceDocs(sid, scrubbed_files(layout, sid)) for sid in source_ids]
     annotations = Annotations(clusters=clusters(layout))
     shards = build_shards(sources, annotations, out_dir, resolved, workers)
-    filters, repairs = collect_filters(layout, source_ids)
+    filters, repairs = collect_filters(layout, source_ids, resolved["clean"])
     dstats = dedup_stats(layout)
     dedup_counts = {k: dstats.get(k, 0) for k in ("exact_dropped", "near_dropped", "decontaminated")}
     manifest = build_manifest(

@@ -1,0 +1,163 @@
+"""The clean stage for one batch of raw documents: repair, language ID, then the filters, first match wins.
+
+Fixed rule order (it decides which reason a document that breaks several rules gets):
+lang, gopher, repetition, symbol_soup, table_dump, repeated, nav_menu, non_english, fineweb, ppl.
+Each group runs only on the documents every earlier group kept, so later (costlier) statistics are
+computed for fewer documents. Output depends only on the texts, the config and the source id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from corpus_dagster.clean import fineweb, gopher, ppl, repetition, rules
+from corpus_dagster.clean.batch import DocBatch
+from corpus_dagster.clean.langid import detect_languages
+from corpus_dagster.clean.repair import REPAIR_KINDS, repair_texts
+from corpus_dagster.clean.verdict import Verdict
+
+__all__ = [
+    "BATCH_DOCS", "FILTER_KEYS", "REASON_CODES", "REPAIR_KINDS", "RULE_ORDER", "CleanOutcome", "clean_texts",
+    "filter_counts", "filter_key", "in_scope", "reason_counts", "reason_examples", "repair_counts",
+]
+
+# Manifest `filters` keys, in the manifest's order.
+FILTER_KEYS: list[str] = ["lang", "gopher", "repetition", "ppl", "symbol_soup", "table_dump", "repeated",
+                          "nav_menu", "non_english", "fineweb"]
+
+_STAGES: dict[str, Callable[[DocBatch, dict[str, Any]], Verdict]] = {
+    "gopher": gopher.gopher_quality,
+    "repetition": repetition.gopher_repetition,
+    "symbol_soup": rules.symbol_soup,
+    "table_dump": rules.table_dump,
+    "repeated": rules.repeated,
+    "nav_menu": rules.nav_menu,
+    "non_english": rules.non_english,
+    "fineweb": fineweb.fineweb_quality,
+    "ppl": ppl.perplexity_filter,
+}
+# Evaluation order = first-match order; each entry is a `clean` config section and a manifest key.
+RULE_ORDER: tuple[str, ...] = ("lang", "gopher", "repetition", "symbol_soup", "table_dump", "repeated",
+                               "nav_menu", "non_english", "fineweb", "ppl")
+# Every reason code, in first-match order.
+REASON_CODES: tuple[str, ...] = ("lang", *gopher.REASONS, *repetition.REASONS, *rules.REASONS,
+                                 *fineweb.REASONS, *ppl.REASONS)
+# Documents per internal batch: bounds the memory of token and n-gram arrays; never changes a result.
+BATCH_DOCS = 8192
+
+
+@dataclass
+class CleanOutcome:
+    """Per input document, in input order."""
+
+    text: list[str]  # repaired + NFC (kept or not)
+    lang: list[str]  # ISO 639-1 code or "und"
+    repairs: list[list[str]]  # subset of REPAIR_KINDS, in that order
+    reason: list[str | None]  # first matching reason code in RULE_ORDER; None = kept
+    value: list[float | None]  # the measured value that tripped the rule; None when kept
+
+
+def filter_key(reason: str) -> str:
+    """The manifest `filters` key a reason code counts under (gopher_word_count -> gopher)."""
+    for prefix, key in (("gopher_", "gopher"), ("repetition_", "repetition"), ("fineweb_", "fineweb")):
+        if reason.startswith(prefix) and reason in REASON_CODES:
+            return key
+    if reason in REASON_CODES:
+        return reason
+    raise ValueError(f"unknown clean reason code: {reason!r}")
+
+
+def in_scope(rule_cfg: dict[str, Any], source_id: str) -> bool:
+    """Whether a rule is switched on for this source (`sources` null = every source)."""
+    sources = rule_cfg.get("sources")
+    return bool(rule_cfg["enabled"]) and (sources is None or source_id in sources)
+
+
+def clean_texts(texts: list[str], cfg: dict[str, Any], source_id: str) -> CleanOutcome:
+    """Repair, identify the language of and filter `texts` of one source with the resolved `clean` config."""
+    if in_scope(cfg["ppl"], source_id):
+        ppl.load_model(cfg["ppl"]["model_path"])  # fail before any work when kenlm or the model is missing
+    out, repairs, series = repair_texts(texts, cfg["repair"])
+    langs, scores = detect_languages(series, cfg["lang"])
+    n = len(out)
+    reason: np.ndarray = np.full(n, None, dtype=object)
+    value = np.full(n, np.nan)
+    for start in range(0, n, BATCH_DOCS):
+        stop = min(n, start + BATCH_DOCS)
+        verdict = _filter_batch(DocBatch(out[start:stop], series.slice(start, stop - start)),
+                                langs[start:stop], scores[start:stop], cfg, source_id)
+        reason[start:stop] = verdict.reason
+        value[start:stop] = verdict.value
+    return CleanOutcome(
+        text=out,
+        lang=langs,
+        repairs=repairs,
+        reason=reason.tolist(),
+        value=[None if r is None else float(x) for r, x in zip(reason.tolist(), value.tolist(), strict=True)],
+    )
+
+
+def _filter_batch(batch: DocBatch, langs: list[str], scores: list[float], cfg: dict[str, Any],
+                  source_id: str) -> Verdict:
+    """First-match verdict of every rule group over one batch."""
+    verdict = Verdict(len(batch))
+    current, index = batch, np.arange(len(batch))
+    for key in RULE_ORDER:
+        rule_cfg = cfg[key]
+        if not in_scope(rule_cfg, source_id):
+            continue
+        if key == "lang":
+            allowed = rule_cfg["allowed"]
+            if allowed is not None:
+                verdict.apply("lang", ~np.isin(np.array(langs, dtype=object), list(allowed)),
+                              np.asarray(scores, dtype=np.float64))
+            continue
+        still = np.flatnonzero(verdict.open[index])
+        if not len(still):
+            break
+        if len(still) < len(current):
+            current, index = current.take(still), index[still]
+        verdict.merge(index, _STAGES[key](current, rule_cfg))
+    return verdict
+
+
+def reason_counts(reasons: Iterable[str | None]) -> dict[str, int]:
+    """Dropped documents per reason code, in REASON_CODES order (codes that never fired left out)."""
+    counts: dict[str, int] = {}
+    for r in reasons:
+        if r is not None:
+            counts[r] = counts.get(r, 0) + 1
+    return {code: counts[code] for code in REASON_CODES if code in counts}
+
+
+def filter_counts(reasons: Iterable[str | None], cfg: dict[str, Any] | None = None) -> dict[str, int]:
+    """Manifest `filters` object: lang, gopher, repetition, ppl always, then every further rule that
+    is enabled in `cfg` (the resolved `clean` section; None = all of them), in FILTER_KEYS order."""
+    counts = dict.fromkeys(FILTER_KEYS, 0)
+    for r in reasons:
+        if r is not None:
+            counts[filter_key(r)] += 1
+    always = FILTER_KEYS[:4]
+    return {k: v for k, v in counts.items() if k in always or cfg is None or cfg[k]["enabled"] or v}
+
+
+def repair_counts(repairs: Iterable[Sequence[str]]) -> dict[str, int]:
+    """Documents per repair kind (manifest `repairs`), every kind present, in REPAIR_KINDS order."""
+    counts = dict.fromkeys(REPAIR_KINDS, 0)
+    for done in repairs:
+        for kind in done:
+            counts[kind] += 1
+    return counts
+
+
+def reason_examples(ids: Sequence[str], reasons: Sequence[str | None], k: int = 3) -> dict[str, list[str]]:
+    """The first `k` ids (in input order) dropped for each reason code, for asset metadata."""
+    out: dict[str, list[str]] = {}
+    for doc_id, r in zip(ids, reasons, strict=True):
+        if r is not None and len(out.setdefault(r, [])) < k:
+            out[r].append(doc_id)
+    return {code: out[code] for code in REASON_CODES if code in out}
