@@ -58,6 +58,14 @@ def run_pipeline(config_path: str, prefix: str = "run") -> int:
         print(f"{prefix}:   {shard.name}  {shard.stat().st_size:>12,} bytes")
     manifest = json.loads(layout.manifest.read_text())
     print(f"{prefix}: manifest {layout.manifest}  ({manifest['n_docs']} documents in {manifest['n_shards']} shards)")
+    for key in ("filters", "repairs", "dedup", "pii"):
+        if key in manifest:
+            print(f"{prefix}:   {key}: {json.dumps(manifest[key])}")
+    tokens = layout.tokens / "_TOKENS.json"
+    if tokens.exists():
+        info = json.loads(tokens.read_text())
+        per_split = ", ".join(f"{k}: {v['n_tokens']:,} tokens / {v['n_docs']:,} docs" for k, v in info["splits"].items())
+        print(f"{prefix}: tokens   {layout.tokens}  ({per_split}; tokenizer {info['tokenizer']['name']})")
     for asset, name, passed, meta in checks:
         print(f"{prefix}: check {asset}/{name}: {'PASSED' if passed else 'FAILED ' + str(meta)}")
     failed = [c for c in checks if not c[2]]
