@@ -27,6 +27,8 @@ EXECUTION_KEYS = (
     "tokenize.engine",
     "tokenize.threads_per_worker",
     "tokenize.rebuild_check",
+    "dedup.batch_bytes",
+    "dedup.verify_batch_shingles",
 )
 
 

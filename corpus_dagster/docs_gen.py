@@ -21,9 +21,9 @@ HEADER = """# Config reference
 One YAML (or JSON) file configures a corpus build; `configs/demo.yaml` is the embedded default. Every
 key is optional and has the default shown. Loading validates the file against
 `schemas/corpus-config.schema.json` and reports every violation with its JSON path. The keys under
-`paths`, `workers`, `refresh` and `tokenize.engine`, `tokenize.threads_per_worker`,
-`tokenize.rebuild_check` say where and how fast to run, never what to build, so they are left out of
-the manifest's `config_sha256`.
+`paths`, `workers`, `refresh`, `tokenize.engine`, `tokenize.threads_per_worker`,
+`tokenize.rebuild_check`, `dedup.batch_bytes` and `dedup.verify_batch_shingles` say where and how fast
+to run, never what to build, so they are left out of the manifest's `config_sha256`.
 
 | key | type | default | description |
 |---|---|---|---|
@@ -47,7 +47,12 @@ def rows(schema: dict[str, Any], prefix: str = "") -> list[str]:
     for key, sub in schema.get("properties", {}).items():
         path = f"{prefix}{key}"
         default = sub.get("default")
-        shown = "" if sub.get("type") == "object" and default == {} else f"`{json.dumps(default)}`"
+        if "default" not in sub:
+            shown = "required" if key in schema.get("required", []) else ""
+        elif sub.get("type") == "object" and default == {}:
+            shown = ""
+        else:
+            shown = f"`{json.dumps(default)}`"
         desc = sub.get("description", "").replace("|", "\\|").replace("\n", " ")
         bounds = [f"{b} {sub[b]}" for b in ("minimum", "maximum", "exclusiveMinimum") if b in sub]
         if bounds:
@@ -55,6 +60,9 @@ def rows(schema: dict[str, Any], prefix: str = "") -> list[str]:
         out.append(f"| `{path}` | {_type(sub)} | {shown} | {desc} |")
         if sub.get("type") == "object":
             out.extend(rows(sub, f"{path}."))
+        items = sub.get("items", {})
+        if sub.get("type") == "array" and items.get("type") == "object":
+            out.extend(rows(items, f"{path}[]."))
     return out
 
 

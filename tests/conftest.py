@@ -14,3 +14,14 @@ def setup_dir(tmp_path: Path) -> Path:
     from corpus_factory import write_setup
 
     return write_setup(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _restore_dagster_defs_state_storage():
+    """dagster.instance_for_test leaves its (closed) defs-state storage in a context variable, and every
+    later Definitions load then fails with "undefined DagsterInstance weakref". Restore it per test."""
+    from dagster._core.storage.defs_state import base
+
+    before = base._current_storage.get()
+    yield
+    base._current_storage.set(before)

@@ -1,0 +1,23 @@
+"""Exact dedup: of each group of documents with the same SHA-256 of the cleaned text, keep the smallest id."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def exact_duplicates(sha256: np.ndarray, eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dropped gids, the gid each one duplicates) among the `eligible` gids.
+
+    sha256: (n_docs, 32) uint8 digests indexed by gid (gids are ranks in id byte order, so the smallest
+    gid of a group is its smallest id). Vectorized: one sort by (digest, gid).
+    """
+    keys = np.ascontiguousarray(sha256[eligible]).view(np.uint64).reshape(-1, 4)
+    order = np.lexsort((eligible, keys[:, 3], keys[:, 2], keys[:, 1], keys[:, 0]))
+    sorted_keys, sorted_gids = keys[order], eligible[order]
+    new_group = np.ones(len(order), dtype=bool)
+    new_group[1:] = (sorted_keys[1:] != sorted_keys[:-1]).any(axis=1)
+    group_first = sorted_gids[np.flatnonzero(new_group)][np.cumsum(new_group) - 1]
+    dup = sorted_gids != group_first
+    dropped, kept_as = sorted_gids[dup], group_first[dup]
+    by_gid = np.argsort(dropped, kind="stable")
+    return dropped[by_gid], kept_as[by_gid]

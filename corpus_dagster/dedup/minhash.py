@@ -1,0 +1,110 @@
+"""MinHash signatures computed a whole batch at a time, equal value for value to datasketch's MinHash.
+
+datasketch (>= 2.0) permutes each input hash h as a * fmix(h) + b modulo 2**w (a odd, so a bijection),
+with (a, b) drawn from numpy's RandomState(seed) and w = 32 ("affine32", its default) or 64
+("affine64"). We draw the same (a, b), feed the same shingle hashes (`shingle_input_hash`), and take
+the same minimum, but loop over the num_perm permutations with every shingle of a batch in one array
+(a 1-D multiply, add and `minimum.reduceat` per permutation) instead of one shingle at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from corpus_dagster.dedup.hashing import MASK64, shingle_hash64, shingle_hashes, word_hashes
+from corpus_dagster.dedup.text import WordBatch
+
+SCHEMES = ("affine32", "affine64")
+_WIDTH = {"affine32": 32, "affine64": 64}
+_DTYPE = {"affine32": np.uint32, "affine64": np.uint64}
+
+
+def signature_dtype(scheme: str) -> type[np.unsignedinteger]:
+    """numpy dtype of one signature value under `scheme`."""
+    _check_scheme(scheme)
+    return _DTYPE[scheme]
+
+
+def _check_scheme(scheme: str) -> None:
+    if scheme not in SCHEMES:
+        raise ValueError(f"dedup.scheme must be one of {SCHEMES}, got {scheme!r}")
+
+
+def permutations(num_perm: int, seed: int, scheme: str = "affine32") -> tuple[np.ndarray, np.ndarray]:
+    """The (a, b) permutation parameters datasketch.MinHash(num_perm, seed, scheme=scheme) draws."""
+    _check_scheme(scheme)
+    width, dtype = _WIDTH[scheme], _DTYPE[scheme]
+    gen = np.random.RandomState(seed)
+    a = gen.randint(0, 1 << (width - 1), num_perm, dtype=dtype) * dtype(2) + dtype(1)
+    b = gen.randint(0, 1 << width, num_perm, dtype=dtype)
+    return a.astype(dtype), b.astype(dtype)
+
+
+def shingle_input_hash(scheme: str) -> Callable[[str], int]:
+    """The scalar shingle hash to give datasketch as `hashfunc` (top 32 bits under affine32)."""
+    _check_scheme(scheme)
+    if scheme == "affine32":
+        return lambda shingle: shingle_hash64(shingle) >> 32
+    return lambda shingle: shingle_hash64(shingle) & MASK64
+
+
+def _fmix32(x: np.ndarray) -> np.ndarray:
+    x = x ^ (x >> np.uint32(16))
+    x *= np.uint32(0x85EBCA6B)
+    x ^= x >> np.uint32(13)
+    x *= np.uint32(0xC2B2AE35)
+    x ^= x >> np.uint32(16)
+    return x
+
+
+def _fmix64(x: np.ndarray) -> np.ndarray:
+    x = x ^ (x >> np.uint64(33))
+    x *= np.uint64(0xFF51AFD7ED558CCD)
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xC4CEB9FE1A85EC53)
+    x ^= x >> np.uint64(33)
+    return x
+
+
+def premix(hashes64: np.ndarray, scheme: str) -> np.ndarray:
+    """Shingle hashes as datasketch sees them after its input fmix (uint32 or uint64)."""
+    if scheme == "affine32":
+        return _fmix32((hashes64 >> np.uint64(32)).astype(np.uint32))
+    return _fmix64(hashes64.copy())
+
+
+def signatures_from_hashes(
+    hashes64: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, scheme: str
+) -> np.ndarray:
+    """MinHash of each document's shingle hashes; rows of documents without shingles hold the max value.
+
+    hashes64: uint64 shingle hashes in document order; offsets: int64, length n_docs + 1.
+    Returns an (n_docs, num_perm) array of the scheme's dtype.
+    """
+    dtype = _DTYPE[scheme]
+    n_docs = len(offsets) - 1
+    out = np.full((len(a), n_docs), np.iinfo(dtype).max, dtype=dtype)
+    counts = np.diff(offsets)
+    have = np.flatnonzero(counts > 0)
+    if len(have) == 0:
+        return out.T.copy()
+    x = premix(hashes64, scheme)
+    seg_starts = offsets[have]
+    tmp = np.empty(len(x), dtype=dtype)
+    for p in range(len(a)):
+        np.multiply(x, a[p], out=tmp)
+        tmp += b[p]
+        out[p, have] = np.minimum.reduceat(tmp, seg_starts)
+    return np.ascontiguousarray(out.T)
+
+
+def batch_signatures(
+    batch: WordBatch, shingle_size: int, a: np.ndarray, b: np.ndarray, scheme: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Signatures of a tokenized batch: (signatures (n_docs, num_perm), n_words, n_shingles)."""
+    wh = word_hashes(batch)
+    hashes, offsets = shingle_hashes(wh, batch.doc_offsets, shingle_size)
+    sig = signatures_from_hashes(hashes, offsets, a, b, scheme)
+    return sig, batch.word_counts(), np.diff(offsets)

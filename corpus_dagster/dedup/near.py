@@ -1,0 +1,137 @@
+"""Near-duplicate steps of the global run: LSH candidates from the signature files, exact-Jaccard
+verification over an on-disk shingle store, connected components and each member's Jaccard to its
+cluster's kept document."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from corpus_dagster.dedup.components import cluster_keepers
+from corpus_dagster.dedup.errors import DedupInputError
+from corpus_dagster.dedup.lsh import band_hashes, candidate_pairs
+from corpus_dagster.dedup.scan import Corpus
+from corpus_dagster.dedup.signatures import byte_batches
+from corpus_dagster.dedup.verify import ShingleStore, shingle_sets
+from corpus_dagster.parallel import ordered_map
+
+
+def lsh_candidates(
+    signature_files: list[tuple[str, Path]], corpus: Corpus, eligible: np.ndarray, cfg: dict[str, Any]
+) -> tuple[np.ndarray, int, int]:
+    """Candidate pairs (gid_a < gid_b) among eligible documents with a signature.
+
+    signature_files: (source_id, path) in the corpus' source order; eligible: bool per gid.
+    Returns (pairs (m, 2) int64 sorted, documents that took part, documents without a signature).
+    A signature file whose ids differ from its source's clean documents is refused as stale.
+    """
+    width, band_parts, gid_parts, no_signature = cfg["num_perm"], [], [], 0
+    for si, (source_id, path) in enumerate(signature_files):
+        lo, hi = int(corpus.source_start[si]), int(corpus.source_start[si + 1])
+        seen = 0
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=65536, columns=["id", "signature"]):
+            start = lo + seen
+            if start + batch.num_rows > hi or not batch.column(0).equals(
+                corpus.ids_scan.slice(start, batch.num_rows)
+            ):
+                raise DedupInputError(
+                    f"source {source_id!r}: signature file {path} does not match its clean documents (stale); "
+                    "recompute it"
+                )
+            sig = batch.column(1)
+            valid = sig.is_valid().to_numpy(zero_copy_only=False)
+            no_signature += int((~valid).sum())
+            gids = corpus.gid_of_scan[start : start + batch.num_rows]
+            take = valid & eligible[gids]
+            # Null signatures come back with null child values: fill them (those rows are never used).
+            child = pc.fill_null(sig.values.slice(sig.offset * width, len(sig) * width), 0)
+            values = child.to_numpy().reshape(len(sig), width)
+            band_parts.append(band_hashes(values[take], cfg["bands"]))
+            gid_parts.append(gids[take])
+            seen += batch.num_rows
+        if lo + seen != hi:
+            raise DedupInputError(
+                f"source {source_id!r}: signature file {path} has {seen} rows, its clean documents {hi - lo}; "
+                "recompute it"
+            )
+    keys = np.concatenate(band_parts) if band_parts else np.zeros((0, cfg["bands"]), np.uint64)
+    gids = np.concatenate(gid_parts) if gid_parts else np.zeros(0, np.int64)
+    return candidate_pairs(keys, gids), len(gids), no_signature
+
+
+def _sets_task(path: str, row_group: int, rows: np.ndarray, shingle_size: int, batch_bytes: int):
+    """Sorted unique shingle fingerprints of the given rows of one row group (runs in a worker)."""
+    texts = pq.ParquetFile(path).read_row_group(row_group, columns=["text"]).column("text").combine_chunks()
+    texts = texts.take(rows)
+    values, lengths = [np.zeros(0, np.uint64)], [np.zeros(0, np.int64)]
+    for start, stop in byte_batches(texts, batch_bytes):
+        v, n = shingle_sets(texts.slice(start, stop - start), shingle_size)
+        values.append(v)
+        lengths.append(n)
+    return np.concatenate(values), np.concatenate(lengths)
+
+
+def build_store(
+    nodes: np.ndarray, corpus: Corpus, cfg: dict[str, Any], path: Path, workers: int
+) -> ShingleStore:
+    """Re-shingle the documents `nodes` (sorted gids) into an on-disk store indexed by node number."""
+    store = ShingleStore(path, len(nodes))
+    jobs, job_nodes = [], []
+    for job in corpus.jobs:
+        gids = corpus.gid_of_scan[job.scan_start : job.scan_start + job.rows]
+        slot = np.minimum(np.searchsorted(nodes, gids), len(nodes) - 1)
+        rows = np.flatnonzero(nodes[slot] == gids)
+        if len(rows):
+            jobs.append((job.path, job.row_group, rows, cfg["shingle_size"], cfg["batch_bytes"]))
+            job_nodes.append(slot[rows])
+    for node_ids, (values, lengths) in zip(job_nodes, ordered_map(_sets_task, jobs, workers), strict=True):
+        store.append(node_ids, values, lengths)
+    store.close()
+    return store
+
+
+@dataclass
+class Clusters:
+    """Near-duplicate clusters over the nodes (sorted gids of every document in a candidate pair)."""
+
+    nodes: np.ndarray
+    keeper: np.ndarray  # per node: node number of its cluster's smallest member
+    size: np.ndarray  # per node that is a keeper: its cluster size (0 otherwise)
+    members: np.ndarray  # node numbers of the non-keeper members of clusters of >= 2
+    member_jaccard: np.ndarray  # exact Jaccard of each of them to its keeper (nan when not verified)
+
+    @property
+    def in_cluster(self) -> np.ndarray:
+        """Per node: member of a cluster of at least 2."""
+        return self.size[self.keeper] >= 2
+
+
+def near_clusters(
+    nodes: np.ndarray,
+    pairs: np.ndarray,
+    pair_nodes: np.ndarray,
+    pair_jaccard: np.ndarray,
+    accepted: np.ndarray,
+    store: ShingleStore | None,
+    chunk: int,
+) -> Clusters:
+    """Connected components of the accepted pairs; each member's Jaccard to its keeper when verified."""
+    keeper = cluster_keepers(len(nodes), pair_nodes[accepted])
+    size = np.bincount(keeper, minlength=len(nodes))
+    members = np.flatnonzero((size[keeper] >= 2) & (keeper != np.arange(len(nodes))))
+    member_j = np.full(len(members), np.nan)
+    if store is not None and len(members):
+        # From the member's own pair with the keeper when there was one, else computed now (chains).
+        pair_key = (pairs[:, 0] << 32) | pairs[:, 1]
+        want = (nodes[keeper[members]] << 32) | nodes[members]
+        slot = np.minimum(np.searchsorted(pair_key, want), len(pair_key) - 1)
+        direct = pair_key[slot] == want
+        member_j[direct] = pair_jaccard[slot[direct]]
+        if (~direct).any():
+            member_j[~direct] = store.jaccard(keeper[members[~direct]], members[~direct], chunk)
+    return Clusters(nodes, keeper, size, members, member_j)

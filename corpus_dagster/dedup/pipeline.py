@@ -1,0 +1,200 @@
+"""The global dedup step: decontaminate, exact-dedup, near-dedup; write the three queryable tables.
+
+Order of operations (each step only sees what the previous ones kept):
+1. decontaminate: drop every document sharing an `ngram`-word n-gram with a protected set;
+2. exact: among the rest, group by SHA-256 of the clean text, keep each group's smallest id;
+3. near: among the survivors that have a signature, LSH candidate pairs (each bucket member linked to
+   the bucket's smallest id), exact-Jaccard verification (`verify`), connected components; each
+   cluster keeps its smallest id and, with `action: drop`, drops the others.
+Documents are numbered by id in byte order (the gid) and every output is sorted by it, so the result
+never depends on source order, file order, completion order or the worker count.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from corpus_dagster.dedup.errors import DedupInputError
+from corpus_dagster.dedup.exact import exact_duplicates
+from corpus_dagster.dedup.memory import peak_rss_mb, reset_peak_rss
+from corpus_dagster.dedup.near import build_store, lsh_candidates, near_clusters
+from corpus_dagster.dedup.protected import build_protected_index
+from corpus_dagster.dedup.scan import scan_corpus
+from corpus_dagster.dedup.signatures import SIGNATURE_SETTINGS, signature_settings
+from corpus_dagster.dedup.tables import (
+    CLUSTERS_SCHEMA,
+    DECONTAMINATED,
+    DROPPED_SCHEMA,
+    EXACT,
+    KEPT,
+    NEAR,
+    PAIRS_SCHEMA,
+    clusters_table,
+    dropped_table,
+    pairs_table,
+    report,
+    write_parquet,
+)
+
+__all__ = ["CLUSTERS_SCHEMA", "DROPPED_SCHEMA", "PAIRS_SCHEMA", "DedupSource", "run_dedup"]
+
+REPORTED_SETTINGS = ("num_perm", "bands", "jaccard_threshold", "ngram", "shingle_size", "action", "verify")
+
+
+@dataclass
+class DedupSource:
+    """One source's inputs to the global step: its clean document files (k order) and its signature file."""
+
+    source_id: str
+    doc_files: list[Path]
+    signature_file: Path
+
+
+class _Timer:
+    """Seconds and peak RSS (MiB, this process) of each step; the peak is reset between steps."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.rss: dict[str, float] = {}
+        reset_peak_rss()
+        self._t = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = round(now - self._t, 3)
+        self.rss[name] = peak_rss_mb()
+        reset_peak_rss()
+        self._t = now
+
+
+def _check_inputs(sources: list[DedupSource], cfg: dict[str, Any]) -> None:
+    names = [s.source_id for s in sources]
+    if len(set(names)) != len(names):
+        raise DedupInputError(f"run_dedup: a source is listed twice: {sorted(names)}")
+    if cfg["num_perm"] % cfg["bands"]:
+        raise DedupInputError(
+            f"dedup.num_perm ({cfg['num_perm']}) must be a multiple of dedup.bands ({cfg['bands']})"
+        )
+    want = {k: cfg[k] for k in SIGNATURE_SETTINGS}
+    for s in sources:
+        if not Path(s.signature_file).exists():
+            raise DedupInputError(f"source {s.source_id!r}: signature file {s.signature_file} does not exist")
+        got = {k: signature_settings(Path(s.signature_file)).get(k) for k in SIGNATURE_SETTINGS}
+        if got != want:
+            raise DedupInputError(
+                f"source {s.source_id!r}: signature file {s.signature_file} was computed with {got}, "
+                f"config wants {want}; recompute it"
+            )
+
+
+def run_dedup(
+    sources: list[DedupSource], cfg: dict[str, Any], out_dir: Path, workers: int = 1
+) -> dict[str, Any]:
+    """Decontaminate, exact-dedup and near-dedup all sources; write dropped/clusters/pairs.parquet.
+
+    cfg is the resolved `dedup` section. Every output file is written atomically and is byte-identical
+    across runs and `workers` values. Returns the stats a person wants to see (counts, largest clusters,
+    example pairs, per-step seconds and peak RSS).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _check_inputs(sources, cfg)
+    work = Path(tempfile.mkdtemp(prefix=f".dedup-work-{uuid.uuid4().hex[:8]}-", dir=out_dir))
+    try:
+        return _run(sources, cfg, out_dir, work, workers)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(
+    sources: list[DedupSource], cfg: dict[str, Any], out_dir: Path, work: Path, workers: int
+) -> dict[str, Any]:
+    timer = _Timer()
+
+    # 1. Scan every document (ids, digests) and decontaminate.
+    index = build_protected_index(cfg)
+    index_path = None
+    if index.names:
+        index_path = str(work / "protected.npz")
+        index.save(Path(index_path))
+    corpus = scan_corpus(
+        [(s.source_id, s.doc_files) for s in sources], index_path, cfg["batch_bytes"], workers
+    )
+    status = np.zeros(corpus.n, dtype=np.int8)
+    matched = np.full(corpus.n, -1, dtype=np.int64)
+    jaccard = np.full(corpus.n, np.nan, dtype=np.float64)
+    detail: dict[int, str] = {}
+    by_set = dict.fromkeys(index.names, 0)
+    for gid, name, ngram in corpus.contaminated:
+        status[gid] = DECONTAMINATED
+        detail[gid] = f"{name}: {ngram}"
+        by_set[name] += 1
+    del index
+    timer.lap("decontaminate")
+
+    # 2. Exact duplicates among the rest.
+    dup, kept_as = exact_duplicates(corpus.sha256, np.flatnonzero(status == KEPT))
+    status[dup], matched[dup] = EXACT, kept_as
+    corpus.sha256 = np.zeros((0, 32), np.uint8)
+    timer.lap("exact")
+
+    # 3. LSH candidate pairs among the survivors.
+    sig_files = [(s.source_id, Path(s.signature_file)) for s in sources]
+    pairs, participants, no_signature = lsh_candidates(sig_files, corpus, status == KEPT, cfg)
+    timer.lap("lsh")
+
+    # 4. Exact Jaccard of every candidate pair.
+    nodes = np.unique(pairs.ravel())  # sorted gids of every document in a candidate pair
+    pair_nodes = np.searchsorted(nodes, pairs)
+    store, pair_j = None, np.full(len(pairs), np.nan)
+    if cfg["verify"] and len(pairs):
+        store = build_store(nodes, corpus, cfg, work / "shingles.u64", workers)
+        pair_j = store.jaccard(pair_nodes[:, 0], pair_nodes[:, 1], cfg["verify_batch_shingles"])
+    accepted = pair_j >= cfg["jaccard_threshold"] if cfg["verify"] else np.ones(len(pairs), dtype=bool)
+    timer.lap("verify")
+
+    # 5. Clusters; each keeps its smallest id.
+    clusters = near_clusters(nodes, pairs, pair_nodes, pair_j, accepted, store, cfg["verify_batch_shingles"])
+    member_gids = nodes[clusters.members]
+    if cfg["action"] == "drop":
+        status[member_gids] = NEAR
+        matched[member_gids] = nodes[clusters.keeper[clusters.members]]
+        jaccard[member_gids] = clusters.member_jaccard
+    timer.lap("components")
+
+    # 6. Tables.
+    keep = np.flatnonzero(pair_j >= cfg["analysis_threshold"]) if cfg["verify"] else np.zeros(0, np.int64)
+    write_parquet(
+        dropped_table(corpus.ids, status, matched, jaccard, detail, clusters), out_dir / "dropped.parquet"
+    )
+    write_parquet(clusters_table(corpus.ids, clusters), out_dir / "clusters.parquet")
+    write_parquet(pairs_table(corpus.ids, pairs, pair_j, keep), out_dir / "pairs.parquet")
+    stats = report(corpus.ids, clusters, pairs, pair_j, keep, cfg["report_examples"])
+    timer.lap("write")
+    stats.update(
+        docs=corpus.n,
+        decontaminated=int((status == DECONTAMINATED).sum()),
+        decontaminated_by_set=by_set,
+        exact_dropped=int((status == EXACT).sum()),
+        near_dropped=int((status == NEAR).sum()),
+        near_duplicates=len(clusters.members),
+        near_below_threshold_to_kept=int((clusters.member_jaccard < cfg["jaccard_threshold"]).sum()),
+        no_signature=no_signature,
+        lsh_participants=participants,
+        candidate_pairs=len(pairs),
+        verified_pairs=int(accepted.sum()) if cfg["verify"] else None,
+        rejected_pairs=int((~accepted).sum()) if cfg["verify"] else None,
+        pairs_rows=len(keep),
+        settings={k: cfg[k] for k in REPORTED_SETTINGS},
+        seconds=timer.seconds,
+        peak_rss_mb=timer.rss,
+    )
+    return stats

@@ -1,0 +1,118 @@
+"""Exact Jaccard of candidate pairs over compact hashed shingle sets kept on disk.
+
+Only documents that appear in a candidate pair are re-shingled. Each one's shingle set is stored once
+as its sorted unique 44-bit shingle fingerprints (the top 44 bits of the 64-bit shingle hash) in a flat
+file; pairs are then verified a chunk at a time by reading just the two sets of each pair, so memory is
+bounded by the chunk, never by the corpus. The Jaccard is exact over the fingerprints: two different
+shingles of one pair share a fingerprint with probability about (|A| + |B|)**2 / 2**45 (1e-8 for two
+500-shingle documents). 44 bits leave 20 bits to pack a document or pair number above the fingerprint,
+so uniqueness and intersections are one plain uint64 sort (numpy's vectorized sort) instead of a
+two-key sort.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from corpus_dagster.dedup.hashing import shingle_hashes, word_hashes
+from corpus_dagster.dedup.text import tokenize_batch
+
+FINGERPRINT_BITS = 44
+GROUP_BITS = 64 - FINGERPRINT_BITS  # documents per sort group, pairs per verification chunk: 2**20
+_FP_MASK = np.uint64((1 << FINGERPRINT_BITS) - 1)
+_FP_SHIFT = np.uint64(FINGERPRINT_BITS)
+
+
+def shingle_sets(texts, shingle_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique shingle fingerprints of each text: (values uint64, lengths int64), in text order."""
+    wb = tokenize_batch(texts)
+    hashes, offsets = shingle_hashes(word_hashes(wb), wb.doc_offsets, shingle_size)
+    n_docs = len(offsets) - 1
+    values, lengths = [], []
+    for d0 in range(0, max(n_docs, 1), 1 << GROUP_BITS):
+        d1 = min(d0 + (1 << GROUP_BITS), n_docs)
+        lo, hi = offsets[d0], offsets[d1]
+        doc = np.repeat(np.arange(d1 - d0, dtype=np.uint64), np.diff(offsets[d0 : d1 + 1]))
+        key = (doc << _FP_SHIFT) | (hashes[lo:hi] >> np.uint64(GROUP_BITS))
+        key.sort()
+        keep = np.ones(len(key), dtype=bool)
+        keep[1:] = key[1:] != key[:-1]
+        key = key[keep]
+        values.append(key & _FP_MASK)
+        lengths.append(np.bincount((key >> _FP_SHIFT).astype(np.int64), minlength=d1 - d0))
+    return np.concatenate(values), np.concatenate(lengths).astype(np.int64)
+
+
+def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Indices of the concatenated ranges [starts[i], starts[i] + lengths[i]), vectorized."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    before = np.cumsum(lengths) - lengths
+    return np.repeat(starts - before, lengths) + np.arange(total, dtype=np.int64)
+
+
+class ShingleStore:
+    """Append-only file of shingle sets for nodes 0..n_nodes-1, written in any order, read by node."""
+
+    def __init__(self, path: Path, n_nodes: int) -> None:
+        self.path = Path(path)
+        self.offset = np.full(n_nodes, -1, dtype=np.int64)
+        self.length = np.zeros(n_nodes, dtype=np.int64)
+        self._size = 0
+        self._fh = open(self.path, "wb")
+
+    def append(self, nodes: np.ndarray, values: np.ndarray, lengths: np.ndarray) -> None:
+        """Store the sets of `nodes` (their values concatenated in node-list order)."""
+        self.offset[nodes] = self._size + np.cumsum(lengths) - lengths
+        self.length[nodes] = lengths
+        self._fh.write(np.ascontiguousarray(values, dtype=np.uint64).tobytes())
+        self._size += len(values)
+
+    def close(self) -> None:
+        """Finish writing; the store is then read-only."""
+        self._fh.close()
+        missing = np.flatnonzero(self.offset < 0)
+        if len(missing):
+            raise RuntimeError(f"shingle store lacks {len(missing)} node(s), e.g. node {int(missing[0])}")
+
+    def _read(self, index: np.ndarray) -> np.ndarray:
+        if self._size == 0:
+            return np.zeros(0, dtype=np.uint64)
+        # A fresh map per chunk: the pages it touched are released again when it goes away.
+        mm = np.memmap(self.path, dtype=np.uint64, mode="r", shape=(self._size,))
+        try:
+            return np.array(mm[index])
+        finally:
+            del mm
+
+    def jaccard(self, a: np.ndarray, b: np.ndarray, chunk_values: int) -> np.ndarray:
+        """Exact Jaccard of the sets of nodes a[i] and b[i] (float64), chunk_values set entries at a time."""
+        out = np.zeros(len(a), dtype=np.float64)
+        cum = np.cumsum(self.length[a] + self.length[b])
+        start = 0
+        while start < len(a):
+            done = int(cum[start - 1]) if start else 0
+            stop = max(start + 1, int(np.searchsorted(cum, done + chunk_values, side="right")))
+            stop = min(stop, start + (1 << GROUP_BITS))
+            out[start:stop] = self._jaccard_chunk(a[start:stop], b[start:stop])
+            start = stop
+        return out
+
+    def _jaccard_chunk(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        la, lb = self.length[a], self.length[b]
+        pair = np.arange(len(a), dtype=np.uint64) << _FP_SHIFT
+        key = np.concatenate(
+            [
+                self._read(concat_ranges(self.offset[a], la)) | np.repeat(pair, la),
+                self._read(concat_ranges(self.offset[b], lb)) | np.repeat(pair, lb),
+            ]
+        )
+        key.sort()
+        # Each set is unique, so an equal neighbour (same pair, same fingerprint) is one shared shingle.
+        shared = key[1:][key[1:] == key[:-1]]
+        inter = np.bincount((shared >> _FP_SHIFT).astype(np.int64), minlength=len(a)).astype(np.float64)
+        union = (la + lb).astype(np.float64) - inter
+        return np.divide(inter, union, out=np.zeros(len(a)), where=union > 0)

@@ -1,0 +1,127 @@
+"""LSH candidate pairs (linear buckets), exact-Jaccard verification store, connected components."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_dedup_support import random_doc, shingle_set
+
+from corpus_dagster.dedup.components import cluster_keepers
+from corpus_dagster.dedup.hashing import shingle_hash64
+from corpus_dagster.dedup.lsh import band_hashes, candidate_pairs
+from corpus_dagster.dedup.verify import ShingleStore, concat_ranges, shingle_sets
+
+
+def test_boilerplate_bucket_of_5000_yields_linear_pairs_to_its_smallest_member() -> None:
+    n = 5000
+    keys = np.full((n, 4), 7, dtype=np.uint64)  # every band: one bucket holding everybody
+    gids = np.arange(100, 100 + n, dtype=np.int64)[::-1].copy()  # order of rows must not matter
+    pairs = candidate_pairs(keys, gids)
+    assert len(pairs) == n - 1  # not n * (n - 1) / 2 = 12.5 million
+    assert (pairs[:, 0] == 100).all()
+    assert sorted(pairs[:, 1].tolist()) == list(range(101, 100 + n))
+
+
+def test_candidate_pairs_link_within_buckets_per_band_only() -> None:
+    keys = np.array([[1, 5], [1, 6], [2, 6], [3, 7]], dtype=np.uint64)
+    pairs = candidate_pairs(keys, np.array([10, 11, 12, 13]))
+    # band 0: {10, 11}; band 1: {11, 12} -> 12 links to 11 (that bucket's smallest), not to 10.
+    assert pairs.tolist() == [[10, 11], [11, 12]]
+    assert candidate_pairs(np.zeros((0, 2), np.uint64), np.zeros(0, np.int64)).shape == (0, 2)
+
+
+def test_band_hashes_depend_on_every_row_of_their_band_only() -> None:
+    sig = np.arange(32, dtype=np.uint32).reshape(2, 16)
+    sig[1] = sig[0]
+    sig[1, 5] = 999  # band 1 of 4 (rows 4..7)
+    h = band_hashes(sig, 4)
+    assert h.shape == (2, 4)
+    assert (h[0] == h[1]).tolist() == [True, False, True, True]
+    with pytest.raises(ValueError, match="multiple of bands"):
+        band_hashes(sig, 5)
+
+
+def test_components_keep_the_smallest_node_and_chain_through_edges() -> None:
+    edges = np.array([[3, 5], [5, 8], [1, 2], [6, 7]])
+    keepers = cluster_keepers(10, edges)
+    assert keepers.tolist() == [0, 1, 1, 3, 4, 3, 6, 6, 3, 9]
+    assert cluster_keepers(3, np.zeros((0, 2), np.int64)).tolist() == [0, 1, 2]
+    assert cluster_keepers(0, np.zeros((0, 2), np.int64)).tolist() == []
+
+
+def test_components_scale_without_python_loops() -> None:
+    n = 200_000
+    edges = np.stack([np.arange(n - 1), np.arange(1, n)], axis=1)[::-1].copy()  # one long chain
+    assert (cluster_keepers(n, edges) == 0).all()
+
+
+def test_shingle_sets_are_sorted_unique_hashes() -> None:
+    texts = ["a b c a b c a b c", "x y", "one two three four"]
+    values, lengths = shingle_sets(texts, 3)
+    assert lengths.tolist() == [3, 0, 2]  # "a b c", "b c a", "c a b"
+    first = values[:3].tolist()
+    # 44-bit fingerprints: the top bits of each 64-bit shingle hash
+    assert first == sorted({shingle_hash64(s) >> 20 for s in ["a b c", "b c a", "c a b"]})
+    assert values.max() < 2**44
+
+
+def test_concat_ranges() -> None:
+    assert concat_ranges(np.array([5, 0, 9]), np.array([2, 0, 3])).tolist() == [5, 6, 9, 10, 11]
+
+
+@pytest.mark.parametrize("chunk", [1024, 10_000_000])
+def test_store_jaccard_equals_python_sets_in_any_chunking(tmp_path: Path, chunk: int) -> None:
+    rng = random.Random(9)
+    base = [random_doc(rng, rng.randint(5, 80)) for _ in range(40)]
+    texts = base + [" ".join(w if rng.random() > 0.1 else "zz" for w in t.split()) for t in base]
+    values, lengths = shingle_sets(texts, 5)
+    store = ShingleStore(tmp_path / "s.u64", len(texts))
+    # written in two appends, out of node order
+    half = len(texts) // 2
+    order = np.r_[np.arange(half, len(texts)), np.arange(half)]
+    starts = np.cumsum(lengths) - lengths
+    for part in (order[: len(texts) - half], order[len(texts) - half :]):
+        store.append(part, values[concat_ranges(starts[part], lengths[part])], lengths[part])
+    store.close()
+    a = np.array([rng.randrange(len(texts)) for _ in range(300)] + list(range(40)))
+    b = np.array([rng.randrange(len(texts)) for _ in range(300)] + list(range(40, 80)))
+    got = store.jaccard(a, b, chunk)
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        sx, sy = shingle_set(texts[x]), shingle_set(texts[y])
+        want = len(sx & sy) / len(sx | sy) if sx | sy else 0.0
+        assert got[i] == pytest.approx(want, abs=1e-12)
+
+
+def test_store_refuses_to_close_with_missing_nodes(tmp_path: Path) -> None:
+    store = ShingleStore(tmp_path / "s.u64", 2)
+    store.append(np.array([0]), np.array([1, 2], dtype=np.uint64), np.array([2]))
+    with pytest.raises(RuntimeError, match="lacks 1 node"):
+        store.close()
+
+
+def test_exact_duplicates_keep_the_smallest_gid_among_the_eligible() -> None:
+    from corpus_dagster.dedup.exact import exact_duplicates
+
+    digests = np.zeros((7, 32), dtype=np.uint8)
+    digests[:, 0] = [1, 2, 1, 3, 2, 1, 9]
+    digests[:, 31] = [0, 0, 0, 0, 0, 0, 1]
+    dropped, kept_as = exact_duplicates(digests, np.array([1, 2, 3, 4, 5, 6]))  # gid 0 is not eligible
+    assert dropped.tolist() == [4, 5] and kept_as.tolist() == [1, 2]
+    none = exact_duplicates(digests, np.zeros(0, dtype=np.int64))
+    assert none[0].tolist() == [] and none[1].tolist() == []
+
+
+def test_peak_rss_is_per_step_after_a_reset() -> None:
+    from corpus_dagster.dedup.memory import peak_rss_mb, reset_peak_rss
+
+    if not reset_peak_rss():
+        pytest.skip("this kernel does not allow resetting the peak RSS (VmHWM)")
+    before = peak_rss_mb()
+    block = np.ones(40_000_000 // 8)  # 40 MB touched
+    during = peak_rss_mb()
+    assert during >= before + 30
+    del block
+    assert reset_peak_rss() and peak_rss_mb() < during - 30

@@ -1,0 +1,174 @@
+"""Normalization, word/shingle hashes and MinHash signatures: vectorized forms equal the references,
+and the signatures equal datasketch's MinHash value for value."""
+
+from __future__ import annotations
+
+import random
+
+import datasketch
+import numpy as np
+import pytest
+
+from corpus_dagster.dedup.hashing import shingle_hash64, shingle_hashes, word_hash, word_hashes
+from corpus_dagster.dedup.minhash import (
+    batch_signatures,
+    permutations,
+    shingle_input_hash,
+    signatures_from_hashes,
+)
+from corpus_dagster.dedup.text import normalize_text, tokenize_batch, words
+
+# Letters, digits, punctuation, whitespace runs, accented and Greek/Cyrillic/CJK letters, superscripts,
+# underscores and combining marks: the cases where "alphanumeric" could be read differently.
+ALPHABET = list("abcXYZ0129 ,.;:!?-_'\"()\n\t  ") + list("éÉßøÅΣσςЖж中文²½\u0301") + ["  ", "...", " - "]
+
+
+def random_text(rng: random.Random, max_len: int = 160) -> str:
+    return "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, max_len)))
+
+
+def random_docs(seed: int, n: int = 60) -> list[str]:
+    rng = random.Random(seed)
+    vocab = [
+        "alpha",
+        "Beta",
+        "gamma-ray",
+        "δέλτα",
+        "x_y",
+        "42",
+        "naïve",
+        "ЖУК",
+        "中文",
+        "e=mc²",
+        "...",
+        "don't",
+    ]
+    docs = [" ".join(rng.choice(vocab) for _ in range(rng.randint(0, 60))) for _ in range(n)]
+    return docs + [random_text(rng) for _ in range(n)]
+
+
+def test_normalization_lowercases_and_collapses_non_alphanumeric_runs() -> None:
+    assert normalize_text("  Hello,  WORLD!! x_y--z ") == "hello world x y z"
+    assert words("ΣΑΣ é2 ½") == ["σας", "é2", "½"]
+    assert words(" ... ") == []
+
+
+def test_batch_tokenizer_matches_the_scalar_reference() -> None:
+    rng = random.Random(1)
+    texts = [random_text(rng) for _ in range(300)] + ["", "   ", "a"]
+    batch = tokenize_batch(texts)
+    got = [
+        [batch.word_text(i) for i in range(batch.doc_offsets[d], batch.doc_offsets[d + 1])]
+        for d in range(len(texts))
+    ]
+    assert got == [words(t) for t in texts]
+
+
+def test_null_text_has_no_words() -> None:
+    batch = tokenize_batch([None, "a b"])
+    assert batch.word_counts().tolist() == [0, 2]
+
+
+def test_vectorized_word_and_shingle_hashes_match_the_scalar_reference() -> None:
+    texts = random_docs(2)
+    batch = tokenize_batch(texts)
+    wh = word_hashes(batch)
+    assert wh.tolist() == [word_hash(w) for t in texts for w in words(t)]
+    for k in (1, 3, 5):
+        sh, offsets = shingle_hashes(wh, batch.doc_offsets, k)
+        expected = []
+        for t in texts:
+            ws = words(t)
+            expected += [shingle_hash64(" ".join(ws[i : i + k])) for i in range(len(ws) - k + 1)]
+        assert sh.tolist() == expected
+        assert np.diff(offsets).tolist() == [max(len(words(t)) - k + 1, 0) for t in texts]
+
+
+def test_word_hash_separates_words_and_lengths() -> None:
+    assert len({word_hash(w) for w in ["a", "b", "ab", "ba", "aa", "a" * 64, "a" * 65]}) == 7
+    assert shingle_hash64("a b") != shingle_hash64("b a")
+
+
+@pytest.mark.parametrize("scheme", ["affine32", "affine64"])
+@pytest.mark.parametrize(("num_perm", "seed"), [(128, 1), (64, 7), (17, 12345)])
+def test_permutations_equal_datasketch(scheme: str, num_perm: int, seed: int) -> None:
+    a, b = permutations(num_perm, seed, scheme)
+    ref = datasketch.MinHash(num_perm, seed, scheme=scheme).permutations
+    assert np.array_equal(a, ref[0]) and np.array_equal(b, ref[1])
+    assert a.dtype == ref[0].dtype
+
+
+@pytest.mark.parametrize("scheme", ["affine32", "affine64"])
+@pytest.mark.parametrize(("num_perm", "seed", "k"), [(128, 1, 5), (64, 42, 3), (32, 7, 1)])
+def test_signatures_equal_datasketch_on_random_documents(
+    scheme: str, num_perm: int, seed: int, k: int
+) -> None:
+    texts = random_docs(seed)
+    a, b = permutations(num_perm, seed, scheme)
+    sig, n_words, n_shingles = batch_signatures(tokenize_batch(texts), k, a, b, scheme)
+    assert sig.shape == (len(texts), num_perm)
+    compared = 0
+    for i, text in enumerate(texts):
+        ws = words(text)
+        assert n_words[i] == len(ws)
+        shingles = [" ".join(ws[j : j + k]) for j in range(len(ws) - k + 1)]
+        assert n_shingles[i] == len(shingles)
+        if not shingles:
+            assert (sig[i] == np.iinfo(sig.dtype).max).all()
+            continue
+        ref = datasketch.MinHash(num_perm, seed, hashfunc=shingle_input_hash(scheme), scheme=scheme)
+        ref.update_batch(shingles)
+        assert np.array_equal(sig[i], ref.hashvalues), f"document {i}"
+        assert sig.dtype == ref.hashvalues.dtype
+        compared += 1
+    assert compared > len(texts) // 2
+
+
+def test_default_datasketch_call_is_affine32() -> None:
+    """The issue's exact call, MinHash(num_perm, seed, hashfunc=...), with our default scheme."""
+    texts = random_docs(5, 10)
+    a, b = permutations(128, 1, "affine32")
+    sig, _, _ = batch_signatures(tokenize_batch(texts), 5, a, b, "affine32")
+    for i, text in enumerate(texts):
+        ws = words(text)
+        shingles = [" ".join(ws[j : j + 5]) for j in range(len(ws) - 4)]
+        if shingles:
+            ref = datasketch.MinHash(128, 1, hashfunc=shingle_input_hash("affine32"))
+            ref.update_batch(shingles)
+            assert np.array_equal(sig[i], ref.hashvalues)
+
+
+def test_signature_ignores_shingle_order_and_repeats() -> None:
+    a, b = permutations(32, 1)
+    h = np.array([5, 9, 5, 1], dtype=np.uint64)
+    one = signatures_from_hashes(h, np.array([0, 4]), a, b, "affine32")
+    two = signatures_from_hashes(np.array([1, 9, 5], dtype=np.uint64), np.array([0, 3]), a, b, "affine32")
+    assert np.array_equal(one, two)
+
+
+def test_unknown_scheme_is_refused() -> None:
+    with pytest.raises(ValueError, match="scheme"):
+        permutations(8, 1, "legacy")
+
+
+def test_batch_tokenizer_matches_the_reference_across_unicode() -> None:
+    """1-, 2-, 3- and 4-byte UTF-8 characters: letters, digits, marks, symbols, punctuation, emoji."""
+    rng = random.Random(7)
+    pool = [chr(cp) for cp in range(0x20, 0x2FFF) if not 0xD800 <= cp < 0xE000]
+    pool += [chr(cp) for cp in range(0x4E00, 0x4F00)] + [chr(cp) for cp in range(0x1F600, 0x1F650)]
+    pool += [chr(cp) for cp in range(0x10400, 0x10450)] + [" "] * 200  # Deseret: 4-byte letters with case
+    texts = ["".join(rng.choice(pool) for _ in range(rng.randint(0, 80))) for _ in range(400)]
+    batch = tokenize_batch(texts)
+    got = [
+        [batch.word_text(i) for i in range(batch.doc_offsets[d], batch.doc_offsets[d + 1])]
+        for d in range(len(texts))
+    ]
+    assert got == [words(t) for t in texts]
+
+
+def test_alphanumeric_table_equals_str_isalnum_on_every_code_point() -> None:
+    from corpus_dagster.dedup.text import _alnum_table
+
+    table = _alnum_table()
+    assert table.shape == (0x110000,)
+    assert table.tolist() == [chr(cp).isalnum() for cp in range(0x110000)]

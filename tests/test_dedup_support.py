@@ -1,0 +1,111 @@
+"""Helpers for the dedup tests: clean document files, planted near-duplicates, reference Jaccard."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from corpus_dagster.config import load_config
+from corpus_dagster.dedup import DedupSource, compute_signatures
+from corpus_dagster.dedup.text import words
+from corpus_dagster.store import CLEAN_DOC_SCHEMA
+
+
+def dedup_cfg(**overrides) -> dict:
+    """The resolved `dedup` section with overrides (validated by the real config loader)."""
+    return load_config(overrides={"dedup": overrides})["dedup"]
+
+
+def write_clean_docs(
+    path: Path, source_id: str, texts: list[str], row_group_size: int = 64, first_k: int = 0
+) -> Path:
+    """A clean document file (CLEAN_DOC_SCHEMA) holding `texts` as <source_id>:<k>."""
+    n = len(texts)
+    table = pa.table(
+        {
+            "id": [f"{source_id}:{first_k + k}" for k in range(n)],
+            "text": texts,
+            "source_id": [source_id] * n,
+            "url": [f"https://example.org/{source_id}/{k}" for k in range(n)],
+            "license_spdx": ["CC-BY-4.0"] * n,
+            "lang": ["en"] * n,
+            "n_chars": pa.array([len(t) for t in texts], pa.int32()),
+            "sha256": pa.array([hashlib.sha256(t.encode()).digest() for t in texts], pa.binary(32)),
+            "repairs": pa.array([[] for _ in texts], pa.list_(pa.string())),
+        },
+        schema=CLEAN_DOC_SCHEMA,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, row_group_size=row_group_size)
+    return path
+
+
+def make_sources(
+    root: Path, corpus: dict[str, list[str]], cfg: dict, workers: int = 1, files_per_source: int = 1
+):
+    """Write clean files and signature files for {source_id: texts}; return the DedupSource list."""
+    sources = []
+    for sid, texts in corpus.items():
+        files, step = [], max(1, -(-len(texts) // files_per_source))
+        for i, start in enumerate(range(0, len(texts), step)):
+            files.append(
+                write_clean_docs(
+                    root / "clean" / sid / f"docs-{i:05d}.parquet",
+                    sid,
+                    texts[start : start + step],
+                    first_k=start,
+                )
+            )
+        sig = root / "sig" / f"{sid}.parquet"
+        compute_signatures(files, sig, cfg, workers=workers)
+        sources.append(DedupSource(sid, files, sig))
+    return sources
+
+
+VOCAB = [
+    f"{a}{b}{c}" for a in "bcdfghklmnprstvz" for b in "aeiou" for c in ["", "n", "r", "s", "th", "x", "ll"]
+]
+
+
+def random_doc(rng: random.Random, n_words: int) -> str:
+    """A document of random words from a 560-word vocabulary (unrelated documents share few 5-grams)."""
+    return " ".join(rng.choice(VOCAB) for _ in range(n_words))
+
+
+def mutate(rng: random.Random, text: str, n_edits: int) -> str:
+    """Replace n_edits distinct random word positions with fresh words (never the same word)."""
+    ws = text.split(" ")
+    for pos in rng.sample(range(len(ws)), n_edits):
+        ws[pos] = "q" + rng.choice(VOCAB)  # "q..." never occurs in a base document
+    return " ".join(ws)
+
+
+def shingle_set(text: str, k: int = 5) -> set[tuple[str, ...]]:
+    """Reference shingle set of the normalized words (plain Python)."""
+    ws = words(text)
+    return {tuple(ws[i : i + k]) for i in range(len(ws) - k + 1)}
+
+
+def true_jaccard(x: str, y: str, k: int = 5) -> float:
+    """Reference Jaccard of two texts' shingle sets."""
+    a, b = shingle_set(x, k), shingle_set(y, k)
+    return len(a & b) / len(a | b) if a | b else 0.0
+
+
+def test_write_clean_docs_follows_the_clean_schema(tmp_path: Path) -> None:
+    path = write_clean_docs(tmp_path / "d.parquet", "s", ["one two", "three"])
+    table = pq.read_table(path)
+    assert table.schema.equals(CLEAN_DOC_SCHEMA)
+    assert table.column("id").to_pylist() == ["s:0", "s:1"]
+    assert table.column("sha256")[0].as_py() == hashlib.sha256(b"one two").digest()
+
+
+def test_mutate_reaches_the_planned_jaccard_range() -> None:
+    rng = random.Random(3)
+    base = random_doc(rng, 200)
+    assert true_jaccard(base, base) == 1.0
+    assert 0.6 < true_jaccard(base, mutate(rng, base, 10)) < 0.9
