@@ -35,6 +35,8 @@ def test_assets_grouped_by_stage_with_checks():
     assert groups["raw_documents"] == "ingest"
     assert groups["clean_documents"] == "clean" and groups["rejects"] == "clean"
     assert groups["shards"] == "publish" and groups["manifest"] == "publish"
+    assert groups["minhash_signatures"] == "dedup" and groups["dedup"] == "dedup"
+    assert groups["scrubbed"] == "scrub" and groups["token_streams"] == "tokenize"
     assert graph.get(dg.AssetKey("raw_documents")).partitions_def.name == SOURCE_PARTITIONS_NAME
     assert defs.resolve_schedule_def("refresh_schedule").cron_schedule == "0 3 * * *"
     assert defs.resolve_sensor_def("ledger_sensor") is not None
@@ -108,7 +110,7 @@ def test_adding_a_source_never_recomputes_other_sources(setup_dir):
         materialize_sources(corpus, instance)
         _write_rows(ledger, rows)  # gamma added
         materialize_sources(corpus, instance, ["gamma"])
-        for key in ("raw_documents", "clean_documents"):
+        for key in ("raw_documents", "clean_documents", "rejects", "minhash_signatures"):
             assert _materialization_count(instance, key, "alpha") == 1
             assert _materialization_count(instance, key, "beta") == 1
             assert _materialization_count(instance, key, "gamma") == 1
