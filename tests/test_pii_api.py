@@ -2,6 +2,7 @@
 
 import copy
 import re
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -190,3 +191,35 @@ def test_polars_series_in_gives_series_out(cfg: dict) -> None:
         scrub_texts(pl.Series(["a", None]), cfg)
     with pytest.raises(TypeError, match="Int64 Series"):
         scrub_texts(pl.Series([1, 2]), cfg)
+
+
+def test_region_patterns_are_sealed_against_placeholders(cfg: dict) -> None:
+    from corpus_dagster.scrub.api import _placeholder_sealed
+
+    assert _plan(cfg).sealed  # the re-check skips texts with nothing left near a placeholder
+    for pattern in ("a.b", "[^x]", r"\W+", "[ -~]", "<x", r"\x3c", r"\p{S}", "EMAIL", "[A-Z]{3}", r"\bfoo", "^x"):
+        assert not _placeholder_sealed(pattern), pattern
+    for pattern in (r"\.", "[.]", r"[0-9 \t.\-/()]{8,}", r"[\s\d]+@"):
+        assert _placeholder_sealed(pattern), pattern
+
+
+def test_skipping_rechecks_changes_nothing(cfg: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Texts packed with PII next to PII and cue words, scrubbed with the skip and with every changed text
+    # re-checked: the outputs must be equal, for two and three passes.
+    import random
+
+    from corpus_dagster.scrub import api
+    from corpus_dagster.scrub.evaluate import load_labeled
+
+    labeled = [d.text for d in load_labeled(Path(__file__).parent / "data" / "pii" / "labeled.jsonl")]
+    rng = random.Random(7)
+    texts = [rng.choice([" ", "\n", ""]).join(rng.sample(labeled, rng.randint(2, 10))) for _ in range(600)]
+    for passes in (2, 3):
+        deep = copy.deepcopy(cfg)
+        deep["max_passes"] = passes
+        skipped = scrub_texts(texts, deep)
+        with monkeypatch.context() as m:
+            m.setattr(api, "_needs_recheck", lambda regions, spans: True)
+            full = scrub_texts(texts, deep)
+        assert skipped.text == full.text and skipped.counts == full.counts
+        assert skipped.redactions == full.redactions and skipped.examples == full.examples

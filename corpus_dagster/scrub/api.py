@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -65,6 +65,11 @@ class _Plan:
     enabled: tuple[str, ...]
     patterns: dict[str, dict[str, str]]
     detectors: dict[str, Detector]
+    sealed: bool = False
+    """Whether no region pattern can match a placeholder character (see _placeholder_sealed): then a text
+    needs a re-check only where a region survives near what a pass replaced (_needs_recheck)."""
+    users: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """{region pattern name: the enabled types that read it}, in PRIORITY order."""
 
     @property
     def all_patterns(self) -> dict[str, str]:
@@ -121,7 +126,54 @@ def _plan_from_json(cfg_json: str) -> _Plan:
         "keys": KEY_REGIONS,
     }
     enabled = tuple(t for t in PRIORITY if cfg[t]["enabled"])
-    return _Plan(cfg, enabled, {t: patterns[t] for t in enabled}, {t: detectors[t] for t in enabled})
+    used = {t: patterns[t] for t in enabled}
+    sealed = all(_placeholder_sealed(p) for per_type in used.values() for p in per_type.values())
+    users = {name: tuple(t for t in enabled if name in used[t]) for t in enabled for name in used[t]}
+    return _Plan(cfg, enabled, used, {t: detectors[t] for t in enabled}, sealed, users)
+
+
+_SEAL = frozenset(map(ord, "<>"))
+
+
+def _consumes_seal(items: Any) -> bool:
+    """Whether a parsed regex (re._parser items) has an element that can match `<` or `>`."""
+    for op, av in items:
+        name = str(op)
+        if name == "LITERAL":
+            if av in _SEAL:
+                return True
+        elif name == "IN":
+            for sub_op, sub_av in av:
+                sub = str(sub_op)
+                if sub == "NEGATE" or (sub == "LITERAL" and sub_av in _SEAL):
+                    return True
+                if sub == "RANGE" and any(sub_av[0] <= c <= sub_av[1] for c in _SEAL):
+                    return True
+                if sub == "CATEGORY" and "NOT" in str(sub_av):
+                    return True
+        elif name in ("SUBPATTERN", "MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT", "ATOMIC_GROUP", "BRANCH"):
+            parts = av[1] if name == "BRANCH" else [av[-1]]
+            if any(_consumes_seal(part) for part in parts):
+                return True
+        else:  # ANY, NOT_LITERAL, CATEGORY outside a class, anchors, word boundaries, look-arounds: be safe
+            return True
+    return False
+
+
+def _placeholder_sealed(pattern: str) -> bool:
+    """True when no match of the region pattern can include `<` or `>` or lie inside a placeholder's letters.
+
+    Then a placeholder splits a text into pieces that the region pass scans exactly as it did before the
+    replacement, except where an old region ran into replaced text (see _needs_recheck). Read with Python's
+    regex parser (the region patterns use the syntax both engines share); anything it cannot read, or any
+    element that might match `<` or `>` (negated classes, `.`, ranges over them), says no.
+    """
+    try:
+        if _consumes_seal(re._parser.parse(pattern)):  # type: ignore[attr-defined]
+            return False
+    except Exception:  # noqa: BLE001 - unreadable here: not provably sealed
+        return False
+    return not any(re.search(pattern, p) for p in PLACEHOLDERS.values())
 
 
 def _plan(cfg: dict[str, Any]) -> _Plan:
@@ -169,8 +221,9 @@ def _regions_by_doc(batch: TextBatch, plan: _Plan) -> tuple[dict[int, _DocRegion
 def _detect(text: str, plan: _Plan, regions: dict[str, Regions]) -> list[Span]:
     """Resolved spans of every enabled type that has a region in this text."""
     spans: list[Span] = []
+    flagged = {t for name, found in regions.items() if found for t in plan.users.get(name, ())}
     for t in plan.enabled:
-        if any(regions.get(name) for name in plan.patterns[t]):
+        if t in flagged:
             spans.extend((t, s, e) for s, e in plan.detectors[t](text, regions))
     return resolve_overlaps(spans) if len(spans) > 1 else spans
 
@@ -250,20 +303,48 @@ def _near(regions: dict[str, Regions], placed: Placed) -> dict[str, Regions]:
 
 def _scrub_pass(
     batch: TextBatch, plan: _Plan, previous: list[Placed] | None = None
-) -> dict[int, tuple[str, Placed, list[Span]]]:
-    """One detection pass: {text index: (new text, placed placeholders, replaced spans)} for changed texts.
+) -> dict[int, tuple[str, Placed, list[Span], dict[str, Regions]]]:
+    """One detection pass: {text index: (new text, placed placeholders, replaced spans, all regions of the
+    text before this pass)} for changed texts.
 
     With `previous` (a re-check pass) only regions near the placeholders placed before are examined.
     """
-    out: dict[int, tuple[str, Placed, list[Span]]] = {}
+    out: dict[int, tuple[str, Placed, list[Span], dict[str, Regions]]] = {}
     by_doc, strings = _regions_by_doc(batch, plan)
     for i, regions in by_doc.items():
-        if previous is not None:
-            regions = _near(regions, previous[i])
-        spans = _detect(strings[i], plan, regions)
+        near = regions if previous is None else _near(regions, previous[i])
+        spans = _detect(strings[i], plan, near)
         if spans:
-            out[i] = (*_apply(strings[i], spans), spans)
+            out[i] = (*_apply(strings[i], spans), spans, regions)
     return out
+
+
+def _needs_recheck(regions: dict[str, Regions], spans: list[Span]) -> bool:
+    """Whether a re-check pass could find anything in a text this pass changed (a sealed plan only).
+
+    The re-check runs the detectors on the regions of the new text within RECHECK_RADIUS of a new
+    placeholder, and on nothing else. With sealed region patterns (no match can include a placeholder's
+    `<` or `>`, and none uses anchors, word boundaries or look-arounds), each piece of text between
+    placeholders is scanned exactly as before, so the new text's regions are the old ones shifted, except
+    where an old region ran into replaced text. The re-check therefore has a region to look at only if an
+    old region, not wholly inside a replaced span, overlaps a replaced span or lies within RECHECK_RADIUS
+    characters of one (the gap between them is the same in old and new offsets; checked here in old
+    offsets, which can only over-report). Without one the re-check would find nothing: skipping it gives
+    the same output.
+    """
+    starts = [s for _, s, _ in spans]
+    ends = [e for _, _, e in spans]
+    for found in regions.values():
+        for s_r, e_r in found:
+            k = bisect_right(starts, s_r) - 1  # the last replaced span starting at or before the region
+            if k >= 0:
+                if e_r <= ends[k]:
+                    continue  # replaced with the span: gone from the new text
+                if s_r < ends[k] + RECHECK_RADIUS:
+                    return True
+            if k + 1 < len(starts) and e_r >= starts[k + 1] - RECHECK_RADIUS:
+                return True
+    return False
 
 
 def _example(text: str, kind: str, pos: int, width: int) -> str:
@@ -314,20 +395,25 @@ def scrub_texts(texts: list[str] | pl.Series, cfg: dict[str, Any]) -> ScrubOutco
     todo = list(range(n))
     current = batch
     previous: list[Placed] | None = None
-    for _ in range(plan.cfg["max_passes"]):
+    for pass_no in range(1, plan.cfg["max_passes"] + 1):
         # Later passes re-check only the texts the previous pass changed, near what it changed.
         results = _scrub_pass(current, plan, previous)
         if not results:
             break
-        changed = [todo[k] for k in sorted(results)]
         for k in sorted(results):
             i = todo[k]
-            new, placed, spans = results[k]
+            new, placed, spans, _ = results[k]
             earlier = _shift(placed_by_doc.get(i, []), spans)
             placed_by_doc[i] = sorted(earlier + placed, key=lambda p: p[1])
             new_text[i] = new
-        previous = [results[k][1] for k in sorted(results)]
-        todo = changed
+        if pass_no == plan.cfg["max_passes"]:
+            break
+        # Only changed texts where something is left near a new placeholder can change again.
+        again = [k for k in sorted(results) if not plan.sealed or _needs_recheck(results[k][3], results[k][2])]
+        if not again:
+            break
+        previous = [results[k][1] for k in again]
+        todo = [todo[k] for k in again]
         current = TextBatch([new_text[i] for i in todo])
     counts = {t: [0] * n for t in PII_TYPES}
     redactions = [0] * n
@@ -343,9 +429,11 @@ def scrub_texts(texts: list[str] | pl.Series, cfg: dict[str, Any]) -> ScrubOutco
                 found.append((i, kind, pos))
                 seen_kinds.add(kind)
     preexisting = dict.fromkeys(PII_TYPES, 0)
-    if batch.series.str.contains(_PLACEHOLDER_RE.pattern).any():  # rare: one scan, then per type
+    holding = batch.series.str.contains(_PLACEHOLDER_RE.pattern)
+    if holding.any():  # rare: one scan of the batch, then per type over the texts that hold one
+        held = batch.series.filter(holding)
         for kind in PII_TYPES:
-            preexisting[kind] = int(batch.series.str.count_matches(PLACEHOLDERS[kind], literal=True).sum() or 0)
+            preexisting[kind] = int(held.str.count_matches(PLACEHOLDERS[kind], literal=True).sum() or 0)
     examples = _pick_examples(found, new_text, limit, plan.cfg["example_chars"])
     changed_idx = sorted(new_text)
     if isinstance(texts, pl.Series):

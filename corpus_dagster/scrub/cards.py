@@ -43,7 +43,7 @@ _ISSUERS: tuple[tuple[int, int, frozenset[int]], ...] = (
 CARD_REGION = "phones"
 """Cards use the phone detector's digit-run regions (every card number lies inside one): one Rust scan
 fewer. Only runs with 13 or more digits are searched."""
-_DIGITS = re.compile(r"[0-9]")
+_THIRTEEN_DIGITS = re.compile(r"(?:[^0-9]*[0-9]){13}")  # 13 digits or more ahead, without listing them
 
 
 def luhn_ok(digits: str) -> bool:
@@ -88,7 +88,7 @@ def _card_prefix(cand: str) -> int:
 def _candidates(text: str, regions: Regions) -> Iterator[re.Match[str]]:
     """Candidate matches inside digit runs of 13+ digits, with two characters each side for the boundary
     checks."""
-    long_runs = [(s, e) for s, e in regions if len(_DIGITS.findall(text, s, e)) >= 13]
+    long_runs = [(s, e) for s, e in regions if _THIRTEEN_DIGITS.match(text, s, e)]
     for lo, hi in windows(long_runs, 2, 2, len(text)):
         yield from _CANDIDATE.finditer(text, lo, hi)
 

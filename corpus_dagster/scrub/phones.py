@@ -22,9 +22,17 @@ import phonenumbers
 from corpus_dagster.scrub.context import id_context
 from corpus_dagster.scrub.prescreen import Regions, windows
 
+# libphonenumber compiles its metadata patterns through `re.compile`, whose cache holds 512 patterns: a
+# worker that meets numbers of many regions (and other regex users) can evict and recompile them, which
+# costs more than validating. Keep them instead; the metadata bounds the count.
+if hasattr(phonenumbers, "enable_pattern_cache"):
+    phonenumbers.enable_pattern_cache()
+
 _GROUP = r"(?:\([0-9]{1,5}\) ?)?[0-9]{1,8}"
+# Every candidate starts with `+`, `(` or a digit: saying so first lets the scan skip other positions
+# before it tries the look-behinds (twice as fast, same matches).
 _CANDIDATE = re.compile(
-    r"(?:(?<=tel:)|(?<![\w+\-./:#$\u00a2-\u00a5\u20ac@%,]))"
+    r"(?=[+(0-9])(?:(?<=tel:)|(?<![\w+\-./:#$\u00a2-\u00a5\u20ac@%,]))"
     r"(?:\+[0-9]{7,15}|(?:\+ ?)?" + _GROUP + r"(?:(?:[ \t.\-/]|\u2013| - ){1,3}" + _GROUP + r"){1,7})"
     r"(?:[ ]?(?:x|ext\.?|extension)[ ]?[0-9]{1,6})?"
     r"(?![\w@%]|[.,\-/][0-9])"
@@ -58,11 +66,18 @@ def phone_regions(cfg: dict) -> dict[str, str]:
 def _candidates(text: str, regions: dict[str, Regions], national_min: int) -> Iterator[re.Match[str]]:
     """Candidate matches near the regions: after each `+`, and around runs holding a national number's
     digits, with room for a leading `+ (` and a trailing extension."""
-    rich = [(s, e) for s, e in regions["phones"] if len(_DIGITS.findall(text, s, e)) >= national_min]
+    enough = _at_least_digits(national_min)
+    rich = [(s, e) for s, e in regions["phones"] if enough.match(text, s, e)]
     rich += [(s, s + _INTL_SPAN) for s, _ in regions["phones_intl"]]
     rich.sort()
     for lo, hi in windows(rich, 6, 24, len(text)):
         yield from _CANDIDATE.finditer(text, lo, hi)
+
+
+@lru_cache(maxsize=64)
+def _at_least_digits(n: int) -> re.Pattern[str]:
+    """A pattern that matches at a position followed by at least n digits (one match, no list of digits)."""
+    return re.compile(rf"(?:[^0-9]*[0-9]){{{n}}}")
 
 
 @lru_cache(maxsize=64)
