@@ -1,7 +1,7 @@
 """Token-stream throughput per tokenizer kind: our batch path against a plain per-document encode loop,
 end-to-end builds with 1 and 2 workers, and datatrove's Megatron tokenizer on the same shards.
 
-Usage: .venv/bin/python bench/tokens.py [--quick]
+Usage: .venv/bin/python bench/tokens.py [--quick] [--no-datatrove] [--only 'cl100k bpe']
 
 Real text only: Python's pydoc topics, license and copyright files, and man pages (decompressed), read in
 a fixed order. "per core" divides by CPU seconds actually used (user + system, this process and its
@@ -239,6 +239,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="about 6 MB of text instead of 48 MB")
     parser.add_argument("--no-datatrove", action="store_true", help="skip the datatrove comparison")
+    parser.add_argument(
+        "--only", metavar="TEXT", help="only the tokenizers whose label contains TEXT, e.g. 'cl100k bpe'"
+    )
     args = parser.parse_args()
     target = (6 if args.quick else 48) * 1_000_000
     OUT.mkdir(parents=True, exist_ok=True)
@@ -253,11 +256,15 @@ def main() -> None:
     shards = OUT / "shards"
     shutil.rmtree(shards, ignore_errors=True)
     write_sample_shards(texts, shards, dataset="bench", shard_rows=max(200, len(texts) // 8), val_permille=0)
-    t0 = time.perf_counter()
-    bpe = train_sample_bpe(
-        texts[: max(200, len(texts) // 8)], OUT / "bpe-32k" / "tokenizer.json", vocab_size=32000
-    )
-    print(f"trained a 32k byte-level BPE in {time.perf_counter() - t0:.1f}s", flush=True)
+
+    def wanted(label: str) -> bool:
+        return not args.only or args.only in label
+
+    bpe = OUT / "bpe-32k" / "tokenizer.json"
+    if wanted("hf bpe-32k"):
+        t0 = time.perf_counter()
+        bpe = train_sample_bpe(texts[: max(200, len(texts) // 8)], bpe, vocab_size=32000)
+        print(f"trained a 32k byte-level BPE in {time.perf_counter() - t0:.1f}s", flush=True)
 
     def cfg(**over) -> dict:
         return load_config(None, {"tokenize": over})["tokenize"]
@@ -269,18 +276,21 @@ def main() -> None:
             ("o200k bpe-openai", cfg(encoding="o200k_base")),
         ]
     kinds.append(("hf bpe-32k", cfg(kind="huggingface", path=str(bpe), name="bpe-32k")))
+    to_build = [kinds[1] if len(kinds) > 2 else kinds[0], kinds[-1]]
+    kinds = [k for k in kinds if wanted(k[0])]
+    to_build = [k for k in to_build if wanted(k[0])]
     for label, c in kinds:
         bench_encode(label, c, texts, mb, c["batch_docs"])
     builds = {}
-    for label, c in [kinds[1] if len(kinds) > 2 else kinds[0], kinds[-1]]:
+    for label, c in to_build:
         for workers in (1, 2):
             builds[(label, workers)] = bench_build(label, c, shards, mb, workers)
-    for label, _ in [kinds[1] if len(kinds) > 2 else kinds[0], kinds[-1]]:
+    for label, _ in to_build:
         a, b = builds[(label, 1)], builds[(label, 2)]
         same = all((a / p.name).read_bytes() == (b / p.name).read_bytes() for p in a.iterdir())
         print(f"{label}: 1-worker and 2-worker outputs byte-identical: {same}")
     note = ""
-    if not args.no_datatrove:
+    if not args.no_datatrove and wanted("hf bpe-32k"):
         hf_out = builds[(kinds[-1][0], 1)]
         n_tokens = json.loads((hf_out / "_TOKENS.json").read_text())["n_tokens"]
         note = bench_datatrove(shards, bpe, hf_out, mb, n_tokens)

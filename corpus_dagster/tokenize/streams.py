@@ -134,7 +134,9 @@ def tokenize_shard(task: ShardTask, tok: LoadedTokenizer, dtype: np.dtype, batch
         raise TokenStreamError(f"{task.path}: missing column(s) {sorted(missing)}")
     ids, toks, lens, codes = [], [], [], []
     text_bytes = 0
-    for batch in pf.iter_batches(batch_size=batch_docs, columns=["id", "text", "split"]):
+    # use_threads=False: a shard is decoded on the thread that tokenizes it (the pool threads cost more
+    # CPU than they save here: decoding is a few percent of encoding, and parallelism comes from workers)
+    for batch in pf.iter_batches(batch_size=batch_docs, columns=["id", "text", "split"], use_threads=False):
         text = batch.column("text")
         if text.null_count:
             raise TokenStreamError(f"{task.path}: null text in a published shard")
@@ -159,10 +161,27 @@ def tokenize_shard(task: ShardTask, tok: LoadedTokenizer, dtype: np.dtype, batch
     tokens = np.concatenate(toks) if toks else np.zeros(0, dtype=dtype)
     lengths = np.concatenate(lens) if lens else np.zeros(0, dtype=np.int32)
     split_codes = np.concatenate(codes) if codes else np.zeros(0, dtype=np.uint8)
+    by_split, len_split = group_by_split(tokens, lengths, split_codes)
+    return ShardTokens(id_arr, lengths, split_codes, by_split, len_split, text_bytes)
+
+
+def group_by_split(
+    tokens: np.ndarray, lengths: np.ndarray, split_codes: np.ndarray
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The tokens and document lengths of each split, documents kept in order.
+
+    A shard whose documents all belong to one split (the usual case) is passed through without copying.
+    """
+    present = np.bincount(split_codes, minlength=len(SPLITS)) if split_codes.size else None
+    if present is None or np.count_nonzero(present) == 1:
+        only = int(split_codes[0]) if split_codes.size else -1
+        by_split = {name: tokens if k == only else tokens[:0] for k, name in enumerate(SPLITS)}
+        len_split = {name: lengths if k == only else lengths[:0] for k, name in enumerate(SPLITS)}
+        return by_split, len_split
     doc_of_token = np.repeat(split_codes, lengths)
     by_split = {name: tokens[doc_of_token == k] for k, name in enumerate(SPLITS)}
     len_split = {name: lengths[split_codes == k] for k, name in enumerate(SPLITS)}
-    return ShardTokens(id_arr, lengths, split_codes, by_split, len_split, text_bytes)
+    return by_split, len_split
 
 
 # --- worker processes -------------------------------------------------------------------------------

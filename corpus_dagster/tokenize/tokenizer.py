@@ -9,17 +9,17 @@ appears exactly once per document, at its end.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import contextlib
 import functools
 import hashlib
 import importlib.machinery
 import importlib.util
+import struct
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,17 @@ class TiktokenTokenizer:
         """Token ids of each text, special-token strings treated as plain text."""
         if self._fast is not None:  # holds the GIL: parallelism comes from worker processes
             return [self._fast.encode(t) for t in texts]
+        return self._encode_lists(texts)
+
+    def iter_encoded(self, texts: Sequence[str]) -> Iterable[list[int]]:
+        """Token ids of each text, like `encode_texts`, but produced one document at a time when the
+        engine encodes per document (bpe-openai): each list can be consumed and freed before the next
+        document is encoded, which keeps the Python ints in cache instead of a whole batch of them."""
+        if self._fast is not None:
+            return map(self._fast.encode, texts)
+        return self._encode_lists(texts)
+
+    def _encode_lists(self, texts: Sequence[str]) -> list[list[int]]:
         if self.threads > 1 and len(texts) > 1:
             return self.enc.encode_ordinary_batch(list(texts), num_threads=self.threads)
         return [self.enc.encode_ordinary(t) for t in texts]
@@ -122,11 +133,10 @@ def _tiktoken_encoding(encoding: str) -> Any:
 @functools.cache
 def _tiktoken_vocab_sha256(encoding: str) -> str:
     ranks = _tiktoken_encoding(encoding)._mergeable_ranks  # tiktoken keeps the ranks it was built from
-    lines = (
-        base64.b64encode(tok) + b" " + str(rank).encode() + b"\n"
-        for tok, rank in sorted(ranks.items(), key=lambda kv: kv[1])
-    )
-    return hashlib.sha256(b"".join(lines)).hexdigest()
+    b64 = binascii.b2a_base64  # base64.b64encode without its wrapper, same bytes
+    items = sorted(ranks.items(), key=lambda kv: kv[1])
+    body = b"".join([b"%s %d\n" % (b64(tok, newline=False), rank) for tok, rank in items])
+    return hashlib.sha256(body).hexdigest()
 
 
 def _tiktoken_source(encoding: str) -> str:
@@ -261,6 +271,9 @@ class HFTokenizer:
     def special_tokens(self) -> list[str]:
         return sorted(t.content for t in self.tok.get_added_tokens_decoder().values() if t.special)
 
+    def iter_encoded(self, texts: Sequence[str]) -> Iterable[list[int]]:
+        return self.encode_texts(texts)  # the batch call is the fast (parallel) path here
+
     def encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids of each text, without the post-processor's BOS/EOS (we add our own)."""
         if len(texts) > 1:
@@ -291,8 +304,9 @@ class LoadedTokenizer:
 
     def encode_documents(self, texts: Sequence[str], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, lengths): every document framed as [BOS] text EOD, back to back, as `dtype`."""
-        lists = self.impl.encode_texts(texts)
-        return frame_documents(lists, self.info.eod_id, self.info.bos_id, self.info.vocab_size, dtype)
+        return frame_documents(
+            self.impl.iter_encoded(texts), self.info.eod_id, self.info.bos_id, self.info.vocab_size, dtype
+        )
 
     def decode_text(self, sequence: Sequence[int]) -> str:
         """The document text of one framed sequence; ValueError when the framing tokens are missing."""
@@ -307,30 +321,54 @@ class LoadedTokenizer:
         return self.impl.decode(seq)
 
 
+# Framed ids are gathered in a Python list and moved into numpy every this many ids: few enough that the
+# live Python ints stay in cache, many enough that the per-conversion overhead does not matter.
+FRAME_CHUNK_IDS = 1 << 14
+
+
+def _ids_to_numpy(ids: list[int]) -> np.ndarray:
+    """A list of Python ints as int64 (struct packs them about twice as fast as np.array converts)."""
+    return np.frombuffer(struct.pack(f"={len(ids)}q", *ids), dtype=np.int64)
+
+
 def frame_documents(
-    lists: Sequence[Sequence[int]], eod_id: int, bos_id: int | None, vocab_size: int, dtype: np.dtype
+    lists: Iterable[Sequence[int]], eod_id: int, bos_id: int | None, vocab_size: int, dtype: np.dtype
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Flatten per-document token lists into one array with BOS/EOD added; check ids fit the vocabulary."""
-    n = len(lists)
+    """Flatten per-document token lists into one array with BOS/EOD added; check ids fit the vocabulary.
+
+    `lists` may be a lazy iterable (one document encoded at a time). The framed ids are collected with
+    list operations (no per-token Python work beyond the encoder's own ints) and converted to numpy in
+    chunks of about FRAME_CHUNK_IDS ids. An id that does not fit int64 raises struct.error.
+    """
     extra = 1 + (bos_id is not None)
-    text_lengths = np.fromiter((len(t) for t in lists), dtype=np.int64, count=n)
-    lengths = text_lengths + extra
-    flat = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(text_lengths.sum()))
-    if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= vocab_size):
+    lengths: list[int] = []
+    chunks: list[np.ndarray] = []
+    flat: list[int] = []
+    for ids in lists:
+        if bos_id is not None:
+            flat.append(bos_id)
+        flat += ids
+        flat.append(eod_id)
+        lengths.append(len(ids) + extra)
+        if len(flat) >= FRAME_CHUNK_IDS:
+            chunks.append(_ids_to_numpy(flat))
+            flat = []
+    if flat or not chunks:
+        chunks.append(_ids_to_numpy(flat))
+    framed = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+    lens = np.array(lengths, dtype=np.int64)
+    # BOS and EOD are ids of the vocabulary, so any id out of range is a text id
+    if framed.size and (int(framed.min()) < 0 or int(framed.max()) >= vocab_size):
+        ends = np.cumsum(lens)
+        is_text = np.ones(framed.size, dtype=bool)
+        is_text[ends - 1] = False
+        if bos_id is not None:
+            is_text[ends - lens] = False
+        text = framed[is_text]
         raise ValueError(
-            f"token id outside the vocabulary [0, {vocab_size}): min {flat.min()}, max {flat.max()}"
+            f"token id outside the vocabulary [0, {vocab_size}): min {text.min()}, max {text.max()}"
         )
-    out = np.empty(int(lengths.sum()), dtype=dtype)
-    ends = np.cumsum(lengths)
-    is_text = np.ones(out.size, dtype=bool)
-    is_text[ends - 1] = False
-    out[ends - 1] = eod_id
-    if bos_id is not None:
-        starts = ends - lengths
-        is_text[starts] = False
-        out[starts] = bos_id
-    out[is_text] = flat
-    return out, lengths.astype(np.int32)
+    return framed.astype(dtype), lens.astype(np.int32)
 
 
 def load_tokenizer(
