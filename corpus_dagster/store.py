@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from corpus_dagster.atomic import atomic_path
 from corpus_dagster.layout import Layout
 from corpus_dagster.publish.schema import DOCUMENT_FIELDS
 
@@ -27,6 +29,13 @@ REJECT_SCHEMA = pa.schema(
 )
 
 CURRENT = "_CURRENT.json"
+INTERMEDIATE_ROW_GROUP = 2048  # small row groups let the shard writer read only the rows it needs
+
+
+def write_table(table: pa.Table, path: Path) -> None:
+    """Write an intermediate per-part Parquet table atomically with fixed settings."""
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd", compression_level=1, row_group_size=INTERMEDIATE_ROW_GROUP)
 
 
 def read_current(stage_dir: Path) -> dict[str, Any] | None:

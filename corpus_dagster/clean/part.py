@@ -4,32 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from corpus_dagster import __version__
-from corpus_dagster.atomic import atomic_path, atomic_write_bytes
+from corpus_dagster.atomic import atomic_write_bytes
 from corpus_dagster.clean.pipeline import clean_texts
-from corpus_dagster.config import canonical_json
 from corpus_dagster.ingest.fetch import raw_part_paths
 from corpus_dagster.ingest.raw_parts import read_raw_part
 from corpus_dagster.layout import Layout
 from corpus_dagster.parallel import ordered_map
-from corpus_dagster.store import CLEAN_DOC_SCHEMA, CURRENT, REJECT_SCHEMA
-
-INTERMEDIATE_ROW_GROUP = 2048  # small row groups let the shard writer read only the rows it needs
-
-
-def write_table(table: pa.Table, path: Path) -> None:
-    """Write an intermediate Parquet table atomically with fixed settings."""
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd", compression_level=1, row_group_size=INTERMEDIATE_ROW_GROUP)
+from corpus_dagster.stages.cache import cache_key, write_current
+from corpus_dagster.store import CLEAN_DOC_SCHEMA, REJECT_SCHEMA, write_table
 
 
 def clean_part(raw_path: Path, first_k: int, source_id: str, clean_cfg: dict[str, Any], out_dir: Path, index: int) -> dict:
@@ -93,8 +82,7 @@ def run_clean_source(layout: Layout, source_id: str, resolved: dict[str, Any], l
     """Clean every raw part of a source (in parallel over parts), resuming parts that already completed."""
     parts, part_docs, record = raw_part_paths(layout, source_id)
     clean_cfg = resolved["clean"]
-    key_src = {"code": __version__, "fetch_date": record["date"], "files": record["files"], "parts": record["parts"], "clean": clean_cfg}
-    key = hashlib.sha256(canonical_json(key_src)).hexdigest()[:16]
+    key = cache_key(record["date"], record["files"], record["parts"], clean_cfg)
     folder = layout.stage("clean", source_id)
     out_dir = folder / key
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -106,16 +94,12 @@ def run_clean_source(layout: Layout, source_id: str, resolved: dict[str, Any], l
         if log:
             log.info(f"{source_id}: part {i + 1}/{len(jobs)} cleaned ({stats['kept']} kept, {stats['rejected']} rejected)")
     total = summarize(per_part)
-    current = {
+    write_current(folder, {  # also drops outputs of older configs / fetches
         "key": key,
         "docs": [f"{key}/docs-{i:05d}.parquet" for i in range(len(parts))],
         "rejects": [f"{key}/rejects-{i:05d}.parquet" for i in range(len(parts))],
         "stats": total,
-    }
-    atomic_write_bytes(folder / CURRENT, (json.dumps(current, indent=2) + "\n").encode())
-    for other in folder.iterdir():  # drop outputs of older configs / fetches
-        if other.is_dir() and other.name != key:
-            shutil.rmtree(other, ignore_errors=True)
+    })
     return total
 
 

@@ -40,8 +40,7 @@ EXAMPLES_PER_REASON = 3
 )
 def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
     """Assign ids, repair, detect language and filter one source; rejects keep what was dropped."""
-    resolved = corpus.resolved()
-    layout = corpus.layout()
+    resolved, layout = corpus.load()
     source = source_for_partition(layout, context.partition_key)
     try:
         stats = run_clean_source(layout, source.source_id, resolved, log=context.log)

@@ -1,6 +1,8 @@
 """Small helpers shared by the Dagster definitions: sources of a run, markdown tables."""
 
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
@@ -12,6 +14,20 @@ from corpus_dagster.ledger import Source, load_ledger
 def ledger_sources(layout: Layout) -> list[Source]:
     """The validated ledger rows."""
     return load_ledger(layout.ledger)
+
+
+def ledger_source_ids(layout: Layout) -> list[str]:
+    """The source ids of the ledger, in ledger order: the sources a global asset reads."""
+    return [s.source_id for s in ledger_sources(layout)]
+
+
+@contextmanager
+def upstream_required(what: str) -> Iterator[None]:
+    """Turn a missing upstream output into a Dagster failure that says what to materialize first."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise dg.Failure(description=f"{exc}; materialize {what} first") from exc
 
 
 def source_for_partition(layout: Layout, partition_key: str) -> Source:

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from corpus_dagster.defs.common import ledger_sources, md_table, source_for_partition
+from corpus_dagster.defs.common import ledger_source_ids, md_table, source_for_partition, upstream_required
 from corpus_dagster.defs.partitions import source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.stages.dedup import run_global_dedup, run_signatures
@@ -17,9 +17,9 @@ from corpus_dagster.stages.dedup import run_global_dedup, run_signatures
 )
 def minhash_signatures(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """MinHash signatures of one source's clean documents; adding a source hashes only that source."""
-    layout = corpus.layout()
+    resolved, layout = corpus.load()
     source = source_for_partition(layout, context.partition_key)
-    stats = run_signatures(layout, source.source_id, corpus.resolved())
+    stats = run_signatures(layout, source.source_id, resolved)
     if stats["no_signature"]:
         context.log.info(
             f"{stats['no_signature']} document(s) have fewer words than shingle_size: no signature, "
@@ -44,13 +44,9 @@ def minhash_signatures(context: dg.AssetExecutionContext, corpus: CorpusConfig) 
 )
 def dedup(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """Decontaminate, exact-dedup and near-dedup (verified Jaccard) across every source."""
-    resolved = corpus.resolved()
-    layout = corpus.layout()
-    source_ids = [s.source_id for s in ledger_sources(layout)]
-    try:
-        stats = run_global_dedup(layout, resolved, source_ids)
-    except FileNotFoundError as exc:
-        raise dg.Failure(description=f"{exc}; materialize every source partition first") from exc
+    resolved, layout = corpus.load()
+    with upstream_required("every source partition"):
+        stats = run_global_dedup(layout, resolved, ledger_source_ids(layout))
     largest = [[c["cluster_min_id"], c["size"]] for c in stats.get("largest_clusters", [])]
     pairs = [[p["id_a"], p["id_b"], p["jaccard"]] for p in stats.get("example_pairs", [])]
     return dg.MaterializeResult(

@@ -18,8 +18,7 @@ from corpus_dagster.ingest.fetch import fetch_source
 )
 def raw_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """Fetch one source (checksums verified and recorded) and stream it into raw parts."""
-    resolved = corpus.resolved()
-    layout = corpus.layout()
+    resolved, layout = corpus.load()
     source = source_for_partition(layout, context.partition_key)
     try:
         result = fetch_source(source, layout, resolved["ingest"], log=context.log)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from corpus_dagster.defs.common import ledger_sources, md_table
+from corpus_dagster.defs.common import ledger_source_ids, md_table, upstream_required
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.publish import verify
 from corpus_dagster.publish.build import publish, write_publish
@@ -38,13 +38,10 @@ UPSTREAM = ["scrubbed", "dedup"]
 )
 def shards_and_manifest(context: dg.AssetExecutionContext, corpus: CorpusConfig):
     """Write the shards and manifest of every ledger source, byte-identical for any worker count."""
-    resolved = corpus.resolved()
-    layout = corpus.layout()
-    source_ids = [s.source_id for s in ledger_sources(layout)]
-    try:
+    resolved, layout = corpus.load()
+    source_ids = ledger_source_ids(layout)
+    with upstream_required("every source partition"):
         result = publish(layout, resolved, source_ids)
-    except FileNotFoundError as exc:
-        raise dg.Failure(description=f"{exc}; materialize every source partition first") from exc
     m = result.manifest
     rows = [[s["name"], s["rows"], s["sha256"][:16]] for s in m["shards"][:20]]
     yield dg.MaterializeResult(
@@ -98,8 +95,8 @@ def ids_sorted(corpus: CorpusConfig) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset="shards", blocking=True, description="split recomputed from sha256 and val_permille.")
 def split_matches_sha256(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    resolved = corpus.resolved()
-    return _result(verify.check_split(verify.shard_paths(corpus.layout().shards), resolved["val_permille"]))
+    resolved, layout = corpus.load()
+    return _result(verify.check_split(verify.shard_paths(layout.shards), resolved["val_permille"]))
 
 
 @dg.asset_check(asset="shards", blocking=True, description="sha256 and n_chars recomputed from text.")
@@ -113,10 +110,9 @@ def hashes_match_text(corpus: CorpusConfig) -> dg.AssetCheckResult:
     description="Rebuild shards and manifest into a temporary folder with another worker count; every byte equal.",
 )
 def deterministic_rebuild(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    resolved = corpus.resolved()
-    layout = corpus.layout()
+    resolved, layout = corpus.load()
     other_workers = 2 if resolved["workers"] == 1 else 1
-    source_ids = [s.source_id for s in ledger_sources(layout)]
+    source_ids = ledger_source_ids(layout)
     tmp = Path(tempfile.mkdtemp(prefix="corpus-rebuild-", dir=layout.root))
     try:
         write_publish(layout, resolved, source_ids, tmp, other_workers)
@@ -128,8 +124,8 @@ def deterministic_rebuild(corpus: CorpusConfig) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset="shards", blocking=True, description="No PII detector fires on the published text.")
 def no_pii_in_shards(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    resolved = corpus.resolved()
-    return _result(verify.check_no_pii(verify.shard_paths(corpus.layout().shards), resolved["pii"]))
+    resolved, layout = corpus.load()
+    return _result(verify.check_no_pii(verify.shard_paths(layout.shards), resolved["pii"]))
 
 
 PUBLISH_CHECKS = [no_pii_in_shards, shard_schema, manifest_consistent, ids_sorted, split_matches_sha256, hashes_match_text, deterministic_rebuild]

@@ -32,9 +32,14 @@ class CorpusConfig(dg.ConfigurableResource):
             overrides["workers"] = self.workers
         return load_config(self.config_path, overrides)
 
+    def load(self) -> tuple[dict[str, Any], Layout]:
+        """The resolved config and its layout, from one read and validation of the file."""
+        resolved = self.resolved()
+        return resolved, Layout.from_config(resolved)
+
     def layout(self) -> Layout:
         """The artifact layout of the resolved config."""
-        return Layout.from_config(self.resolved())
+        return self.load()[1]
 
 
 def default_corpus_config() -> CorpusConfig:

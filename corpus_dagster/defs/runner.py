@@ -4,9 +4,9 @@ from collections.abc import Callable
 
 import dagster as dg
 
+from corpus_dagster.defs.common import ledger_source_ids
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 from corpus_dagster.defs.resources import CorpusConfig
-from corpus_dagster.ledger import load_ledger
 
 
 def per_source_assets() -> list[dg.AssetsDefinition]:
@@ -42,7 +42,7 @@ def materialize_sources(
     on_result: Callable[[str, dg.ExecuteInProcessResult], None] | None = None,
 ) -> dict[str, dg.ExecuteInProcessResult]:
     """Materialize the per-source assets of each source partition (one run per source)."""
-    ids = source_ids if source_ids is not None else [s.source_id for s in load_ledger(corpus.layout().ledger)]
+    ids = source_ids if source_ids is not None else ledger_source_ids(corpus.layout())
     sync_partitions(instance, ids)
     results = {}
     assets = per_source_assets()

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from corpus_dagster.defs.common import ledger_sources, md_table
+from corpus_dagster.defs.common import ledger_source_ids, md_table, upstream_required
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.scrub.api import PII_TYPES
 from corpus_dagster.stages.dedup import dropped_ids
@@ -17,13 +17,9 @@ from corpus_dagster.stages.scrub import run_scrub
 )
 def scrubbed(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """Remove what dedup dropped and scrub PII per source (cached per source), recomputing sha256 and n_chars."""
-    resolved = corpus.resolved()
-    layout = corpus.layout()
-    source_ids = [s.source_id for s in ledger_sources(layout)]
-    try:
-        per_source = run_scrub(layout, resolved, source_ids, dropped_ids(layout))
-    except FileNotFoundError as exc:
-        raise dg.Failure(description=f"{exc}; materialize the upstream assets first") from exc
+    resolved, layout = corpus.load()
+    with upstream_required("the upstream assets"):
+        per_source = run_scrub(layout, resolved, ledger_source_ids(layout), dropped_ids(layout))
     rows = [[sid, s["docs"], *[s["pii"][t] for t in PII_TYPES], s["cached"]] for sid, s in per_source.items()]
     examples = [[sid, *e] for sid, s in per_source.items() for e in s["examples"][:3]]
     totals = {t: sum(s["pii"][t] for s in per_source.values()) for t in PII_TYPES}

@@ -27,8 +27,7 @@ def _markdown_table(manifest: dict[str, Any]) -> str:
 )
 def token_streams(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """Megatron-LM .bin/.idx token streams per split, with per-document token counts, from the shards."""
-    cfg = corpus.resolved()
-    layout = corpus.layout()
+    cfg, layout = corpus.load()
     try:
         result = build_token_streams(layout.shards, layout.tokens, cfg["tokenize"], workers=cfg["workers"])
     except CorpusError as exc:  # bad input or an unloadable tokenizer: the message says what to do
@@ -80,18 +79,16 @@ def token_counts_consistent(corpus: CorpusConfig) -> dg.AssetCheckResult:
 @dg.asset_check(asset=token_streams, blocking=True)
 def token_sample_decodes(corpus: CorpusConfig) -> dg.AssetCheckResult:
     """A sample of documents decodes back to exactly their shard text, framed by BOS/EOD as configured."""
-    cfg = corpus.resolved()
-    layout = corpus.layout()
+    cfg, layout = corpus.load()
     return _result(check_decode_sample(layout.shards, layout.tokens, cfg["tokenize"]))
 
 
 @dg.asset_check(asset=token_streams, blocking=False)
 def token_streams_reproducible(corpus: CorpusConfig) -> dg.AssetCheckResult:
     """A rebuild with another worker count gives byte-identical files (off: tokenize.rebuild_check)."""
-    cfg = corpus.resolved()
+    cfg, layout = corpus.load()
     if not cfg["tokenize"]["rebuild_check"]:
         return dg.AssetCheckResult(passed=True, metadata={"skipped": "tokenize.rebuild_check is false"})
-    layout = corpus.layout()
     return _result(check_rebuild(layout.shards, layout.tokens, cfg["tokenize"], cfg["workers"]))
 
 

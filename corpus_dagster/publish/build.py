@@ -15,8 +15,7 @@ from corpus_dagster.publish.manifest import BASE_FILTER_KEYS, build_manifest, ma
 from corpus_dagster.publish.shards import Annotations, ShardsResult, SourceDocs, build_shards
 from corpus_dagster.scrub.api import PII_TYPES
 from corpus_dagster.stages.dedup import clusters, dedup_stats
-from corpus_dagster.stages.scrub import scrub_stats, scrubbed_files
-from corpus_dagster.store import stage_stats
+from corpus_dagster.store import stage_files, stage_stats
 
 
 @dataclass
@@ -50,20 +49,19 @@ def collect_pii(layout: Layout, source_ids: list[str]) -> dict[str, int]:
     """Placeholders the scrub inserted, per type, over all sources."""
     total: Counter[str] = Counter()
     for sid in source_ids:
-        total.update(scrub_stats(layout, sid)["pii"])
+        total.update(stage_stats(layout, "scrub", sid)["pii"])
     return {t: total[t] for t in PII_TYPES}
 
 
 def write_publish(layout: Layout, resolved: dict[str, Any], source_ids: list[str], out_dir: Path, workers: int) -> PublishResult:
     """Write shards and _MANIFEST.json of the given sources into out_dir (an empty folder)."""
-    sources = [SourceDocs(sid, scrubbed_files(layout, sid)) for sid in source_ids]
+    sources = [SourceDocs(sid, stage_files(layout, "scrub", sid, "docs")) for sid in source_ids]
     annotations = Annotations(clusters=clusters(layout))
     shards = build_shards(sources, annotations, out_dir, resolved, workers)
     filters, repairs = collect_filters(layout, source_ids, resolved["clean"])
-    dstats = dedup_stats(layout)
-    dedup_counts = {k: dstats.get(k, 0) for k in ("exact_dropped", "near_dropped", "decontaminated")}
     manifest = build_manifest(
-        resolved, shards.shards, filters, repairs, dedup_counts, collect_pii(layout, source_ids), ledger_sha256(layout.ledger)
+        resolved, shards.shards, filters, repairs, dedup_stats(layout), collect_pii(layout, source_ids),
+        ledger_sha256(layout.ledger),
     )
     (out_dir / "_MANIFEST.json").write_bytes(manifest_bytes(manifest))
     return PublishResult(manifest, shards)

@@ -32,9 +32,8 @@ class SourceDocs:
 
 @dataclass
 class Annotations:
-    """What earlier global stages decided about rows: ids to drop and near-duplicate cluster keys."""
+    """What the global dedup decided about rows: near-duplicate cluster keys (dropped rows are already gone)."""
 
-    dropped_ids: pl.Series | None = None  # ids removed by dedup / decontamination
     clusters: pl.DataFrame | None = None  # columns id, cluster_min_id
 
 
@@ -57,30 +56,29 @@ def source_order(source_ids: list[str]) -> list[str]:
     return sorted(source_ids, key=lambda s: (s + ":").encode("utf-8"))
 
 
-def plan_rows(sources: list[SourceDocs], annotations: Annotations) -> pl.DataFrame:
-    """The global row plan: id, file index, row index in file, sorted by id, after drops; memory ~ ids only."""
-    frames = []
-    file_offset = 0
+def ordered_files(sources: list[SourceDocs]) -> list[Path]:
+    """Every input file, sources in `source_order` and each source's files in k order; the plan's file index."""
     by_id = {s.source_id: s for s in sources}
-    for sid in source_order(list(by_id)):
-        src = by_id[sid]
-        for j, path in enumerate(src.files):
-            ids = pq.read_table(path, columns=["id"]).column("id")
-            frames.append(
-                pl.DataFrame(
-                    {
-                        "id": pl.Series("id", ids.to_pylist(), dtype=pl.String) if ids.num_chunks == 0 else pl.from_arrow(ids),
-                        "file": pl.Series(np.full(len(ids), file_offset + j, dtype=np.int32)),
-                        "row": pl.Series(np.arange(len(ids), dtype=np.int64)),
-                    }
-                )
+    return [path for sid in source_order(list(by_id)) for path in by_id[sid].files]
+
+
+def plan_rows(files: list[Path]) -> pl.DataFrame:
+    """The global row plan: id, file index, row index in file, sorted by id; memory ~ ids only."""
+    frames = []
+    for file_index, path in enumerate(files):
+        ids = pq.read_table(path, columns=["id"]).column("id")
+        frames.append(
+            pl.DataFrame(
+                {
+                    "id": pl.from_arrow(ids),
+                    "file": pl.Series(np.full(len(ids), file_index, dtype=np.int32)),
+                    "row": pl.Series(np.arange(len(ids), dtype=np.int64)),
+                }
             )
-        file_offset += len(src.files)
+        )
     if not frames:
         return pl.DataFrame(schema={"id": pl.String, "file": pl.Int32, "row": pl.Int64})
     plan = pl.concat(frames)
-    if annotations.dropped_ids is not None and len(annotations.dropped_ids):
-        plan = plan.join(pl.DataFrame({"id": annotations.dropped_ids.cast(pl.String)}), on="id", how="anti")
     # Sort within each source only would suffice (see source_order); one global sort is simpler and the
     # same result: the id column is small next to the texts.
     plan = plan.sort("id", maintain_order=True)
@@ -210,9 +208,9 @@ def build_shards(
 ) -> ShardsResult:
     """Write every shard into out_dir (which the caller swaps into place atomically)."""
     start = time.monotonic()
-    plan = plan_rows(sources, annotations)
+    files = ordered_files(sources)
+    plan = plan_rows(files)
     mc = cluster_index(plan, annotations)
-    files = [f for sid in source_order([s.source_id for s in sources]) for f in {s.source_id: s for s in sources}[sid].files]
     n = plan.height
     shard_rows = resolved["shard_rows"]
     count = math.ceil(n / shard_rows) if n else 0

@@ -141,10 +141,9 @@ def check_no_pii(paths: list[Path], pii_cfg: dict) -> list[str]:
 
     problems = []
     for path, batch in iter_batches(paths, ["id", "text"]):
-        ids = batch.column(0).to_pylist()
-        for doc_id, text, spans in zip(ids, batch.column(1).to_pylist(), find_pii_batch(batch.column(1).to_pylist(), pii_cfg), strict=True):
-            for span in spans[:3]:
-                kind, start, end = span[0], span[1], span[2]
+        ids, texts = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+        for doc_id, text, spans in zip(ids, texts, find_pii_batch(texts, pii_cfg), strict=True):
+            for kind, start, end in spans[:3]:
                 problems.append(f"{path.name}: {doc_id}: {kind} at {start}: {text[max(0, start - 20):end + 20]!r}")
             if len(problems) >= MAX_PROBLEMS:
                 return problems[:MAX_PROBLEMS]

@@ -70,8 +70,8 @@ def dedup_stats(layout: Layout) -> dict[str, Any]:
 
 
 def dropped_ids(layout: Layout) -> pl.DataFrame:
-    """id, reason of every document the dedup step removed."""
-    return pl.read_parquet(layout.stage("dedup") / "dropped.parquet", columns=["id", "reason"])
+    """The id of every document the dedup step removed."""
+    return pl.read_parquet(layout.stage("dedup") / "dropped.parquet", columns=["id"])
 
 
 def clusters(layout: Layout) -> pl.DataFrame:

@@ -19,20 +19,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_dagster.clean.part import write_table
 from corpus_dagster.layout import Layout
 from corpus_dagster.parallel import ordered_map
 from corpus_dagster.scrub.api import PII_TYPES, scrub_texts
 from corpus_dagster.stages.cache import cache_key, current_key, write_current
-from corpus_dagster.store import clean_doc_files, read_current
-
-SCRUBBED_SCHEMA_EXTRA = ("pii_redactions",)
+from corpus_dagster.store import clean_doc_files, read_current, write_table
 
 
 def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str, Any]) -> dict[str, Any]:
-    """Scrub one clean document file into out_path; returns counts and examples."""
+    """Scrub one clean document file into out_path, leaving out the ids in `drop`; returns counts and examples."""
     start = time.monotonic()
     table = pq.read_table(in_path)
+    rows_in = table.num_rows
     if drop:
         keep = pc.invert(pc.is_in(table["id"], value_set=pa.array(drop, pa.string())))
         table = table.filter(keep)
@@ -55,7 +53,7 @@ def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str
     write_table(out, out_path)
     return {
         "docs": out.num_rows,
-        "dropped": len(drop),
+        "dropped": rows_in - out.num_rows,
         "docs_redacted": int(np.count_nonzero(outcome.redactions)),
         "pii": {t: int(sum(outcome.counts[t])) for t in PII_TYPES},
         "preexisting": {t: int(outcome.preexisting.get(t, 0)) for t in PII_TYPES},
@@ -63,15 +61,6 @@ def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str
         "bytes": int(pc.sum(pc.binary_length(table["text"])).as_py() or 0),
         "seconds": round(time.monotonic() - start, 3),
     }
-
-
-def scrubbed_files(layout: Layout, source_id: str) -> list[Path]:
-    """The scrub stage's document files of one source, in k order (clean schema + pii_redactions)."""
-    folder = layout.stage("scrub", source_id)
-    record = read_current(folder)
-    if record is None:
-        raise FileNotFoundError(f"stage 'scrub' has not completed for source {source_id!r}")
-    return [folder / name for name in record["docs"]]
 
 
 def run_scrub_source(layout: Layout, source_id: str, resolved: dict[str, Any], drop: list[str]) -> dict[str, Any]:
@@ -87,12 +76,7 @@ def run_scrub_source(layout: Layout, source_id: str, resolved: dict[str, Any], d
         return {**record["stats"], "cached": True}
     (folder / key).mkdir(parents=True, exist_ok=True)
     files = clean_doc_files(layout, source_id)
-    drop_set = set(drop)
-    jobs = []
-    for i, path in enumerate(files):
-        ids = pq.read_table(path, columns=["id"])["id"].to_pylist()
-        file_drop = sorted(x for x in ids if x in drop_set)
-        jobs.append((path, folder / key / f"docs-{i:05d}.parquet", file_drop, resolved["pii"]))
+    jobs = [(path, folder / key / f"docs-{i:05d}.parquet", drop, resolved["pii"]) for i, path in enumerate(files)]
     parts = list(ordered_map(scrub_file, jobs, resolved["workers"]))
     stats = summarize(parts)
     write_current(folder, {"key": key, "docs": [f"{key}/docs-{i:05d}.parquet" for i in range(len(files))], "stats": stats})
@@ -126,11 +110,3 @@ def run_scrub(layout: Layout, resolved: dict[str, Any], source_ids: list[str], d
     for x in ids:
         by_source.setdefault(x.rsplit(":", 1)[0], []).append(x)
     return {sid: run_scrub_source(layout, sid, resolved, by_source.get(sid, [])) for sid in source_ids}
-
-
-def scrub_stats(layout: Layout, source_id: str) -> dict[str, Any]:
-    """Stats of a source's current scrub output."""
-    record = read_current(layout.stage("scrub", source_id))
-    if record is None:
-        raise FileNotFoundError(f"stage 'scrub' has not completed for source {source_id!r}")
-    return record["stats"]
