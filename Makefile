@@ -16,7 +16,7 @@ install: $(VENV)/.installed
 
 demo: install
 	mkdir -p $(DAGSTER_HOME)
-	$(PY) -m corpus_dagster.demo
+	$(PY) -m corpus_dagster.cli.demo
 
 test: install lint
 	$(VENV)/bin/pytest
@@ -25,7 +25,7 @@ lint: install
 	$(VENV)/bin/ruff check corpus_dagster tests bench
 
 ui: install
-	$(PY) -c 'from pathlib import Path; from corpus_dagster.run import ensure_dagster_home as e; e(Path("$(DAGSTER_HOME)"))'
+	$(PY) -c 'from pathlib import Path; from corpus_dagster.cli.run import ensure_dagster_home as e; e(Path("$(DAGSTER_HOME)"))'
 	$(VENV)/bin/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
 
 clean:

@@ -328,10 +328,10 @@ def run_ours(texts: list[str], cfg: dict, end_to_end_cfg: dict) -> dict:
     """
     from corpus_dagster.clean import fineweb, gopher, repetition, rules
     from corpus_dagster.clean.batch import DocBatch
+    from corpus_dagster.clean.cleaner import BATCH_DOCS, clean_texts
     from corpus_dagster.clean.langid import detect_languages
-    from corpus_dagster.clean.pipeline import BATCH_DOCS, clean_texts
     from corpus_dagster.clean.repair import repair_texts
-    from corpus_dagster.clean.tokenizer import tokenize_chunk
+    from corpus_dagster.clean.word_tokens import tokenize_chunk
     from corpus_dagster.clean.words import split_words
 
     (repaired, repairs, series), t_repair = timed(repair_texts, texts, cfg["repair"])
@@ -380,8 +380,8 @@ def main() -> None:
         return
     import pyarrow.parquet as pq
 
-    from corpus_dagster.clean.pipeline import reason_counts
-    from corpus_dagster.config import load_config
+    from corpus_dagster.clean.cleaner import reason_counts
+    from corpus_dagster.core.config import load_config
 
     mb = args.mb or (20 if args.quick else 200)
     t0 = time.time()

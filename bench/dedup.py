@@ -175,7 +175,7 @@ def generate(n_docs: int, folder: Path) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from corpus_dagster.store import CLEAN_DOC_SCHEMA
+    from corpus_dagster.clean.driver import CLEAN_DOC_SCHEMA
 
     meta_path = folder / "corpus.json"
     if meta_path.exists():
@@ -325,7 +325,7 @@ def _rss_mb() -> float:
 
 def step_signatures(folder: Path, workers: int, subset: list[str] | None) -> dict:
     """(subprocess) compute_signatures for every source, or for the `subset` files as one source."""
-    from corpus_dagster.config import load_config
+    from corpus_dagster.core.config import load_config
     from corpus_dagster.dedup import compute_signatures
 
     meta = json.loads((folder / "corpus.json").read_text())
@@ -345,7 +345,7 @@ def step_signatures(folder: Path, workers: int, subset: list[str] | None) -> dic
 
 def step_dedup(folder: Path, workers: int) -> dict:
     """(subprocess) run_dedup over all sources with the protected set."""
-    from corpus_dagster.config import load_config
+    from corpus_dagster.core.config import load_config
     from corpus_dagster.dedup import DedupSource, run_dedup
 
     meta = json.loads((folder / "corpus.json").read_text())

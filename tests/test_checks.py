@@ -11,7 +11,7 @@ import pytest
 
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import materialize_global, materialize_sources
-from corpus_dagster.publish import verify
+from corpus_dagster.publish import checks as verify
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.fineweb import fineweb_quality
-from corpus_dagster.config import load_config
+from corpus_dagster.core.config import load_config
 
 WORDS = [a + b + c + d + "ing" for a in "bcdfghklm" for b in "aeiou" for c in "lmnprst" for d in "aeiou"]
 

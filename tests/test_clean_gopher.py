@@ -6,7 +6,7 @@ import pytest
 
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.gopher import gopher_quality
-from corpus_dagster.config import load_config
+from corpus_dagster.core.config import load_config
 
 # distinct five-letter words: no stop words among them
 WORDS = [a + b + c + "ed" for a in "bcdfg" for b in "aeiou" for c in "lmnprst"][:150]

@@ -7,7 +7,7 @@ import pytest
 
 from corpus_dagster.clean import clean_texts
 from corpus_dagster.clean.langid import detect_languages, language_samples
-from corpus_dagster.config import load_config
+from corpus_dagster.core.config import load_config
 
 FR = ("Le chat dort sur le canapé pendant que la pluie tombe doucement sur la ville. Les enfants rentrent de "
       "l'école et racontent leur journée à leurs parents, qui préparent le dîner dans la cuisine.")

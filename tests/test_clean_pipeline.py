@@ -12,14 +12,14 @@ from corpus_dagster.clean import (
     REASON_CODES,
     RULE_ORDER,
     clean_texts,
+    cleaner,
     filter_counts,
     filter_key,
-    pipeline,
     reason_counts,
     reason_examples,
     repair_counts,
 )
-from corpus_dagster.config import load_config
+from corpus_dagster.core.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 EN = ("The cat sleeps on the sofa while the rain falls softly on the city. The children come home from school "
@@ -85,7 +85,7 @@ def test_rule_switch_and_source_scope() -> None:
     scoped = cfg({"gopher": {"sources": ["other"]}})
     assert clean_texts([SHORT], scoped, "src").reason != ["gopher_word_count"]
     assert clean_texts([SHORT], scoped, "other").reason == ["gopher_word_count"]
-    assert pipeline.in_scope({"enabled": True, "sources": []}, "src") is False
+    assert cleaner.in_scope({"enabled": True, "sources": []}, "src") is False
 
 
 def test_every_rule_can_be_switched_off() -> None:
@@ -99,7 +99,7 @@ def test_results_do_not_depend_on_batching_or_neighbours(monkeypatch: pytest.Mon
     texts = [EN, FR, SHORT, "", EN + "\n" + EN, "a\nb\na\nb", "# # # #", "12 34\n" * 20] * 3
     c = cfg({"fineweb": {"enabled": True}})
     whole = clean_texts(texts, c, "s")
-    monkeypatch.setattr(pipeline, "BATCH_DOCS", 4)
+    monkeypatch.setattr(cleaner, "BATCH_DOCS", 4)
     batched = clean_texts(texts, c, "s")
     single = [clean_texts([t], c, "s") for t in texts]
     assert batched == whole

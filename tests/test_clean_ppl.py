@@ -9,7 +9,7 @@ import pytest
 
 from corpus_dagster.clean import clean_texts, ppl
 from corpus_dagster.clean.batch import DocBatch
-from corpus_dagster.config import load_config
+from corpus_dagster.core.config import load_config
 
 pytest.importorskip("kenlm")
 

@@ -11,7 +11,7 @@ import pytest
 
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.repetition import DUP_NGRAMS, REASONS, TOP_NGRAMS, gopher_repetition
-from corpus_dagster.config import load_config
+from corpus_dagster.core.config import load_config
 
 RATIO_KEYS = (["max_dup_para_ratio", "max_dup_para_char_ratio", "max_dup_line_ratio", "max_dup_line_char_ratio"]
               + [f"max_top_{n}gram_char_ratio" for n in TOP_NGRAMS]

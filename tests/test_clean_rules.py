@@ -6,7 +6,7 @@ import pytest
 
 from corpus_dagster.clean import rules
 from corpus_dagster.clean.batch import DocBatch
-from corpus_dagster.config import load_config
+from corpus_dagster.core.config import load_config
 
 
 def run(rule: str, texts: list[str], **overrides: object) -> list[tuple[str | None, float | None]]:

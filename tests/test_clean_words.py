@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from corpus_dagster.clean.tokenizer import tokenize_chunk
+from corpus_dagster.clean.word_tokens import tokenize_chunk
 from corpus_dagster.clean.words import split_words
 
 # Input and the tokens spacy.blank("en") (spaCy 3.8, via datatrove's split_into_words) produced for it.

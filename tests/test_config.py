@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from corpus_dagster.config import (
+from corpus_dagster.core.config import (
     EXECUTION_KEYS,
     config_sha256,
     fill_defaults,
@@ -11,7 +11,7 @@ from corpus_dagster.config import (
     load_schema,
     resolve_config,
 )
-from corpus_dagster.errors import ConfigError
+from corpus_dagster.core.errors import ConfigError
 
 
 def test_empty_config_gets_every_default():
@@ -84,8 +84,8 @@ def test_fill_defaults_keeps_given_values():
 
 
 def test_config_reference_doc_in_sync_with_schema():
-    from corpus_dagster.config import load_schema
-    from corpus_dagster.docs_gen import DOC, render
+    from corpus_dagster.cli.docs_gen import DOC, render
+    from corpus_dagster.core.config import load_schema
 
     load_schema.cache_clear()
-    assert DOC.read_text(encoding="utf-8") == render(), "run `python -m corpus_dagster.docs_gen`"
+    assert DOC.read_text(encoding="utf-8") == render(), "run `python -m corpus_dagster.cli.docs_gen`"

@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from test_dedup_support import dedup_cfg, make_sources, random_doc
 
+from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup import run_dedup
 from corpus_dagster.dedup.decontam import find_contaminated
-from corpus_dagster.dedup.errors import DedupInputError
 from corpus_dagster.dedup.protected import build_protected_index, protected_set_specs, read_protected_texts
 from corpus_dagster.dedup.text import words
 

@@ -11,8 +11,8 @@ from test_dedup_support import random_doc, shingle_set
 
 from corpus_dagster.dedup.components import cluster_keepers
 from corpus_dagster.dedup.hashing import shingle_hash64
+from corpus_dagster.dedup.jaccard import ShingleStore, concat_ranges, shingle_sets
 from corpus_dagster.dedup.lsh import band_hashes, candidate_pairs
-from corpus_dagster.dedup.verify import ShingleStore, concat_ranges, shingle_sets
 
 
 def test_boilerplate_bucket_of_5000_yields_linear_pairs_to_its_smallest_member() -> None:

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from test_dedup_support import dedup_cfg, make_sources, mutate, random_doc, true_jaccard, write_clean_docs
 
+from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup import (
     CLUSTERS_SCHEMA,
     DROPPED_SCHEMA,
@@ -17,7 +18,6 @@ from corpus_dagster.dedup import (
     compute_signatures,
     run_dedup,
 )
-from corpus_dagster.dedup.errors import DedupInputError
 
 TARGETS = [0.5, 0.65, 0.75, 0.8, 0.85, 0.87, 0.9, 0.92, 0.95, 0.98]
 
@@ -257,26 +257,6 @@ def test_empty_corpus_writes_empty_tables(tmp_path: Path) -> None:
         and read(tmp_path / "out", "dropped") == []
         and read(tmp_path / "out", "pairs") == []
     )
-
-
-def test_minhash_cluster_points_at_the_smallest_kept_row(tmp_path: Path) -> None:
-    import pyarrow as pa
-
-    from corpus_dagster.dedup.annotate import minhash_cluster
-
-    clusters = pa.table(
-        {"id": ["a:1", "a:10", "a:3", "b:0", "b:7"], "cluster_min_id": ["a:1", "a:1", "a:1", "b:0", "b:0"]}
-    )
-    pq.write_table(clusters, tmp_path / "clusters.parquet")
-    # keep mode: everything kept; b:0 was removed by a later stage, so b:7 is its cluster's smallest kept row.
-    kept = pa.array(["a:0", "a:1", "a:10", "a:3", "b:7", "c:0"])
-    assert minhash_cluster(kept, tmp_path / "clusters.parquet").tolist() == [0, 1, 1, 1, 4, 5]
-    # drop mode: only keepers remain, each its own cluster row.
-    assert minhash_cluster(pa.array(["a:1", "b:0", "c:0"]), tmp_path / "clusters.parquet").tolist() == [
-        0,
-        1,
-        2,
-    ]
 
 
 def test_batch_sizes_change_no_output_byte_and_report_examples_limits_the_report(tmp_path: Path) -> None:

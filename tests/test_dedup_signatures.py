@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from test_dedup_support import dedup_cfg, random_doc, write_clean_docs
 
+from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup import compute_signatures
-from corpus_dagster.dedup.errors import DedupInputError
 from corpus_dagster.dedup.minhash import shingle_input_hash
 from corpus_dagster.dedup.signatures import byte_batches, signature_settings
 from corpus_dagster.dedup.text import words

@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpus_dagster.config import load_config
+from corpus_dagster.clean.driver import CLEAN_DOC_SCHEMA
+from corpus_dagster.core.config import load_config
 from corpus_dagster.dedup import DedupSource, compute_signatures
 from corpus_dagster.dedup.text import words
-from corpus_dagster.store import CLEAN_DOC_SCHEMA
 
 
 def dedup_cfg(**overrides) -> dict:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from corpus_dagster.defs.automation import ledger_sensor, refresh_schedule
+from corpus_dagster.defs import ASSETS, CHECKS, build_definitions
+from corpus_dagster.defs.automation import ledger_sensor, refresh_schedule_for
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import materialize_sources
@@ -28,8 +29,7 @@ def test_definitions_validate_cli(tmp_path):
 
 
 def test_assets_grouped_by_stage_with_checks():
-    from corpus_dagster.definitions import defs
-
+    defs = build_definitions(CorpusConfig(config_path=str(PROJECT / "configs" / "demo.yaml")))
     graph = defs.resolve_asset_graph()
     groups = {key.to_user_string(): graph.get(key).group_name for key in graph.get_all_asset_keys()}
     assert groups["raw_documents"] == "ingest"
@@ -70,7 +70,8 @@ def test_ledger_sensor_adds_removes_and_refetches_changed(setup_dir):
     rows[1]["license_spdx"] = "Apache-2.0"  # beta changed
     _write_rows(ledger, [rows[1], rows[2]])  # alpha removed
     third = tick(first.cursor)
-    assert [r.partition_key for r in third.run_requests] == ["beta"]
+    # beta is refetched; alpha's removal rebuilds the corpus without it
+    assert [(r.job_name, r.partition_key) for r in third.run_requests] == [("ingest_sources", "beta"), ("build_corpus", None)]
     (delete,) = third.dynamic_partitions_requests
     assert list(delete.partition_keys) == ["alpha"]
 
@@ -84,6 +85,7 @@ def test_ledger_sensor_skips_invalid_ledger(setup_dir):
 
 
 def test_refresh_schedule_requests_every_source():
+    refresh_schedule = refresh_schedule_for("0 3 * * *", "UTC")
     with dg.instance_for_test() as instance:
         ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=dt.datetime(2026, 11, 29, 3, 0))
         assert isinstance(refresh_schedule(ctx), dg.SkipReason)
@@ -100,8 +102,6 @@ def _materialization_count(instance, key: str, partition: str) -> int:
 
 
 def test_adding_a_source_never_recomputes_other_sources(setup_dir):
-    from corpus_dagster.definitions import ASSETS, CHECKS
-
     corpus = CorpusConfig(config_path=str(setup_dir))
     ledger = corpus.layout().ledger
     rows = _ledger_rows(ledger)

@@ -8,12 +8,12 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from corpus_dagster.config import load_config
-from corpus_dagster.errors import ChecksumMismatch, SourceError
-from corpus_dagster.ingest.fetch import QUARANTINE_FILE, fetch_source, raw_part_paths
-from corpus_dagster.ingest.raw_parts import RawPartError, read_raw_part
-from corpus_dagster.layout import Layout
-from corpus_dagster.ledger import Source
+from corpus_dagster.core.config import load_config
+from corpus_dagster.core.errors import ChecksumMismatch, RawPartError, SourceError
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.ledger import Source
+from corpus_dagster.ingest.driver import QUARANTINE_FILE, fetch_source, raw_parts
+from corpus_dagster.ingest.raw_parts import read_raw_part
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, 0, tzinfo=dt.UTC)
 
@@ -33,7 +33,7 @@ def fetch(layout, ingest, source, **kw):
 
 
 def raw_records(layout, sid):
-    paths, _, _ = raw_part_paths(layout, sid)
+    paths, _, _ = raw_parts(layout, sid)
     return [rec for p in paths for rec in read_raw_part(p)]
 
 
@@ -89,7 +89,7 @@ def test_parts_split_by_docs(env):
     f = tmp / "a.jsonl"
     f.write_bytes(jsonl([{"text": f"doc {i}"} for i in range(25)]))
     res = fetch(layout, {**ingest, "part_max_docs": 10}, src("a", f, "jsonl"))
-    paths, docs, _ = raw_part_paths(layout, "a")
+    paths, docs, _ = raw_parts(layout, "a")
     assert res.parts == 3 and docs == [10, 10, 5] and [p.name for p in paths][-1] == "part-00002.jsonl.zst"
 
 
@@ -206,7 +206,7 @@ def test_corrupt_raw_part_names_file_and_line(env):
     f = tmp / "a.jsonl"
     f.write_bytes(jsonl([{"text": f"doc {i} " * 40} for i in range(500)]))
     fetch(layout, ingest, src("a", f, "jsonl"))
-    (part,), _, _ = raw_part_paths(layout, "a")
+    (part,), _, _ = raw_parts(layout, "a")
     part.write_bytes(part.read_bytes()[:-100])
     with pytest.raises(RawPartError, match=r"part-00000.jsonl.zst, line \d+"):
         list(read_raw_part(part))

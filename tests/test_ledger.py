@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from corpus_dagster.errors import LedgerError
-from corpus_dagster.ledger import load_ledger, parse_ledger_lines
+from corpus_dagster.core.errors import LedgerError
+from corpus_dagster.core.ledger import load_ledger, parse_ledger_lines
 
 GOOD = {"source_id": "web.en-1", "urls": ["file:///tmp/x.jsonl"], "format": "jsonl", "license_spdx": "MIT"}
 

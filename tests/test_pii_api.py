@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from corpus_dagster.config import load_config
+from corpus_dagster.core.config import load_config
 from corpus_dagster.scrub import (
     PII_TYPES,
     PLACEHOLDERS,

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from corpus_dagster.dedup.driver import dedup_tables
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import check_results, materialize_global, materialize_sources
 
@@ -96,7 +97,7 @@ def test_filter_counts_equal_rejects_tables(rich):
     assert "web:11" in rejects.get_column("id").to_list()  # the French document
     assert rejects.filter(pl.col("id") == "web:11").get_column("reason").item() == "lang"
     m = manifest(corpus)
-    from corpus_dagster.clean.pipeline import filter_key
+    from corpus_dagster.clean.cleaner import filter_key
 
     counted: dict[str, int] = {}
     for reason in rejects.get_column("reason").to_list():
@@ -112,7 +113,7 @@ def test_dedup_drops_the_larger_ids_and_counts_them(rich):
     assert "forum:4" in ids and "web:7" not in ids
     m = manifest(corpus)
     assert m["dedup"]["exact_dropped"] == 1 and m["dedup"]["near_dropped"] == 1
-    dropped = pl.read_parquet(corpus.layout().stage("dedup") / "dropped.parquet")
+    dropped = pl.read_parquet(dedup_tables(corpus.layout())["dropped"])
     near = dropped.filter(pl.col("reason") == "near").row(0, named=True)
     assert (near["id"], near["matched_id"]) == ("web:7", "forum:4") and near["jaccard"] >= 0.8
     exact = dropped.filter(pl.col("reason") == "exact").row(0, named=True)

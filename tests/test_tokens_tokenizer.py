@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from corpus_dagster.config import load_config
+from corpus_dagster.core.config import load_config
 from corpus_dagster.tokenize.sample import sample_texts, train_sample_bpe
 from corpus_dagster.tokenize.tokenizer import (
     TokenizerLoadError,

@@ -10,17 +10,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_dagster.config import load_config
-from corpus_dagster.tokenize.indexed import encode_index
-from corpus_dagster.tokenize.sample import sample_texts, train_sample_bpe, write_sample_shards
-from corpus_dagster.tokenize.streams import build_token_streams
-from corpus_dagster.tokenize.verify import (
+from corpus_dagster.core.config import load_config
+from corpus_dagster.tokenize.checks import (
     check_counts,
     check_decode_sample,
     check_rebuild,
     other_worker_count,
     sample_positions,
 )
+from corpus_dagster.tokenize.driver import build_token_streams
+from corpus_dagster.tokenize.indexed import encode_index
+from corpus_dagster.tokenize.sample import sample_texts, train_sample_bpe, write_sample_shards
 
 
 def tok_cfg(**over) -> dict:

@@ -1,6 +1,6 @@
 """Clean stage logic (data.02-03): repair, language ID and quality filters; no Dagster import."""
 
-from corpus_dagster.clean.pipeline import (
+from corpus_dagster.clean.cleaner import (
     FILTER_KEYS,
     REASON_CODES,
     REPAIR_KINDS,

@@ -17,15 +17,12 @@ import numpy as np
 
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.verdict import Verdict
-from corpus_dagster.errors import CorpusError
+from corpus_dagster.core.errors import PerplexityModelError
 
 REASONS = ("ppl",)
 _DIGITS = re.compile(r"\d")
 _MODELS: dict[str, Any] = {}
 
-
-class PerplexityModelError(CorpusError):
-    """The perplexity filter is on but its KenLM package or model is missing."""
 
 
 def load_model(path: str | None) -> Any:

@@ -13,7 +13,7 @@ import polars as pl
 import pyarrow as pa
 import regex
 
-from corpus_dagster.clean.tokenizer import PREFIX_CHARS, SPECIAL_CASES, SUFFIX_CHARS, tokenize_chunk
+from corpus_dagster.clean.word_tokens import PREFIX_CHARS, SPECIAL_CASES, SUFFIX_CHARS, tokenize_chunk
 
 # Chunks that are one token as they are: only letters (no special case) or only digits.
 _PLAIN = r"^(?:[\p{L}\p{M}]+|\p{N}+)$"

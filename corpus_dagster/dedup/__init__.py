@@ -1,14 +1,12 @@
 """Dedup and decontamination (data.04): exact dedup, MinHash near-dedup with verified clusters,
-n-gram decontamination against protected evaluation sets. Pure logic: no dagster import.
+n-gram decontamination against protected evaluation sets. No dagster import.
 
-Entry points for the Dagster layer:
-- compute_signatures(doc_files, out_path, cfg, workers): one source's signature file (cached per source);
-- run_dedup(sources, cfg, out_dir, workers): the global step writing dropped/clusters/pairs.parquet;
-- minhash_cluster(kept_ids, clusters_path): the shards' minhash_cluster column from clusters.parquet.
+The stage's reading and writing is in `corpus_dagster.dedup.driver`; the logic entry points are
+- compute_signatures(doc_files, out_path, cfg, workers): one source's signature file;
+- run_dedup(sources, cfg, out_dir, workers): the global step writing dropped/clusters/pairs.parquet.
 """
 
-from corpus_dagster.dedup.annotate import minhash_cluster
-from corpus_dagster.dedup.pipeline import (
+from corpus_dagster.dedup.corpus_dedup import (
     CLUSTERS_SCHEMA,
     DROPPED_SCHEMA,
     PAIRS_SCHEMA,
@@ -23,7 +21,6 @@ __all__ = [
     "PAIRS_SCHEMA",
     "DedupSource",
     "compute_signatures",
-    "minhash_cluster",
     "run_dedup",
     "signature_schema",
 ]

@@ -12,13 +12,13 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from corpus_dagster.core.errors import DedupInputError
+from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.dedup.components import cluster_keepers
-from corpus_dagster.dedup.errors import DedupInputError
+from corpus_dagster.dedup.jaccard import ShingleStore, shingle_sets
 from corpus_dagster.dedup.lsh import band_hashes, candidate_pairs
 from corpus_dagster.dedup.scan import Corpus
 from corpus_dagster.dedup.signatures import byte_batches
-from corpus_dagster.dedup.verify import ShingleStore, shingle_sets
-from corpus_dagster.parallel import ordered_map
 
 
 def lsh_candidates(

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from corpus_dagster.config import fill_defaults, load_schema
-from corpus_dagster.dedup.errors import DedupInputError
+from corpus_dagster.core.config import fill_defaults, load_schema
+from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup.hashing import shingle_hashes, word_hashes
 from corpus_dagster.dedup.text import WordBatch, tokenize_batch
 

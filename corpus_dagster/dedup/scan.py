@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from corpus_dagster.core.errors import DedupInputError
+from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.dedup.decontam import find_contaminated
-from corpus_dagster.dedup.errors import DedupInputError
 from corpus_dagster.dedup.protected import ProtectedIndex
 from corpus_dagster.dedup.signatures import byte_batches
-from corpus_dagster.parallel import ordered_map
 
 
 @dataclass

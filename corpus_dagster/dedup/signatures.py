@@ -16,11 +16,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_dagster.atomic import atomic_path
-from corpus_dagster.dedup.errors import DedupInputError
+from corpus_dagster.core.atomic import atomic_path
+from corpus_dagster.core.errors import DedupInputError
+from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.dedup.minhash import batch_signatures, permutations, signature_dtype
 from corpus_dagster.dedup.text import tokenize_batch
-from corpus_dagster.parallel import ordered_map
 
 SIGNATURE_META_KEY = b"corpus_dagster.dedup.signature"
 SIGNATURE_FORMAT = 1

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from corpus_dagster.atomic import atomic_path
+from corpus_dagster.core.parquet import TABLE
+from corpus_dagster.core.parquet import write_parquet as write_table_file
 from corpus_dagster.dedup.near import Clusters
 
 DROPPED_SCHEMA = pa.schema(
@@ -30,9 +30,8 @@ REASONS = {DECONTAMINATED: "decontaminated", EXACT: "exact", NEAR: "near"}
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
-    """Write one table atomically with fixed settings (same bytes for the same table)."""
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd", compression_level=3)
+    """Write one dedup table atomically with the side-table settings (same bytes for the same table)."""
+    write_table_file(table, path, TABLE)
 
 
 def dropped_table(

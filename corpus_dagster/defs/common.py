@@ -1,5 +1,4 @@
-"""Small helpers shared by the Dagster definitions: sources of a run, markdown tables."""
-
+"""Helpers every Dagster definition shares: the one error adapter, the source set of global assets, tables."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -7,39 +6,68 @@ from typing import Any
 
 import dagster as dg
 
-from corpus_dagster.layout import Layout
-from corpus_dagster.ledger import Source, load_ledger
-
-
-def ledger_sources(layout: Layout) -> list[Source]:
-    """The validated ledger rows."""
-    return load_ledger(layout.ledger)
-
-
-def ledger_source_ids(layout: Layout) -> list[str]:
-    """The source ids of the ledger, in ledger order: the sources a global asset reads."""
-    return [s.source_id for s in ledger_sources(layout)]
+from corpus_dagster.core.checks import CheckReport
+from corpus_dagster.core.errors import CorpusError
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.ledger import Source, load_ledger
+from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 
 
 @contextmanager
-def upstream_required(what: str) -> Iterator[None]:
-    """Turn a missing upstream output into a Dagster failure that says what to materialize first."""
+def corpus_failure(step: str) -> Iterator[None]:
+    """Turn any CorpusError into a Dagster failure whose description says what and where, with metadata."""
     try:
         yield
-    except FileNotFoundError as exc:
-        raise dg.Failure(description=f"{exc}; materialize {what} first") from exc
+    except CorpusError as exc:
+        raise dg.Failure(
+            description=f"{step}: {exc}",
+            metadata={"error": type(exc).__name__, "step": step},
+        ) from exc
 
 
 def source_for_partition(layout: Layout, partition_key: str) -> Source:
     """The ledger row of a partition; a clear error when the partition is no longer in the ledger."""
-    for src in ledger_sources(layout):
+    with corpus_failure("ledger"):
+        sources = load_ledger(layout.ledger)
+    for src in sources:
         if src.source_id == partition_key:
             return src
     raise dg.Failure(f"source {partition_key!r} is not in the ledger {layout.ledger}; the ledger sensor removes stale partitions")
 
 
+def materialized_sources(context: dg.AssetExecutionContext, upstream: str) -> tuple[list[str], list[str]]:
+    """(sources to build, sources waiting): the current source partitions whose `upstream` is materialized.
+
+    Dagster is the source of truth: a source in the ledger that no run has materialized yet is left out
+    (and named), never a failure of the global step; a removed source has no partition any more.
+    """
+    instance = context.instance
+    current = set(instance.get_dynamic_partitions(SOURCE_PARTITIONS_NAME))
+    done = instance.get_materialized_partitions(dg.AssetKey(upstream))
+    ready = sorted(current & set(done))
+    waiting = sorted(current - set(done))
+    if waiting:
+        context.log.warning(f"left out until {upstream} is materialized for them: {', '.join(waiting)}")
+    return ready, waiting
+
+
 def md_table(header: list[str], rows: list[list[Any]]) -> dg.MetadataValue:
-    """A markdown table for the UI."""
+    """A markdown table for the UI; cell text is escaped so `<EMAIL>` stays visible."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in rows]
     return dg.MetadataValue.md("\n".join(lines))
+
+
+def md_escape(value: Any) -> str:
+    """Escape text for a markdown cell: HTML-like placeholders, pipes and newlines."""
+    text = str(value)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|").replace("\n", " ")
+
+
+def check_result(report: CheckReport) -> dg.AssetCheckResult:
+    """The one translation of a CheckReport into a Dagster check result."""
+    metadata: dict[str, Any] = dict(report.metadata)
+    metadata["problems"] = report.n_problems
+    if report.problems:
+        metadata["details"] = dg.MetadataValue.md("\n".join(f"- {md_escape(p)}" for p in report.problems))
+    return dg.AssetCheckResult(passed=report.passed, metadata=metadata)

@@ -1,30 +1,27 @@
 """The corpus config as a Dagster resource: one YAML file, validated, with execution overrides."""
 
-
 import os
 from typing import Any
 
 import dagster as dg
 
-from corpus_dagster.config import load_config
-from corpus_dagster.layout import Layout
-
-DEFAULT_CONFIG_PATH = "configs/demo.yaml"
+from corpus_dagster.core.config import load_config, packaged_config_path
+from corpus_dagster.core.layout import Layout
 
 
 class CorpusConfig(dg.ConfigurableResource):
-    """Loads the corpus config (validated against schemas/corpus-config.schema.json) for every asset.
+    """Loads the corpus config (validated against the packaged corpus-config schema) for every asset.
 
     `artifacts` and `workers` override the file, so a test or a rebuild can point the same config at
     another folder or worker count without editing it.
     """
 
-    config_path: str = DEFAULT_CONFIG_PATH
+    config_path: str
     artifacts: str | None = None
     workers: int | None = None
 
     def resolved(self) -> dict[str, Any]:
-        """The resolved config (defaults filled, overrides applied)."""
+        """The resolved config (defaults filled, overrides applied); ConfigError names file and JSON path."""
         overrides: dict[str, Any] = {}
         if self.artifacts is not None:
             overrides["paths"] = {"artifacts": self.artifacts}
@@ -43,8 +40,8 @@ class CorpusConfig(dg.ConfigurableResource):
 
 
 def default_corpus_config() -> CorpusConfig:
-    """The resource as `dagster dev` builds it: CORPUS_CONFIG or configs/demo.yaml, CORPUS_ARTIFACTS."""
+    """The resource as `dagster dev` builds it: CORPUS_CONFIG (else the packaged demo config), CORPUS_ARTIFACTS."""
     return CorpusConfig(
-        config_path=os.environ.get("CORPUS_CONFIG", DEFAULT_CONFIG_PATH),
+        config_path=os.environ.get("CORPUS_CONFIG") or str(packaged_config_path()),
         artifacts=os.environ.get("CORPUS_ARTIFACTS") or None,
     )

@@ -4,27 +4,27 @@ from collections.abc import Callable
 
 import dagster as dg
 
-from corpus_dagster.defs.common import ledger_source_ids
+from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 from corpus_dagster.defs.resources import CorpusConfig
 
 
 def per_source_assets() -> list[dg.AssetsDefinition]:
     """Assets partitioned by source, in graph order."""
-    from corpus_dagster.definitions import ASSETS
+    from corpus_dagster.defs import ASSETS
 
     return [a for a in ASSETS if a.partitions_def is not None]
 
 
 def global_assets() -> list[dg.AssetsDefinition]:
     """Unpartitioned assets (whole-corpus steps)."""
-    from corpus_dagster.definitions import ASSETS
+    from corpus_dagster.defs import ASSETS
 
     return [a for a in ASSETS if a.partitions_def is None]
 
 
 def all_checks() -> list:
-    from corpus_dagster.definitions import CHECKS
+    from corpus_dagster.defs import CHECKS
 
     return list(CHECKS)
 
@@ -42,7 +42,7 @@ def materialize_sources(
     on_result: Callable[[str, dg.ExecuteInProcessResult], None] | None = None,
 ) -> dict[str, dg.ExecuteInProcessResult]:
     """Materialize the per-source assets of each source partition (one run per source)."""
-    ids = source_ids if source_ids is not None else ledger_source_ids(corpus.layout())
+    ids = source_ids if source_ids is not None else [s.source_id for s in load_ledger(corpus.layout().ledger)]
     sync_partitions(instance, ids)
     results = {}
     assets = per_source_assets()

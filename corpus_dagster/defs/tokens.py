@@ -5,10 +5,9 @@ from typing import Any
 
 import dagster as dg
 
+from corpus_dagster.defs.common import check_result, corpus_failure
 from corpus_dagster.defs.resources import CorpusConfig
-from corpus_dagster.errors import CorpusError
-from corpus_dagster.tokenize import build_token_streams, check_counts, check_decode_sample, check_rebuild
-from corpus_dagster.tokenize.verify import CheckReport
+from corpus_dagster.tokenize import driver
 
 
 def _markdown_table(manifest: dict[str, Any]) -> str:
@@ -23,24 +22,32 @@ def _markdown_table(manifest: dict[str, Any]) -> str:
     group_name="tokenize",
     kinds={"numpy", "parquet"},
     deps=["manifest"],
+    code_version=driver.CODE_VERSION,
     automation_condition=dg.AutomationCondition.eager(),
 )
 def token_streams(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """Megatron-LM .bin/.idx token streams per split, with per-document token counts, from the shards."""
-    cfg, layout = corpus.load()
-    try:
-        result = build_token_streams(layout.shards, layout.tokens, cfg["tokenize"], workers=cfg["workers"])
-    except CorpusError as exc:  # bad input or an unloadable tokenizer: the message says what to do
-        raise dg.Failure(description=str(exc)) from exc
-    m = result.manifest
+    with corpus_failure("token_streams"):  # bad input or an unloadable tokenizer: the message says what to do
+        cfg, layout = corpus.load()
+        result, m, cached = driver.run_token_streams(layout, cfg)
+        key = driver.tokens_key(layout, cfg)[0]
+    if result is None:  # unchanged inputs and settings: nothing was rebuilt
+        context.log.info(f"token streams unchanged (key {key}); nothing rebuilt")
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(key),
+            metadata={"path": dg.MetadataValue.path(str(layout.tokens)), "cached": True, "n_docs": m["n_docs"],
+                      "n_tokens": m["n_tokens"], "tokenizer": m["tokenizer"]["name"], "splits": dg.MetadataValue.md(_markdown_table(m))},
+        )
     mb = result.text_bytes / 1e6
     context.log.info(
         f"tokenized {m['n_docs']} documents ({mb:.1f} MB) into {m['n_tokens']} tokens "
         f"in {result.elapsed_s:.1f}s with {result.workers} worker(s) x {result.threads} thread(s)"
     )
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(key),
         metadata={
             "path": dg.MetadataValue.path(str(layout.tokens)),
+            "cached": cached,
             "tokenizer": m["tokenizer"]["name"],
             "vocab_size": m["tokenizer"]["vocab_size"],
             "dtype": m["dtype"],
@@ -62,25 +69,19 @@ def token_streams(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg
     )
 
 
-def _result(report: CheckReport) -> dg.AssetCheckResult:
-    metadata: dict[str, Any] = dict(report.metadata)
-    metadata["problems"] = report.n_problems
-    if report.problems:
-        metadata["details"] = dg.MetadataValue.md("\n".join(f"- {p}" for p in report.problems))
-    return dg.AssetCheckResult(passed=report.passed, metadata=metadata)
-
-
 @dg.asset_check(asset=token_streams, blocking=True)
 def token_counts_consistent(corpus: CorpusConfig) -> dg.AssetCheckResult:
     """_TOKENS.json totals equal the per-document counts and the .idx sizes; files match their sha256."""
-    return _result(check_counts(corpus.layout().tokens))
+    with corpus_failure("token_counts_consistent"):
+        return check_result(driver.check_streams_counts(corpus.layout()))
 
 
 @dg.asset_check(asset=token_streams, blocking=True)
 def token_sample_decodes(corpus: CorpusConfig) -> dg.AssetCheckResult:
     """A sample of documents decodes back to exactly their shard text, framed by BOS/EOD as configured."""
-    cfg, layout = corpus.load()
-    return _result(check_decode_sample(layout.shards, layout.tokens, cfg["tokenize"]))
+    with corpus_failure("token_sample_decodes"):
+        cfg, layout = corpus.load()
+        return check_result(driver.check_streams_decode(layout, cfg))
 
 
 @dg.asset_check(asset=token_streams, blocking=False)
@@ -89,7 +90,8 @@ def token_streams_reproducible(corpus: CorpusConfig) -> dg.AssetCheckResult:
     cfg, layout = corpus.load()
     if not cfg["tokenize"]["rebuild_check"]:
         return dg.AssetCheckResult(passed=True, metadata={"skipped": "tokenize.rebuild_check is false"})
-    return _result(check_rebuild(layout.shards, layout.tokens, cfg["tokenize"], cfg["workers"]))
+    with corpus_failure("token_streams_reproducible"):
+        return check_result(driver.check_streams_rebuild(layout, cfg))
 
 
 TOKEN_ASSETS = [token_streams]

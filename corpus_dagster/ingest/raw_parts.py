@@ -9,6 +9,7 @@ from typing import IO
 
 import zstandard
 
+from corpus_dagster.core.errors import RawPartError
 from corpus_dagster.ingest.streams import HashingReader, TruncatedStream, iter_lines, iter_zstd
 
 ZSTD_LEVEL = 3
@@ -67,9 +68,6 @@ class PartWriter:
         self._close()
         return self.part_docs
 
-
-class RawPartError(Exception):
-    """A raw part is corrupt: names the part file and line so the source can be refetched."""
 
 
 def read_raw_part(path: Path) -> Iterator[dict]:

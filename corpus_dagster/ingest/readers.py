@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import pyarrow.parquet as pq
 
-from corpus_dagster.errors import SourceError
+from corpus_dagster.core.errors import SourceError
+from corpus_dagster.core.ledger import Source
 from corpus_dagster.ingest.streams import (
     HashingReader,
     TruncatedStream,
@@ -17,7 +18,6 @@ from corpus_dagster.ingest.streams import (
     iter_plain,
     iter_zstd,
 )
-from corpus_dagster.ledger import Source
 
 EXCERPT_CHARS = 200
 

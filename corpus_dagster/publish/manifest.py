@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from corpus_dagster.config import config_sha256, load_schema, schema_violations
+from corpus_dagster.core.config import config_sha256, load_schema, schema_violations
 
 BASE_FILTER_KEYS = ("lang", "gopher", "repetition", "ppl")
 PII_KEYS = ("emails", "phones", "cards", "ips", "keys")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -15,8 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_dagster.parallel import ordered_map
-from corpus_dagster.publish.schema import SHARD_SCHEMA, shard_name
+from corpus_dagster.core.documents import SHARD_SCHEMA, shard_name
+from corpus_dagster.core.hashing import sha256_file
+from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.core.parquet import ParquetSettings, write_parquet
 
 ROW_OVERHEAD_BYTES = 64  # fixed-width columns and offsets of one row, for the row-group size estimate
 DICT_COLUMNS = ["source_id", "license_spdx", "lang", "split"]
@@ -173,19 +174,9 @@ def write_shard(
         for c in ("id", "text", "source_id", "url", "license_spdx", "lang", "split")
     )
     cuts = row_group_cuts(sizes, row_group_max_bytes)
-    with pq.ParquetWriter(
-        out_path,
-        SHARD_SCHEMA,
-        compression="zstd",
-        compression_level=zstd_level,
-        use_dictionary=DICT_COLUMNS,
-        write_statistics=True,
-        version="2.6",
-        data_page_version="1.0",
-    ) as writer:
-        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
-            writer.write_table(table.slice(a, b - a), row_group_size=b - a)
-    digest = hashlib.sha256(out_path.read_bytes()).hexdigest()
+    settings = ParquetSettings(compression_level=zstd_level, use_dictionary=tuple(DICT_COLUMNS))
+    write_parquet(table, out_path, settings, row_groups=cuts)
+    digest = sha256_file(out_path)
     return {"name": out_path.name, "sha256": digest, "rows": table.num_rows}
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import phonenumbers
 import polars as pl
 
-from corpus_dagster.config import fill_defaults, load_schema
+from corpus_dagster.core.config import fill_defaults, load_schema
 from corpus_dagster.scrub.cards import CARD_REGION, find_cards
 from corpus_dagster.scrub.emails import EMAIL_REGIONS, find_emails
 from corpus_dagster.scrub.ips import IP_REGIONS, find_ips

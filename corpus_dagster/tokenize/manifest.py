@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from corpus_dagster.config import load_schema, schema_violations
-from corpus_dagster.errors import CorpusError
+from corpus_dagster.core.config import load_schema, schema_violations
+from corpus_dagster.core.errors import TokenStreamError
 from corpus_dagster.tokenize.indexed import PartInfo
 from corpus_dagster.tokenize.tokenizer import TokenizerInfo
 
@@ -16,9 +16,6 @@ COUNTS_NAME = "token_counts.parquet"
 SCHEMA_NAME = "tokens-manifest.schema.json"
 FORMAT = "megatron-indexed-dataset-v1"
 
-
-class TokenStreamError(CorpusError):
-    """The token streams or their inputs are missing or inconsistent; names the file."""
 
 
 def build_manifest(

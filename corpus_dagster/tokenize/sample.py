@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpus_dagster.publish.schema import SHARD_SCHEMA
+from corpus_dagster.core.documents import SHARD_SCHEMA
 
 
 def split_of(digest: bytes, val_permille: int) -> str:

@@ -25,14 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from corpus_dagster.errors import CorpusError
+from corpus_dagster.core.errors import TokenizerLoadError
 
 KINDS = ("tiktoken", "huggingface")
 ENGINES = ("auto", "tiktoken", "bpe-openai")
 
-
-class TokenizerLoadError(CorpusError):
-    """The tokenizer cannot be loaded offline; the message says what to install or where to put it."""
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corpus_dagster.config import fill_defaults, load_schema, schema_violations
-from corpus_dagster.errors import LedgerError
+from corpus_dagster.core.config import fill_defaults, load_schema, schema_violations
+from corpus_dagster.core.errors import LedgerError
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def ledger_sha256(path: str | Path) -> str:
 
 def write_ledger(path: str | Path, sources: list[Source]) -> None:
     """Write a ledger atomically, one row per source, in the order given."""
-    from corpus_dagster.atomic import atomic_write_bytes
+    from corpus_dagster.core.atomic import atomic_write_bytes
 
     body = "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in sources)
     atomic_write_bytes(Path(path), body.encode("utf-8"))

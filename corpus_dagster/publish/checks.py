@@ -12,8 +12,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from corpus_dagster.core.documents import SHARD_SCHEMA, shard_name
+from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.publish.manifest import manifest_violations
-from corpus_dagster.publish.schema import SHARD_SCHEMA, shard_name
 from corpus_dagster.publish.shards import split_column
 
 MAX_PROBLEMS = 20
@@ -80,7 +81,7 @@ def check_manifest(folder: Path, manifest_path: Path) -> list[str]:
         if not path.exists():
             problems.append(f"{entry['name']}: listed but missing")
             continue
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest = sha256_file(path)
         if digest != entry["sha256"]:
             problems.append(f"{entry['name']}: sha256 {digest} != manifest {entry['sha256']}")
         rows = pq.ParquetFile(path).metadata.num_rows

@@ -6,16 +6,18 @@ import copy
 import hashlib
 import json
 from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
-from corpus_dagster.errors import ConfigError
+from corpus_dagster.core.errors import ConfigError
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
-CONFIG_SCHEMA = SCHEMA_DIR / "corpus-config.schema.json"
+# The schemas and the demo config ship inside the package (a wheel install needs no checkout); the top-level
+# schemas/ and configs/ folders hold the same files for people and other tools (a test keeps them equal).
+PACKAGE_DATA = resources.files("corpus_dagster")
 
 # Keys that say where and how fast to run, never what to build: the determinism rule says they cannot
 # change an output byte, so they stay out of config_sha256 (a rebuild elsewhere or with more workers
@@ -35,8 +37,13 @@ EXECUTION_KEYS = (
 @cache
 def load_schema(name: str) -> dict[str, Any]:
     """Load a JSON schema shipped in schemas/ by file name."""
-    with open(SCHEMA_DIR / name, encoding="utf-8") as fh:
-        return json.load(fh)
+    return json.loads((PACKAGE_DATA / "schemas" / name).read_text(encoding="utf-8"))
+
+
+def packaged_config_path() -> Path:
+    """The demo config shipped in the package: the default when no config is named."""
+    with resources.as_file(PACKAGE_DATA / "configs" / "demo.yaml") as path:
+        return Path(path)
 
 
 def json_path(parts: Any) -> str:
@@ -140,6 +147,17 @@ def output_config(resolved: dict[str, Any]) -> dict[str, Any]:
 def config_sha256(resolved: dict[str, Any]) -> str:
     """SHA-256 (hex) of the canonical JSON of the resolved config, without the execution keys."""
     return hashlib.sha256(canonical_json(output_config(resolved))).hexdigest()
+
+
+def output_settings(resolved: dict[str, Any], section: str, keys: tuple[str, ...] | None = None) -> Any:
+    """The output-deciding settings of one config section (execution keys removed), optionally only `keys`.
+
+    Stage cache keys are built from this, so a stage declares once which section (and keys) it depends on.
+    """
+    value = output_config(resolved)[section]
+    if keys is None:
+        return value
+    return {k: value[k] for k in keys if k in value}
 
 
 def artifacts_root(resolved: dict[str, Any]) -> Path:

@@ -1,4 +1,4 @@
-"""Build the token streams: published shards -> per-split Megatron datasets, token counts, _TOKENS.json.
+"""The tokenize stage's driver: published shards -> per-split Megatron datasets, token counts, _TOKENS.json.
 
 Shards are the unit of work. Each worker process reads one shard (checking its sha256 against the
 shards' manifest), encodes it in batches with the library's batch path and returns its token arrays;
@@ -26,7 +26,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_dagster.atomic import atomic_dir
+from corpus_dagster.core import records
+from corpus_dagster.core.atomic import atomic_dir
+from corpus_dagster.core.checks import CheckReport
+from corpus_dagster.core.config import output_settings
+from corpus_dagster.core.hashing import sha256_hex
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.tokenize.indexed import PartInfo, SplitWriter, token_dtype
 from corpus_dagster.tokenize.manifest import (
     COUNTS_NAME,
@@ -355,3 +361,65 @@ def build_token_streams(
         (tmp / MANIFEST_NAME).write_bytes(dump_manifest(manifest))
     elapsed = time.perf_counter() - start
     return BuildResult(Path(out_dir), manifest, tok.engine, workers, threads, elapsed, text_bytes)
+
+
+# --- The stage as the Dagster layer runs it: keyed by the published manifest's bytes and the settings -----
+
+STAGE = "tokens"
+CODE_VERSION = "1"
+# tokenize keys that never change an output byte live in config.EXECUTION_KEYS; the rest decide the files.
+
+
+def tokens_key(layout: Layout, resolved: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(key, inputs) of the token streams: the shards manifest's content hash and the tokenize settings."""
+    _manifest, raw = read_shards_manifest(layout.shards)
+    inputs = {"shards_manifest_sha256": sha256_hex(raw)}
+    return stage_key(STAGE, CODE_VERSION, inputs, output_settings(resolved, "tokenize")), inputs
+
+
+def run_token_streams(layout: Layout, resolved: dict[str, Any]) -> tuple[BuildResult | None, dict[str, Any], bool]:
+    """Build tokens/<dataset>/<version>/ unless its key is unchanged: (build result or None, manifest, cached)."""
+    key, inputs = tokens_key(layout, resolved)
+    folder = layout.stage(STAGE)
+    done = records.cached(folder, key)
+    if done is not None:
+        return None, json.loads((layout.tokens / MANIFEST_NAME).read_text(encoding="utf-8")), True
+    records.begin(folder)
+    records.begin(layout.tokens.parent)
+    result = build_token_streams(layout.shards, layout.tokens, resolved["tokenize"], workers=resolved["workers"])
+    names = sorted(p.name for p in layout.tokens.iterdir() if p.is_file())
+    records.commit(folder, StageRecord(
+        stage=STAGE, key=key, code_version=CODE_VERSION, inputs=inputs, settings=output_settings(resolved, "tokenize"),
+        output_dir=os.path.relpath(layout.tokens, folder), outputs=records.describe_outputs(layout.tokens, names),
+        files={"streams": names}, stats={"n_docs": result.manifest["n_docs"], "n_tokens": result.manifest["n_tokens"]},
+    ))
+    return result, result.manifest, False
+
+
+def token_counts_file(layout: Layout) -> Path:
+    """The per-document token counts of the current token streams (id, n_tokens, tokenizer, split)."""
+    record = records.require_record(layout.stage(STAGE), "token_streams")
+    return records.record_files(layout.stage(STAGE), record, "streams")[0].parent / COUNTS_NAME
+
+
+# --- Checks of the built streams, as the Dagster layer runs them (the check logic is in tokenize.checks) ----
+
+def check_streams_counts(layout: Layout) -> CheckReport:
+    """_TOKENS.json totals equal the per-document counts and the .idx sizes; files match their sha256."""
+    from corpus_dagster.tokenize.checks import check_counts
+
+    return check_counts(layout.tokens)
+
+
+def check_streams_decode(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
+    """A sample of documents decodes back to exactly their shard text."""
+    from corpus_dagster.tokenize.checks import check_decode_sample
+
+    return check_decode_sample(layout.shards, layout.tokens, resolved["tokenize"])
+
+
+def check_streams_rebuild(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
+    """A rebuild with another worker count gives byte-identical files."""
+    from corpus_dagster.tokenize.checks import check_rebuild
+
+    return check_rebuild(layout.shards, layout.tokens, resolved["tokenize"], resolved["workers"])

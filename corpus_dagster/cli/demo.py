@@ -13,12 +13,11 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from corpus_dagster.atomic import atomic_write_bytes
-from corpus_dagster.config import load_config
-from corpus_dagster.layout import Layout
-from corpus_dagster.ledger import Source, write_ledger
-
-PROJECT = Path(__file__).resolve().parent.parent
+from corpus_dagster.cli.run import default_dagster_home, run_pipeline
+from corpus_dagster.core.atomic import atomic_write_bytes
+from corpus_dagster.core.config import load_config, packaged_config_path
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.ledger import Source, write_ledger
 
 
 def demo_sources(inputs: Path) -> list[Source]:
@@ -51,12 +50,12 @@ def demo_sources(inputs: Path) -> list[Source]:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the demo ledger and run the whole graph; returns the exit code."""
-    from corpus_dagster.run import run_pipeline
 
     argv = argv if argv is not None else sys.argv[1:]
-    config_path = argv[0] if argv else str(PROJECT / "configs" / "demo.yaml")
-    os.chdir(PROJECT)
-    os.environ.setdefault("DAGSTER_HOME", str(PROJECT / ".dagster_home"))
+    home = default_dagster_home()
+    os.chdir(home.parent)  # artifacts and Dagster state of the demo live in the checkout (or the working folder)
+    config_path = argv[0] if argv else str(packaged_config_path())
+    os.environ.setdefault("DAGSTER_HOME", str(home))
     layout = Layout.from_config(load_config(config_path))
     sources = demo_sources(layout.root / "demo-inputs")
     write_ledger(layout.ledger, sources)

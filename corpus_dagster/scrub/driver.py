@@ -1,4 +1,4 @@
-"""Scrub stage driver: per source, drop what dedup removed, scrub PII, recompute sha256 and n_chars.
+"""The scrub stage's driver: per source, drop what dedup removed, scrub PII, recompute sha256 and n_chars.
 
 It runs after the global dedup (so only kept documents are scrubbed) but caches per source under a key
 of (clean output, pii config, that source's dropped ids): a new source scrubs only itself unless dedup
@@ -14,16 +14,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_dagster.layout import Layout
-from corpus_dagster.parallel import ordered_map
+from corpus_dagster.clean.driver import clean_doc_files, clean_record
+from corpus_dagster.core import records
+from corpus_dagster.core.config import output_settings
+from corpus_dagster.core.hashing import sha256_hex
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
+from corpus_dagster.core.records import StageRecord, stage_key
+from corpus_dagster.dedup.driver import dedup_sources, dropped_ids
 from corpus_dagster.scrub.api import PII_TYPES, scrub_texts
-from corpus_dagster.stages.cache import cache_key, current_key, write_current
-from corpus_dagster.store import clean_doc_files, read_current, write_table
+
+STAGE = "scrub"
+CODE_VERSION = "1"
 
 
 def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str, Any]) -> dict[str, Any]:
@@ -50,7 +57,7 @@ def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str
         .set_column(table.schema.get_field_index("n_chars"), "n_chars", pa.array(nchars, pa.int32()))
         .append_column("pii_redactions", pa.array(np.asarray(outcome.redactions, dtype=np.int32)))
     )
-    write_table(out, out_path)
+    write_parquet(out, out_path, INTERMEDIATE)
     return {
         "docs": out.num_rows,
         "dropped": rows_in - out.num_rows,
@@ -65,22 +72,26 @@ def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str
 
 def run_scrub_source(layout: Layout, source_id: str, resolved: dict[str, Any], drop: list[str]) -> dict[str, Any]:
     """Scrub one source's kept documents, unless its inputs and settings are unchanged since last time."""
-    clean_key = current_key(layout.stage("clean", source_id))
-    if clean_key is None:
-        raise FileNotFoundError(f"stage 'clean' has not completed for source {source_id!r}")
-    drop_digest = hashlib.sha256("\n".join(drop).encode()).hexdigest()
-    key = cache_key(clean_key, resolved["pii"], drop_digest)
-    folder = layout.stage("scrub", source_id)
-    record = read_current(folder)
-    if record and record["key"] == key and all((folder / n).exists() for n in record["docs"]):
-        return {**record["stats"], "cached": True}
+    inputs = {"clean": clean_record(layout, source_id).key, "dropped_ids": sha256_hex("\n".join(drop).encode())}
+    settings = output_settings(resolved, "pii")
+    key = stage_key(STAGE, CODE_VERSION, inputs, settings)
+    folder = layout.stage(STAGE, source_id)
+    done = records.cached(folder, key)
+    if done is not None:
+        return {**done.stats, "cached": True, "key": key}
+    records.begin(folder)
     (folder / key).mkdir(parents=True, exist_ok=True)
+    records.begin(folder / key)
     files = clean_doc_files(layout, source_id)
     jobs = [(path, folder / key / f"docs-{i:05d}.parquet", drop, resolved["pii"]) for i, path in enumerate(files)]
     parts = list(ordered_map(scrub_file, jobs, resolved["workers"]))
     stats = summarize(parts)
-    write_current(folder, {"key": key, "docs": [f"{key}/docs-{i:05d}.parquet" for i in range(len(files))], "stats": stats})
-    return {**stats, "cached": False}
+    names = [f"{key}/docs-{i:05d}.parquet" for i in range(len(files))]
+    records.commit(folder, StageRecord(
+        stage=STAGE, key=key, code_version=CODE_VERSION, inputs=inputs, settings=settings,
+        outputs=records.describe_outputs(folder, names), files={"docs": names}, stats=stats,
+    ))
+    return {**stats, "cached": False, "key": key}
 
 
 def summarize(parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -103,10 +114,32 @@ def summarize(parts: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_scrub(layout: Layout, resolved: dict[str, Any], source_ids: list[str], dropped: pl.DataFrame) -> dict[str, dict]:
-    """Scrub every source (cached per source); returns stats per source."""
+def run_scrub(layout: Layout, resolved: dict[str, Any]) -> dict[str, dict]:
+    """Scrub every source the last dedup covered (cached per source); returns stats per source."""
+    source_ids = dedup_sources(layout)
+    dropped = dropped_ids(layout)
     ids = dropped.get_column("id").sort().to_list() if dropped.height else []
     by_source: dict[str, list[str]] = {}
     for x in ids:
         by_source.setdefault(x.rsplit(":", 1)[0], []).append(x)
     return {sid: run_scrub_source(layout, sid, resolved, by_source.get(sid, [])) for sid in source_ids}
+
+
+# --- Reading scrub outputs (the only way the publish stage sees them) -----------------------------------
+
+def scrub_record(layout: Layout, source_id: str) -> StageRecord:
+    """The scrub record of a source (UpstreamMissing when it was never scrubbed)."""
+    return records.require_record(layout.stage(STAGE, source_id), "scrubbed", source_id)
+
+
+def scrubbed_files(layout: Layout, source_id: str) -> list[Path]:
+    """The scrubbed document files of one source, in k order."""
+    return records.record_files(layout.stage(STAGE, source_id), scrub_record(layout, source_id), "docs")
+
+
+def pii_counts(layout: Layout, source_ids: list[str]) -> dict[str, int]:
+    """Placeholders the scrub inserted, per type, over the given sources."""
+    total: Counter[str] = Counter()
+    for sid in source_ids:
+        total.update(scrub_record(layout, sid).stats["pii"])
+    return {t: total[t] for t in PII_TYPES}

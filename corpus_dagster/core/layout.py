@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corpus_dagster.config import artifacts_root
+from corpus_dagster.core.config import artifacts_root
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,12 @@ class Layout:
         """stages/<stage>/[<source_id>/]: intermediate per-stage outputs (not part of the published contract)."""
         base = self.root / "stages" / stage
         return base / source_id if source_id is not None else base
+
+    def source_outputs(self, source_id: str) -> list[Path]:
+        """Every folder that holds outputs of one source (raw parts, downloads, per-source stage folders)."""
+        stages = self.root / "stages"
+        per_stage = sorted(p / source_id for p in stages.iterdir() if (p / source_id).is_dir()) if stages.is_dir() else []
+        return [p for p in (self.raw_source(source_id), self.downloads(source_id)) if p.exists()] + per_stage
 
     @property
     def shards(self) -> Path:

@@ -5,49 +5,21 @@ Each check returns a CheckReport (passed, problems, metadata) so the Dagster lay
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
 
-from corpus_dagster.errors import CorpusError
+from corpus_dagster.core.checks import CheckReport
+from corpus_dagster.core.errors import CorpusError, TokenStreamError
+from corpus_dagster.core.hashing import sha256_file
+from corpus_dagster.tokenize.driver import SPLITS, build_token_streams, read_shards_manifest
 from corpus_dagster.tokenize.indexed import DTYPE_CODES, IndexData, read_index, read_sequence
-from corpus_dagster.tokenize.manifest import COUNTS_NAME, MANIFEST_NAME, TokenStreamError, read_manifest
-from corpus_dagster.tokenize.streams import SPLITS, build_token_streams, read_shards_manifest
+from corpus_dagster.tokenize.manifest import COUNTS_NAME, MANIFEST_NAME, read_manifest
 from corpus_dagster.tokenize.tokenizer import load_tokenizer
-
-MAX_PROBLEMS = 20  # problems listed in a report; the count is always exact
-
-
-@dataclass
-class CheckReport:
-    """The outcome of one check: passed when there are no problems."""
-
-    problems: list[str] = field(default_factory=list)
-    metadata: dict[str, Any] = field(default_factory=dict)
-    n_problems: int = 0
-
-    @property
-    def passed(self) -> bool:
-        return self.n_problems == 0
-
-    def fail(self, problem: str) -> None:
-        self.n_problems += 1
-        if len(self.problems) < MAX_PROBLEMS:
-            self.problems.append(problem)
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def check_counts(tokens_dir: str | Path) -> CheckReport:
@@ -73,7 +45,7 @@ def check_counts(tokens_dir: str | Path) -> CheckReport:
                     continue
                 if path.stat().st_size != f["bytes"]:
                     report.fail(f"{f['name']}: {path.stat().st_size} bytes, manifest says {f['bytes']}")
-                elif _sha256_file(path) != f["sha256"]:
+                elif sha256_file(path) != f["sha256"]:
                     report.fail(f"{f['name']}: sha256 differs from the manifest")
             try:
                 index = read_index(tokens_dir / part["idx"]["name"])
@@ -268,7 +240,7 @@ def check_rebuild(
         if names != again:
             report.fail(f"file sets differ: {names} vs rebuilt {again}")
         for name in sorted(set(names) & set(again)):
-            if _sha256_file(tokens_dir / name) != _sha256_file(scratch / name):
+            if sha256_file(tokens_dir / name) != sha256_file(scratch / name):
                 report.fail(f"{name}: differs from a rebuild with workers={rebuilt.workers}")
         report.metadata.update(rebuild_workers=rebuilt.workers, files_compared=len(set(names) & set(again)))
     except CorpusError as exc:

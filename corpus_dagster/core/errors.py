@@ -44,3 +44,31 @@ class SourceError(CorpusError):
 
 class ChecksumMismatch(SourceError):
     """A fetched file's sha256 differs from the one pinned in the ledger."""
+
+
+class RawPartError(CorpusError):
+    """A raw part is corrupt: names the part file and line so the source can be refetched."""
+
+
+class UpstreamMissing(CorpusError):
+    """A stage's input has not been produced yet (or is stale): names the stage, source and what to run."""
+
+
+class StageOutputError(CorpusError):
+    """A stage output on disk does not match the record written with it (deleted, truncated or edited)."""
+
+
+class DedupInputError(CorpusError):
+    """An input of the dedup stage is missing, malformed or stale; the message names the file."""
+
+
+class PerplexityModelError(CorpusError):
+    """The perplexity filter is enabled but its KenLM model cannot be loaded."""
+
+
+class TokenizerLoadError(CorpusError):
+    """The configured tokenizer cannot be loaded offline; the message says what to install or set."""
+
+
+class TokenStreamError(CorpusError):
+    """Token streams or their inputs are malformed; the message names the file."""

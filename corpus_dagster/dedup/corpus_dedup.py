@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from corpus_dagster.dedup.errors import DedupInputError
+from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup.exact import exact_duplicates
 from corpus_dagster.dedup.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.dedup.near import build_store, lsh_candidates, near_clusters

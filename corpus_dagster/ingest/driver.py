@@ -16,14 +16,20 @@ from typing import Any
 
 import fsspec
 
-from corpus_dagster.atomic import atomic_dir, atomic_path, atomic_write_bytes
-from corpus_dagster.errors import ChecksumMismatch, SourceError
+from corpus_dagster.core import records
+from corpus_dagster.core.atomic import atomic_dir, atomic_path, atomic_write_bytes
+from corpus_dagster.core.config import output_settings
+from corpus_dagster.core.errors import ChecksumMismatch, SourceError
+from corpus_dagster.core.hashing import sha256_file
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.ledger import Source
+from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.ingest.raw_parts import PartWriter, part_name
 from corpus_dagster.ingest.readers import Doc, iter_file
-from corpus_dagster.layout import Layout
-from corpus_dagster.ledger import Source
 
 QUARANTINE_FILE = "_QUARANTINE.jsonl"
+CODE_VERSION = "2"  # bump when a change here changes raw part bytes
+SETTINGS = ("part_max_bytes", "part_max_docs", "max_doc_bytes")  # the ingest settings that shape raw parts
 
 
 @dataclass(frozen=True)
@@ -113,15 +119,6 @@ def file_ukey(rf: ResolvedFile) -> str:
     return json.dumps(keep, sort_keys=True, default=str)
 
 
-def sha256_file(path: str | Path) -> str:
-    """Streaming SHA-256 of a local file."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def download(rf: ResolvedFile, target: Path, source_id: str) -> str:
     """Stream a remote file into the cache atomically, hashing as it goes; returns its sha256."""
     h = hashlib.sha256()
@@ -154,7 +151,8 @@ def fetch_source(
     """Fetch one source into corpus/raw/<source_id>/<yyyymmdd>/ parts. Resumable and atomic.
 
     Files whose checksum already matches (by the pin or the last fetch record, and unchanged size/mtime/etag)
-    are not downloaded again; when no file changed and the parts exist, nothing is rewritten.
+    are not downloaded again. When the stage key (file content hashes, ledger fields, settings) equals the
+    record's and the parts are intact, nothing is rewritten.
     """
     start = time.monotonic()
     now = now or dt.datetime.now(dt.UTC)
@@ -189,24 +187,25 @@ def fetch_source(
             log.debug(f"{source.source_id}: {rf.url} sha256={sha[:12]} ({'skipped' if reusable else 'fetched'})")
         locals_.append((rf, local_path, sha, ukey))
 
-    settings = {k: ingest_cfg[k] for k in ("part_max_bytes", "part_max_docs", "max_doc_bytes")}
+    settings = output_settings({"ingest": ingest_cfg}, "ingest", SETTINGS)
     file_entries = [{"url": rf.url, "sha256": sha, "bytes": _size(lp), "ukey": uk} for rf, lp, sha, uk in locals_]
-    same_files = [(f["url"], f["sha256"]) for f in record.get("files", [])] == [(f["url"], f["sha256"]) for f in file_entries]
-    old_dir = layout.raw_source(source.source_id) / record.get("date", "-")
-    if same_files and record.get("settings") == settings and _parts_present(old_dir, record):
+    key = stage_key("ingest", CODE_VERSION, ingest_inputs(source, file_entries), settings)
+    raw_dir = layout.raw_source(source.source_id)
+    records.begin(raw_dir)
+    done = records.cached(raw_dir, key)
+    if done is not None:
         result.unchanged = True
-        result.date = record["date"]
-        result.docs = record["docs"]
-        result.parts = len(record["parts"])
-        result.bytes_uncompressed = record["bytes_uncompressed"]
-        result.quarantined = record.get("quarantined", {})
-        if record["files"] != file_entries:  # same bytes, new mtime: remember the new ukeys
+        result.date = done.stats["date"]
+        result.docs = done.stats["docs"]
+        result.parts = len(done.files["parts"])
+        result.bytes_uncompressed = done.stats["bytes_uncompressed"]
+        result.quarantined = done.stats.get("quarantined", {})
+        if record.get("files") != file_entries:  # same bytes, new mtime or ETag: remember the new identities
             atomic_write_bytes(record_path, _dump({**record, "files": file_entries}))
         result.seconds = time.monotonic() - start
         return result
 
     # 2. Stream every document into parts inside a temp folder; rename it into place at the end.
-    raw_dir = layout.raw_source(source.source_id)
     quarantined: Counter[str] = Counter()
     with atomic_dir(raw_dir / date) as tmp:
         writer = PartWriter(tmp, ingest_cfg["part_max_bytes"], ingest_cfg["part_max_docs"])
@@ -223,23 +222,39 @@ def fetch_source(
     result.parts = len(part_docs)
     result.bytes_uncompressed = writer.bytes_uncompressed
     result.quarantined = dict(sorted(quarantined.items()))
-    new_record = {
-        "source_id": source.source_id,
+    atomic_write_bytes(record_path, _dump({"source_id": source.source_id, "files": file_entries}))
+    part_names = [f"{date}/{part_name(i)}" for i in range(len(part_docs))]
+    stats = {
         "date": date,
         "fetched_at": fetched_at,
-        "settings": settings,
-        "files": file_entries,
-        "parts": [{"name": part_name(i), "docs": n} for i, n in enumerate(part_docs)],
+        "part_docs": part_docs,
         "docs": result.docs,
         "bytes_uncompressed": result.bytes_uncompressed,
         "quarantined": result.quarantined,
     }
-    atomic_write_bytes(record_path, _dump(new_record))
+    records.commit(raw_dir, StageRecord(
+        stage="ingest", key=key, code_version=CODE_VERSION, inputs=ingest_inputs(source, file_entries),
+        settings=settings, outputs=records.describe_outputs(raw_dir, part_names), files={"parts": part_names},
+        stats=stats,
+    ), prune=False)
     for other in raw_dir.iterdir():  # keep only the current fetch date
         if other.is_dir() and other.name != date and other.name.isdigit():
             shutil.rmtree(other, ignore_errors=True)
     result.seconds = time.monotonic() - start
     return result
+
+
+def ingest_inputs(source: Source, file_entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the raw parts are made of: every file's URL and content hash, and the ledger fields that shape records.
+
+    File identities (size, mtime, ETag) are left out on purpose: touching a file, or an ETag that changes
+    while the bytes do not, must not recompute anything.
+    """
+    row = source.to_json()
+    return {
+        "files": [[f["url"], f["sha256"]] for f in file_entries],
+        "ledger": {k: row[k] for k in ("format", "text_field", "url_field", "license_spdx")},
+    }
 
 
 def _size(path: str) -> int:
@@ -253,18 +268,9 @@ def _dump(obj: dict[str, Any]) -> bytes:
     return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def _parts_present(folder: Path, record: dict[str, Any]) -> bool:
-    return folder.is_dir() and all((folder / p["name"]).exists() for p in record.get("parts", []))
-
-
-def raw_part_paths(layout: Layout, source_id: str) -> tuple[list[Path], list[int], dict[str, Any]]:
-    """The current raw parts of a source in path order, with documents per part and the fetch record."""
-    record = load_record(layout.fetch_record(source_id))
-    if record is None:
-        raise SourceError(source_id, "raw_documents has not been materialized for this source (no _FETCH.json)")
-    folder = layout.raw_source(source_id) / record["date"]
-    paths = [folder / p["name"] for p in record["parts"]]
-    missing = [str(p) for p in paths if not p.exists()]
-    if missing:
-        raise SourceError(source_id, f"raw parts missing: {missing[:3]}; rerun raw_documents")
-    return paths, [p["docs"] for p in record["parts"]], record
+def raw_parts(layout: Layout, source_id: str) -> tuple[list[Path], list[int], StageRecord]:
+    """The current raw parts of a source in path order, documents per part, and the ingest record."""
+    folder = layout.raw_source(source_id)
+    record = records.require_record(folder, "raw_documents", source_id)
+    paths = records.record_files(folder, record, "parts")
+    return paths, list(record.stats["part_docs"]), record

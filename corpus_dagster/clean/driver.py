@@ -1,0 +1,209 @@
+"""The clean stage's driver: all of its reading and writing.
+
+Raw parts of one source -> ids -> clean logic -> per-part docs and rejects tables under
+`stages/clean/<source_id>/<key>/`, cached under a key of the raw parts' content hashes and the `clean`
+settings. Other stages read clean outputs only through the functions at the bottom of this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from corpus_dagster.clean.cleaner import FILTER_KEYS, REPAIR_KINDS, clean_texts, filter_key
+from corpus_dagster.core import records
+from corpus_dagster.core.atomic import atomic_write_bytes
+from corpus_dagster.core.config import output_settings
+from corpus_dagster.core.documents import DOCUMENT_FIELDS
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
+from corpus_dagster.core.records import StageRecord, stage_key
+from corpus_dagster.ingest.driver import raw_parts
+from corpus_dagster.ingest.raw_parts import read_raw_part
+
+STAGE = "clean"
+CODE_VERSION = "1"  # bump when a change to the clean logic changes its output bytes
+BASE_FILTER_KEYS = ("lang", "gopher", "repetition", "ppl")  # always in the manifest's `filters`
+
+# Per-part document files, in document-id k order within a source. Later per-source stages keep these
+# columns and this order.
+CLEAN_DOC_SCHEMA = pa.schema([*DOCUMENT_FIELDS, ("repairs", pa.list_(pa.string()))])
+# Every document a clean filter dropped, with the rule that fired first and the value it measured.
+REJECT_SCHEMA = pa.schema(
+    [("id", pa.string()), ("url", pa.string()), ("reason", pa.string()), ("value", pa.float64()), ("text", pa.string())]
+)
+
+
+def clean_part(raw_path: Path, first_k: int, source_id: str, clean_cfg: dict[str, Any], out_dir: Path, index: int) -> dict:
+    """Clean one raw part into docs-<i>.parquet and rejects-<i>.parquet; returns the part's stats."""
+    docs_path = out_dir / f"docs-{index:05d}.parquet"
+    rejects_path = out_dir / f"rejects-{index:05d}.parquet"
+    stats_path = out_dir / f"stats-{index:05d}.json"
+    if docs_path.exists() and rejects_path.exists() and stats_path.exists():
+        return json.loads(stats_path.read_text())  # resumed: this part completed in an earlier run
+    start = time.monotonic()
+    records = list(read_raw_part(raw_path))
+    outcome = clean_texts([r["text"] for r in records], clean_cfg, source_id)
+    kept_idx = [i for i, reason in enumerate(outcome.reason) if reason is None]
+    drop_idx = [i for i, reason in enumerate(outcome.reason) if reason is not None]
+
+    def ids(idx: list[int]) -> list[str]:
+        return [f"{source_id}:{first_k + i}" for i in idx]
+
+    texts = [outcome.text[i] for i in kept_idx]
+    docs = pa.table(
+        {
+            "id": ids(kept_idx),
+            "text": texts,
+            "source_id": [source_id] * len(kept_idx),
+            "url": [records[i]["url"] for i in kept_idx],
+            "license_spdx": [records[i]["license_spdx"] for i in kept_idx],
+            "lang": [outcome.lang[i] for i in kept_idx],
+            "n_chars": pa.array([len(t) for t in texts], pa.int32()),
+            "sha256": pa.array([hashlib.sha256(t.encode("utf-8")).digest() for t in texts], pa.binary(32)),
+            "repairs": pa.array([outcome.repairs[i] for i in kept_idx], pa.list_(pa.string())),
+        },
+        schema=CLEAN_DOC_SCHEMA,
+    )
+    rejects = pa.table(
+        {
+            "id": ids(drop_idx),
+            "url": [records[i]["url"] for i in drop_idx],
+            "reason": [outcome.reason[i] for i in drop_idx],
+            "value": pa.array([outcome.value[i] for i in drop_idx], pa.float64()),
+            "text": [outcome.text[i] for i in drop_idx],
+        },
+        schema=REJECT_SCHEMA,
+    )
+    write_parquet(docs, docs_path, INTERMEDIATE)
+    write_parquet(rejects, rejects_path, INTERMEDIATE)
+    stats = {
+        "docs_in": len(records),
+        "kept": docs.num_rows,
+        "rejected": rejects.num_rows,
+        "reasons": dict(sorted(Counter(r for r in outcome.reason if r is not None).items())),
+        "repairs": dict(sorted(Counter(k for rs in outcome.repairs for k in rs).items())),
+        "langs": dict(sorted(Counter(outcome.lang).items())),
+        "bytes_in": sum(len(r["text"].encode("utf-8", errors="surrogatepass")) for r in records),
+        "seconds": round(time.monotonic() - start, 3),
+    }
+    atomic_write_bytes(stats_path, json.dumps(stats, sort_keys=True).encode())
+    return stats
+
+
+def clean_key(layout: Layout, source_id: str, resolved: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(key, key inputs) of a source's clean output: raw part content hashes, clean settings, code version."""
+    _paths, _docs, raw = raw_parts(layout, source_id)
+    inputs = {"raw_parts": [[name, raw.outputs[name]["sha256"]] for name in raw.files["parts"]]}
+    return stage_key(STAGE, CODE_VERSION, inputs, output_settings(resolved, "clean")), inputs
+
+
+def run_clean_source(layout: Layout, source_id: str, resolved: dict[str, Any], log: Any = None) -> dict[str, Any]:
+    """Clean every raw part of a source (in parallel over parts), resuming parts that already completed.
+
+    Returns the stage stats plus `cached` (True when the key was unchanged and nothing ran) and `key`.
+    """
+    parts, part_docs, _raw = raw_parts(layout, source_id)
+    key, inputs = clean_key(layout, source_id, resolved)
+    folder = layout.stage(STAGE, source_id)
+    done = records.cached(folder, key)
+    if done is not None:
+        return {**done.stats, "cached": True, "key": key}
+    records.begin(folder)
+    out_dir = folder / key
+    out_dir.mkdir(parents=True, exist_ok=True)
+    records.begin(out_dir)
+    clean_cfg = resolved["clean"]
+    offsets = [sum(part_docs[:i]) for i in range(len(part_docs))]
+    jobs = [(p, offsets[i], source_id, clean_cfg, out_dir, i) for i, p in enumerate(parts)]
+    per_part = []
+    for i, stats in enumerate(ordered_map(clean_part, jobs, resolved["workers"])):
+        per_part.append(stats)
+        if log:
+            log.info(f"{source_id}: part {i + 1}/{len(jobs)} cleaned ({stats['kept']} kept, {stats['rejected']} rejected)")
+    total = summarize(per_part)
+    docs = [f"{key}/docs-{i:05d}.parquet" for i in range(len(parts))]
+    rejects = [f"{key}/rejects-{i:05d}.parquet" for i in range(len(parts))]
+    records.commit(folder, StageRecord(  # also drops outputs of older configs / fetches
+        stage=STAGE, key=key, code_version=CODE_VERSION, inputs=inputs, settings=output_settings(resolved, "clean"),
+        outputs=records.describe_outputs(folder, docs + rejects), files={"docs": docs, "rejects": rejects}, stats=total,
+    ))
+    return {**total, "cached": False, "key": key}
+
+
+def summarize(per_part: list[dict[str, Any]]) -> dict[str, Any]:
+    """Add up part stats; dict keys sorted so the record is stable."""
+    reasons: Counter[str] = Counter()
+    repairs: Counter[str] = Counter()
+    langs: Counter[str] = Counter()
+    for s in per_part:
+        reasons.update(s["reasons"])
+        repairs.update(s["repairs"])
+        langs.update(s.get("langs", {}))
+    return {
+        "parts": len(per_part),
+        "docs_in": sum(s["docs_in"] for s in per_part),
+        "kept": sum(s["kept"] for s in per_part),
+        "rejected": sum(s["rejected"] for s in per_part),
+        "bytes_in": sum(s["bytes_in"] for s in per_part),
+        "reasons": dict(sorted(reasons.items())),
+        "repairs": dict(sorted(repairs.items())),
+        "langs": dict(sorted(langs.items())),
+        "seconds": round(sum(s["seconds"] for s in per_part), 3),
+    }
+
+
+# --- Reading clean outputs (the only way other stages and the Dagster layer see them) ---------------------
+
+def clean_record(layout: Layout, source_id: str) -> StageRecord:
+    """The clean stage record of a source (UpstreamMissing when the source was never cleaned)."""
+    return records.require_record(layout.stage(STAGE, source_id), "clean_documents", source_id)
+
+
+def clean_doc_files(layout: Layout, source_id: str) -> list[Path]:
+    """The clean document files of one source, in k order (schema CLEAN_DOC_SCHEMA)."""
+    return records.record_files(layout.stage(STAGE, source_id), clean_record(layout, source_id), "docs")
+
+
+def reject_files(layout: Layout, source_id: str) -> list[Path]:
+    """The rejects files of one source, in k order (schema REJECT_SCHEMA)."""
+    return records.record_files(layout.stage(STAGE, source_id), clean_record(layout, source_id), "rejects")
+
+
+def reject_examples(layout: Layout, source_id: str, per_reason: int) -> list[list[Any]]:
+    """Up to `per_reason` rejected documents per reason code: [id, reason, value], sorted by id."""
+    examples: list[list[Any]] = []
+    seen: Counter[str] = Counter()
+    for path in reject_files(layout, source_id):
+        for row in pq.read_table(path, columns=["id", "reason", "value"]).to_pylist():
+            if seen[row["reason"]] < per_reason:
+                seen[row["reason"]] += 1
+                examples.append([row["id"], row["reason"], row["value"]])
+    return sorted(examples)
+
+
+def filter_and_repair_counts(
+    layout: Layout, source_ids: list[str], clean_cfg: dict[str, Any]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Manifest `filters` and `repairs`, summed over the sources' clean records.
+
+    `filters` holds lang, gopher, repetition and ppl always, plus every further rule that is enabled (or
+    that dropped something), in the fixed FILTER_KEYS order.
+    """
+    filters: Counter[str] = Counter()
+    repairs: Counter[str] = Counter()
+    for sid in source_ids:
+        stats = clean_record(layout, sid).stats
+        for reason, n in stats.get("reasons", {}).items():
+            filters[filter_key(reason)] += n
+        repairs.update(stats.get("repairs", {}))
+    keys = [k for k in FILTER_KEYS if k in BASE_FILTER_KEYS or clean_cfg.get(k, {}).get("enabled") or filters[k]]
+    return {k: filters[k] for k in keys}, {k: repairs[k] for k in REPAIR_KINDS}

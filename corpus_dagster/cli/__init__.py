@@ -1,0 +1,1 @@
+"""Command lines (run, demo, docs generation): thin over the Dagster layer and the stage drivers."""

@@ -1,0 +1,38 @@
+"""One report type for every check (shards, manifest, token streams, analysis, release)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_PROBLEMS = 20  # problems listed in a report; the count is always exact
+
+
+@dataclass
+class CheckReport:
+    """The outcome of one check: passed when there are no problems; metadata says what was checked."""
+
+    problems: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    n_problems: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return self.n_problems == 0
+
+    def fail(self, problem: str) -> None:
+        """Record one problem (listed up to MAX_PROBLEMS, always counted)."""
+        self.n_problems += 1
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(problem)
+
+    def extend(self, problems: list[str]) -> CheckReport:
+        """Record every problem of a list; returns self so checks can end with `return report.extend(...)`."""
+        for p in problems:
+            self.fail(p)
+        return self
+
+
+def report_of(problems: list[str], **metadata: Any) -> CheckReport:
+    """A report from a list of problems and what was checked."""
+    return CheckReport(metadata=dict(metadata)).extend(problems)

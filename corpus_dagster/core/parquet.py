@@ -1,0 +1,55 @@
+"""One Parquet-writing helper: every table is written atomically with settings named by its caller.
+
+Writer settings decide output bytes, so each table kind states its own (`ParquetSettings`) instead of
+inheriting library defaults that may change between pyarrow versions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from corpus_dagster.core.atomic import atomic_path
+
+
+@dataclass(frozen=True)
+class ParquetSettings:
+    """Writer settings that decide a file's bytes."""
+
+    compression: str = "zstd"
+    compression_level: int = 3
+    row_group_rows: int | None = None  # None: one row group per `row_groups` cut (or pyarrow's default size)
+    use_dictionary: bool | tuple[str, ...] = True
+    write_statistics: bool = True
+
+
+# Intermediate per-part stage tables: fast to write, small row groups so a later stage reads only the rows it needs.
+INTERMEDIATE = ParquetSettings(compression_level=1, row_group_rows=2048)
+# Small side tables (dedup decisions, token counts, analysis tables).
+TABLE = ParquetSettings(compression_level=3)
+
+
+def write_parquet(
+    table: pa.Table, path: str | Path, settings: ParquetSettings, row_groups: list[int] | None = None
+) -> None:
+    """Write `table` to `path` atomically; `row_groups` (row boundaries incl. 0 and n) cuts row groups by hand."""
+    with atomic_path(path) as tmp:
+        use_dict = list(settings.use_dictionary) if isinstance(settings.use_dictionary, tuple) else settings.use_dictionary
+        with pq.ParquetWriter(
+            tmp,
+            table.schema,
+            compression=settings.compression,
+            compression_level=settings.compression_level,
+            use_dictionary=use_dict,
+            write_statistics=settings.write_statistics,
+            version="2.6",
+            data_page_version="1.0",
+        ) as writer:
+            if row_groups is not None:
+                for a, b in zip(row_groups[:-1], row_groups[1:], strict=True):
+                    writer.write_table(table.slice(a, b - a), row_group_size=max(b - a, 1))
+            else:
+                writer.write_table(table, row_group_size=settings.row_group_rows)

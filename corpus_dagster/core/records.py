@@ -1,0 +1,143 @@
+"""Stage records: one mechanism for every stage's cache key and the content hashes of its outputs.
+
+A stage folder (`stages/<stage>/[<source_id>/]`) holds its outputs under a sub-folder named by the key
+and a `_RECORD.json` written last. The key is the hash of
+- the content hashes of the stage's inputs (sha256 of raw files, or the upstream stages' keys),
+- the settings that change the stage's output bytes (one declaration per stage, see `output_settings`),
+- the stage's code version.
+Mtimes, ETags, paths and worker counts never enter a key. A rerun whose key equals the record's and whose
+outputs are intact does nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from corpus_dagster.core.atomic import atomic_write_bytes, remove_stale_temps
+from corpus_dagster.core.config import canonical_json
+from corpus_dagster.core.errors import StageOutputError, UpstreamMissing
+from corpus_dagster.core.hashing import sha256_file, sha256_hex
+
+RECORD = "_RECORD.json"
+
+
+def stage_key(stage: str, code_version: str, inputs: Any, settings: Any) -> str:
+    """The cache key of one stage run: a hash of its input content, output-deciding settings and code version."""
+    body = {"stage": stage, "code_version": code_version, "inputs": inputs, "settings": settings}
+    return sha256_hex(canonical_json(body))[:16]
+
+
+@dataclass
+class StageRecord:
+    """What a completed stage run wrote: its key, what the key was made of, its outputs and their hashes."""
+
+    stage: str
+    key: str
+    code_version: str
+    inputs: Any
+    settings: Any
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # relative name -> {sha256, bytes}
+    files: dict[str, list[str]] = field(default_factory=dict)  # named lists of outputs, e.g. docs, rejects
+    stats: dict[str, Any] = field(default_factory=dict)
+    # Where the outputs live, relative to the record's folder: "." for stage folders; published outputs
+    # (shards, token streams) live at their contract paths and are named from there.
+    output_dir: str = "."
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage, "key": self.key, "code_version": self.code_version, "inputs": self.inputs,
+            "settings": self.settings, "output_dir": self.output_dir, "outputs": self.outputs, "files": self.files,
+            "stats": self.stats,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StageRecord:
+        names = ("stage", "key", "code_version", "inputs", "settings", "outputs", "files", "stats", "output_dir")
+        return cls(**{k: data[k] for k in names})
+
+    def base(self, folder: Path) -> Path:
+        """The folder the output names are relative to."""
+        return Path(folder) / self.output_dir
+
+
+def read_record(folder: Path) -> StageRecord | None:
+    """The record of a stage folder, or None when the stage never completed there."""
+    path = Path(folder) / RECORD
+    if not path.exists():
+        return None
+    try:
+        return StageRecord.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return None  # a record from an older layout or a damaged one: the stage recomputes
+
+
+def require_record(folder: Path, stage: str, source_id: str | None = None) -> StageRecord:
+    """The record of a completed stage; UpstreamMissing naming the stage and source when there is none."""
+    record = read_record(folder)
+    if record is None:
+        where = f" for source {source_id!r}" if source_id else ""
+        what = f"{stage}[{source_id}]" if source_id else stage
+        raise UpstreamMissing(f"stage {stage!r} has not completed{where} (no {Path(folder) / RECORD}); materialize {what}")
+    return record
+
+
+def describe_outputs(folder: Path, names: list[str]) -> dict[str, dict[str, Any]]:
+    """{name: {sha256, bytes}} of output files relative to `folder`, in the order given."""
+    return {n: {"sha256": sha256_file(folder / n), "bytes": (folder / n).stat().st_size} for n in names}
+
+
+def outputs_intact(folder: Path, record: StageRecord) -> bool:
+    """Every output the record lists exists with its recorded size (cheap; `verify_outputs` hashes)."""
+    for name, entry in record.outputs.items():
+        path = record.base(folder) / name
+        if not path.exists() or path.stat().st_size != entry["bytes"]:
+            return False
+    return True
+
+
+def verify_outputs(folder: Path, record: StageRecord) -> list[str]:
+    """Problems of outputs that do not match the hashes recorded when they were written."""
+    problems = []
+    for name, entry in record.outputs.items():
+        path = record.base(folder) / name
+        if not path.exists():
+            problems.append(f"{path}: missing")
+        elif sha256_file(path) != entry["sha256"]:
+            problems.append(f"{path}: sha256 differs from the stage record")
+    return problems
+
+
+def cached(folder: Path, key: str) -> StageRecord | None:
+    """The folder's record when it was written under `key` and its outputs are intact, else None."""
+    record = read_record(folder)
+    if record is not None and record.key == key and outputs_intact(folder, record):
+        return record
+    return None
+
+
+def begin(folder: Path) -> None:
+    """Prepare a stage folder for a run: create it and clear temp leftovers of a killed process."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(folder)
+
+
+def commit(folder: Path, record: StageRecord, prune: bool = True) -> None:
+    """Write the record last (atomically), then (with `prune`) remove output folders of older keys."""
+    folder = Path(folder)
+    atomic_write_bytes(folder / RECORD, (json.dumps(record.to_json(), indent=2, sort_keys=True) + "\n").encode())
+    for other in folder.iterdir() if prune else ():
+        if other.is_dir() and other.name != record.key and not other.name.startswith(("_", ".")):
+            shutil.rmtree(other, ignore_errors=True)
+
+
+def record_files(folder: Path, record: StageRecord, kind: str) -> list[Path]:
+    """Absolute paths of a named output list of a record (e.g. `docs`), checked to exist."""
+    paths = [record.base(folder) / name for name in record.files.get(kind, [])]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise StageOutputError(f"stage {record.stage!r}: outputs missing on disk: {missing[:3]}; rerun that stage")
+    return paths
