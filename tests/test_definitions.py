@@ -103,17 +103,21 @@ def _materialization_count(instance, key: str, partition: str) -> int:
 
 def test_adding_a_source_never_recomputes_other_sources(setup_dir):
     corpus = CorpusConfig(config_path=str(setup_dir))
-    ledger = corpus.layout().ledger
+    layout = corpus.layout()
+    ledger = layout.ledger
     rows = _ledger_rows(ledger)
     _write_rows(ledger, rows[:2])
     with dg.instance_for_test() as instance:
         materialize_sources(corpus, instance)
+        records = sorted(p for p in layout.root.glob("**/_RECORD.json") if {"alpha", "beta"} & set(p.parts))
+        before = {p: (p.stat().st_mtime_ns, p.stat().st_ino) for p in records}
         _write_rows(ledger, rows)  # gamma added
         materialize_sources(corpus, instance, ["gamma"])
         for key in ("raw_documents", "clean_documents", "rejects", "minhash_signatures"):
             assert _materialization_count(instance, key, "alpha") == 1
-            assert _materialization_count(instance, key, "beta") == 1
             assert _materialization_count(instance, key, "gamma") == 1
+        # Nothing of alpha or beta was rewritten on disk (a recompute rewrites its stage record).
+        assert len(records) == 6 and {p: (p.stat().st_mtime_ns, p.stat().st_ino) for p in records} == before
         # Automation: after gamma's raw documents change again, only gamma's downstream partitions are requested.
         defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS, resources={"corpus": corpus})
         cursor = dg.evaluate_automation_conditions(defs=defs, instance=instance).cursor

@@ -7,14 +7,11 @@ from corpus_dagster.clean.cleaner import (
     RULE_ORDER,
     CleanOutcome,
     clean_texts,
-    filter_counts,
     filter_key,
     reason_counts,
-    reason_examples,
-    repair_counts,
 )
 
 __all__ = [
-    "FILTER_KEYS", "REASON_CODES", "REPAIR_KINDS", "RULE_ORDER", "CleanOutcome", "clean_texts", "filter_counts",
-    "filter_key", "reason_counts", "reason_examples", "repair_counts",
+    "FILTER_KEYS", "REASON_CODES", "REPAIR_KINDS", "RULE_ORDER", "CleanOutcome", "clean_texts",
+    "filter_key", "reason_counts",
 ]

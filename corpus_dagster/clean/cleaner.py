@@ -8,7 +8,7 @@ computed for fewer documents. Output depends only on the texts, the config and t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from corpus_dagster.clean.verdict import Verdict
 
 __all__ = [
     "BATCH_DOCS", "FILTER_KEYS", "REASON_CODES", "REPAIR_KINDS", "RULE_ORDER", "CleanOutcome", "clean_texts",
-    "filter_counts", "filter_key", "in_scope", "reason_counts", "reason_examples", "repair_counts",
+    "filter_key", "in_scope", "reason_counts",
 ]
 
 # Manifest `filters` keys, in the manifest's order.
@@ -132,32 +132,3 @@ def reason_counts(reasons: Iterable[str | None]) -> dict[str, int]:
         if r is not None:
             counts[r] = counts.get(r, 0) + 1
     return {code: counts[code] for code in REASON_CODES if code in counts}
-
-
-def filter_counts(reasons: Iterable[str | None], cfg: dict[str, Any] | None = None) -> dict[str, int]:
-    """Manifest `filters` object: lang, gopher, repetition, ppl always, then every further rule that
-    is enabled in `cfg` (the resolved `clean` section; None = all of them), in FILTER_KEYS order."""
-    counts = dict.fromkeys(FILTER_KEYS, 0)
-    for r in reasons:
-        if r is not None:
-            counts[filter_key(r)] += 1
-    always = FILTER_KEYS[:4]
-    return {k: v for k, v in counts.items() if k in always or cfg is None or cfg[k]["enabled"] or v}
-
-
-def repair_counts(repairs: Iterable[Sequence[str]]) -> dict[str, int]:
-    """Documents per repair kind (manifest `repairs`), every kind present, in REPAIR_KINDS order."""
-    counts = dict.fromkeys(REPAIR_KINDS, 0)
-    for done in repairs:
-        for kind in done:
-            counts[kind] += 1
-    return counts
-
-
-def reason_examples(ids: Sequence[str], reasons: Sequence[str | None], k: int = 3) -> dict[str, list[str]]:
-    """The first `k` ids (in input order) dropped for each reason code, for asset metadata."""
-    out: dict[str, list[str]] = {}
-    for doc_id, r in zip(ids, reasons, strict=True):
-        if r is not None and len(out.setdefault(r, [])) < k:
-            out[r].append(doc_id)
-    return {code: out[code] for code in REASON_CODES if code in out}

@@ -18,9 +18,9 @@ from typing import Any
 
 from corpus_dagster.clean.driver import clean_record, filter_and_repair_counts
 from corpus_dagster.core import records
-from corpus_dagster.core.atomic import atomic_dir
+from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes
 from corpus_dagster.core.checks import CheckReport, report_of
-from corpus_dagster.core.config import config_sha256
+from corpus_dagster.core.config import config_sha256, output_settings
 from corpus_dagster.core.errors import UpstreamMissing
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import ledger_sha256
@@ -45,6 +45,13 @@ class PublishResult:
     sources: list[str]
     cached: bool = False
     key: str = ""
+    shards_rewritten: bool = True
+
+
+def shard_settings(resolved: dict[str, Any]) -> dict[str, Any]:
+    """The settings that decide shard bytes (the manifest depends on the whole output config)."""
+    return {"shard_rows": resolved["shard_rows"], "val_permille": resolved["val_permille"],
+            "publish": output_settings(resolved, "publish")}
 
 
 def publish_key(layout: Layout, resolved: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -63,13 +70,17 @@ def write_publish(layout: Layout, resolved: dict[str, Any], out_dir: Path, worke
     source_ids = dedup_sources(layout)
     sources = [SourceDocs(sid, scrubbed_files(layout, sid)) for sid in source_ids]
     shards = build_shards(sources, Annotations(clusters=clusters(layout)), out_dir, resolved, workers)
-    filters, repairs = filter_and_repair_counts(layout, source_ids, resolved["clean"])
-    manifest = build_manifest(
-        resolved, shards.shards, filters, repairs, dedup_stats(layout), pii_counts(layout, source_ids),
-        ledger_sha256(layout.ledger),
-    )
+    manifest = manifest_for(layout, resolved, shards.shards, source_ids)
     (out_dir / MANIFEST).write_bytes(manifest_bytes(manifest))
     return PublishResult(manifest, shards, source_ids)
+
+
+def manifest_for(layout: Layout, resolved: dict[str, Any], shards: list[dict[str, Any]], source_ids: list[str]) -> dict[str, Any]:
+    """The manifest of the given shard entries, with counts from the stage records."""
+    filters, repairs = filter_and_repair_counts(layout, source_ids, resolved["clean"])
+    return build_manifest(
+        resolved, shards, filters, repairs, dedup_stats(layout), pii_counts(layout, source_ids), ledger_sha256(layout.ledger)
+    )
 
 
 def run_publish(layout: Layout, resolved: dict[str, Any]) -> PublishResult:
@@ -83,14 +94,25 @@ def run_publish(layout: Layout, resolved: dict[str, Any]) -> PublishResult:
                              done.stats["sources"], cached=True, key=key)
     records.begin(folder)
     records.begin(layout.shards.parent)
-    with atomic_dir(layout.shards) as tmp:
-        result = write_publish(layout, resolved, tmp, resolved["workers"])
+    shards_key = stage_key(STAGE, CODE_VERSION, inputs, shard_settings(resolved))
+    previous = records.read_record(folder)
+    if previous and previous.stats.get("shards_key") == shards_key and records.outputs_intact(folder, previous):
+        # Only settings outside the shards changed (the manifest's config_sha256): rewrite the manifest alone.
+        old = read_manifest(layout)
+        manifest = manifest_for(layout, resolved, old["shards"], previous.stats["sources"])
+        atomic_write_bytes(layout.manifest, manifest_bytes(manifest))
+        result = PublishResult(manifest, ShardsResult(shards=manifest["shards"], n_docs=manifest["n_docs"]),
+                               previous.stats["sources"], shards_rewritten=False)
+    else:
+        with atomic_dir(layout.shards) as tmp:
+            result = write_publish(layout, resolved, tmp, resolved["workers"])
     names = [s["name"] for s in result.manifest["shards"]] + [MANIFEST]
     records.commit(folder, StageRecord(
         stage=STAGE, key=key, code_version=CODE_VERSION, inputs=inputs, settings={"config_sha256": config_sha256(resolved)},
         output_dir=os.path.relpath(layout.shards, folder), outputs=records.describe_outputs(layout.shards, names),
         files={"shards": names[:-1], "manifest": [MANIFEST]},
-        stats={"sources": result.sources, "n_docs": result.manifest["n_docs"], "seconds": round(result.shards.seconds, 3)},
+        stats={"sources": result.sources, "n_docs": result.manifest["n_docs"], "shards_key": shards_key,
+               "seconds": round(result.shards.seconds, 3)},
     ))
     result.key = key
     return result
