@@ -1,4 +1,4 @@
-"""The published shard schema of DESIGN.md, column for column."""
+"""The document columns and the published shard schema (docs/formats.md), column for column."""
 
 import pyarrow as pa
 

@@ -1,4 +1,4 @@
-"""The manifest: keys in the DESIGN.md order, counts from the stage records, canonical bytes."""
+"""The manifest: keys in the order of docs/formats.md, counts from the stage records, canonical bytes."""
 
 from __future__ import annotations
 

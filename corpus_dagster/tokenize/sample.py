@@ -1,4 +1,4 @@
-"""Write small published-shard folders (shards + _MANIFEST.json, per the DESIGN file contract) from texts.
+"""Write small published-shard folders (shards + _MANIFEST.json, per the file contract in docs/formats.md) from texts.
 
 For tests and benchmarks of the token streams, so they do not depend on the full ingest-to-publish
 pipeline. The rows follow the contract: ids `<source_id>:<k>`, sorted by id in byte order, `split`
