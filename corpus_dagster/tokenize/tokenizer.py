@@ -282,7 +282,7 @@ class HFTokenizer:
 
     def vocab_sha256(self) -> str:
         """SHA-256 of the tokenizer.json bytes."""
-        return hashlib.sha256(self.file.read_bytes()).hexdigest()
+        return sha256_file(self.file)
 
 
 Tokenizer = TiktokenTokenizer | HFTokenizer
