@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from corpus_dagster.core.errors import TokenizerLoadError
+from corpus_dagster.core.hashing import sha256_file
 
 KINDS = ("tiktoken", "huggingface")
 ENGINES = ("auto", "tiktoken", "bpe-openai")
