@@ -50,12 +50,19 @@ class BreakIndex:
                 nexts.append(m.end())
             self.levels.append((ends, nexts))
 
-    def last_break(self, floor: int, limit: int) -> tuple[int, int] | None:
-        """The preferred break whose content end lies in (floor, limit]: the last one of the best level."""
+    def best_break(self, windows: Sequence[tuple[int, int]], target: int) -> tuple[int, int] | None:
+        """The break nearest `target` whose content end lies in a window (floor, limit]. Levels come first:
+        a paragraph break anywhere in any window beats a line break at the target; windows are tried in order."""
         for ends, nexts in self.levels:
-            i = bisect.bisect_right(ends, limit) - 1
-            if i >= 0 and ends[i] > floor:
-                return ends[i], nexts[i]
+            for floor, limit in windows:
+                i = bisect.bisect_right(ends, target)
+                near = [j for j in (i - 1, i) if 0 <= j < len(ends) and floor < ends[j] <= limit]
+                if not near:  # nothing next to the target: the last break inside the window
+                    j = bisect.bisect_right(ends, limit) - 1
+                    near = [j] if j >= 0 and ends[j] > floor else []
+                if near:
+                    j = min(near, key=lambda j: (abs(ends[j] - target), j))
+                    return ends[j], nexts[j]
         return None
 
 
@@ -101,10 +108,11 @@ def segment_text(
         target = (low + high) / 2
         cut = None
         for _ in range(MAX_ATTEMPTS):
-            limit = pos + int(target * cpt)
-            found = index.last_break(pos + int(low * cpt), limit) or index.last_break(
-                pos + int(buckets.min_tokens * cpt), limit
-            )
+            windows = [
+                (pos + int((low - 0.5) * cpt), pos + int((high + 0.5) * cpt)),
+                (pos + int(buckets.min_tokens * cpt), pos + int(buckets.max_tokens * cpt)),
+            ]
+            found = index.best_break(windows, pos + int(target * cpt))
             if found is None:
                 break
             end, nxt = found
