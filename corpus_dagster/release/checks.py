@@ -19,12 +19,15 @@ def _report(problems: list[Any], **metadata: Any) -> dict[str, Any]:
 
 def check_bucket_bounds(rows: pl.DataFrame, buckets: Buckets) -> dict[str, Any]:
     """Every row's token count lies in its bucket (`rows`: file, bucket, n_tokens)."""
-    lows = pl.Series([buckets.low(k) for k in range(buckets.count)])
-    highs = pl.Series([buckets.high(k) for k in range(buckets.count)])
-    r = rows.with_columns(
-        pl.col("bucket").map_elements(lambda k: lows[k], return_dtype=pl.Int64).alias("low"),
-        pl.col("bucket").map_elements(lambda k: highs[k], return_dtype=pl.Int64).alias("high"),
-    ) if rows.height else rows.with_columns(pl.lit(0).alias("low"), pl.lit(0).alias("high"))
+    edges = pl.DataFrame(
+        {
+            "bucket": list(range(buckets.count)),
+            "low": [buckets.low(k) for k in range(buckets.count)],
+            "high": [buckets.high(k) for k in range(buckets.count)],
+        },
+        schema={"bucket": rows.schema.get("bucket", pl.Int32), "low": pl.Int64, "high": pl.Int64},
+    )
+    r = rows.join(edges, on="bucket", how="left", maintain_order="left")
     bad = r.filter((pl.col("n_tokens") < pl.col("low")) | (pl.col("n_tokens") > pl.col("high")))
     problems = [
         {"file": f, "n_tokens": int(n), "bucket": f"{lo}-{hi}"}
