@@ -46,6 +46,10 @@ class ChecksumMismatch(SourceError):
     """A fetched file's sha256 differs from the one pinned in the ledger."""
 
 
+class SelectionError(SourceError):
+    """A ledger row's `where` or `keep_fields` cannot be applied to the source's records."""
+
+
 class RawPartError(CorpusError):
     """A raw part is corrupt: names the part file and line so the source can be refetched."""
 

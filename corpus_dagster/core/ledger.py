@@ -24,6 +24,10 @@ class Source:
     url_field: str | None = None
     sha256: dict[str, str] = field(default_factory=dict)
     description: str = ""
+    where: str | None = None
+    keep_fields: tuple[str, ...] = ()
+    hub_dataset: str | None = None
+    category: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ledger row as written to LEDGER.jsonl (keys in schema order)."""
@@ -38,6 +42,14 @@ class Source:
         }
         if self.description:
             row["description"] = self.description
+        if self.where is not None:
+            row["where"] = self.where
+        if self.keep_fields:
+            row["keep_fields"] = list(self.keep_fields)
+        if self.hub_dataset is not None:
+            row["hub_dataset"] = self.hub_dataset
+        if self.category is not None:
+            row["category"] = self.category
         return row
 
 
@@ -75,6 +87,10 @@ def parse_ledger_lines(lines: list[str], ledger_name: str) -> list[Source]:
                 url_field=row["url_field"],
                 sha256=dict(row["sha256"]),
                 description=row.get("description", ""),
+                where=row.get("where"),
+                keep_fields=tuple(row["keep_fields"]),
+                hub_dataset=row.get("hub_dataset"),
+                category=row.get("category"),
             )
         )
     if violations:

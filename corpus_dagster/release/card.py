@@ -1,0 +1,158 @@
+"""The dataset card (README.md with YAML front matter), rendered from the release statistics only.
+
+Rendering is a pure function of the statistics, so the card check re-renders it from statistics
+recomputed from the files and compares bytes: every number in the card then equals the data's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+FIGURES = (
+    ("docs_per_bucket.png", "Documents per length bucket"),
+    ("tokens_by_source.png", "Tokens by source"),
+    ("source_mix.png", "Source mix across lengths"),
+)
+
+
+def size_category(n: int) -> str:
+    """The Hub's size_categories value for n rows."""
+    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+                         (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")):
+        if n < limit:
+            return label
+    return "n>1T" if n >= 10**12 else "1B<n<10B"
+
+
+def hub_license(spdx: list[str]) -> str:
+    """One Hub license id for the card: the sources' shared SPDX id lowercased, else `other`."""
+    distinct = sorted(set(spdx))
+    return distinct[0].lower() if len(distinct) == 1 else "other"
+
+
+def front_matter(info: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    """Card metadata: pretty_name, language, license, task_categories, size_categories, tags, configs."""
+    configs: list[dict[str, Any]] = [
+        {"config_name": "default", "default": True, "data_files": [{"split": "train", "path": "data/*/*.parquet"}]}
+    ]
+    for b in data["buckets"]:
+        if b["docs"]:
+            configs.append(
+                {"config_name": b["folder"], "data_files": [{"split": "train", "path": f"data/{b['folder']}/*.parquet"}]}
+            )
+    meta: dict[str, Any] = {"pretty_name": info["pretty_name"]}
+    if info["languages"]:
+        meta["language"] = list(info["languages"])
+    meta["license"] = info["license"]
+    meta["task_categories"] = list(info["task_categories"])
+    meta["size_categories"] = [size_category(data["docs"])]
+    meta["tags"] = list(info["tags"])
+    meta["configs"] = configs
+    return meta
+
+
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def headline_rows(info: dict[str, Any], data: dict[str, Any], cleaning: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The headline table as (label, value)."""
+    dupes = sum(r["count"] for r in cleaning if r["stage"] == "release" and r["reason"] == "exact_duplicate")
+    return [
+        ("documents", _n(data["docs"])),
+        (f"tokens ({info['tokenizer']})", _n(data["tokens"])),
+        ("length range (tokens)", f"{_n(data['min_tokens_seen'])} to {_n(data['max_tokens_seen'])}"),
+        ("documents per bucket", f"{_n(data['docs_per_bucket_min'])} to {_n(data['docs_per_bucket_max'])}"),
+        ("buckets", _n(len(data["buckets"]))),
+        ("sources", _n(data["n_sources"])),
+        ("segments (cut from longer documents)", _n(data["segments"])),
+        ("exact duplicates removed", _n(dupes)),
+        ("version", info["version"]),
+        ("build date", info["build_date"]),
+    ]
+
+
+def render_card(info: dict[str, Any], data: dict[str, Any], cleaning: list[dict[str, Any]]) -> str:
+    """README.md text. `info`: name, version, pretty_name, tokenizer, length_column, build_date, license,
+    languages, task_categories, tags, settings (the release section); `cleaning`: rows of stage, reason, count."""
+    meta = front_matter(info, data)
+    col = info["length_column"]
+    s = info["settings"]
+    first = next((b["folder"] for b in data["buckets"] if b["docs"]), data["buckets"][0]["folder"])
+    out = ["---", yaml.safe_dump(meta, sort_keys=False, allow_unicode=True).rstrip(), "---", ""]
+    out += [f"# {info['pretty_name']}", ""]
+    out += [
+        f"Documents balanced by length for long-context training: {_n(len(data['buckets']))} buckets of "
+        f"{_n(s['bucket_width'])} tokens from {_n(s['min_tokens'])} to {_n(s['max_tokens'])} tokens "
+        f"({info['tokenizer']}, no special tokens). Documents longer than {_n(s['max_tokens'])} tokens are cut "
+        f"into at most {s['max_segments']} segments at paragraph breaks; each source contributes at most "
+        f"{_n(s['per_bucket_cap'])} documents per bucket (chosen with seed {s['seed']}).",
+        "",
+        "| | |",
+        "|---|---|",
+    ]
+    out += [f"| {k} | {v} |" for k, v in headline_rows(info, data, cleaning)]
+    out += ["", "## Usage", "", "```python", "from datasets import load_dataset", ""]
+    out += [
+        "# the whole release (run from the release folder, or prefix the paths with hf://datasets/<repo>/)",
+        'ds = load_dataset("parquet", data_files="data/*/*.parquet", split="train")',
+        "# one bucket",
+        f'bucket = load_dataset("parquet", data_files="data/{first}/*.parquet", split="train")',
+        "# a token range",
+        f'short = ds.filter(lambda row: {s["min_tokens"]} <= row["{col}"] < {s["min_tokens"] + 2 * s["bucket_width"]})',
+        "```",
+        "",
+        "## Schema",
+        "",
+        "| column | type | meaning |",
+        "|---|---|---|",
+        "| id | string | UUIDv5 of `<source_id>:<row>` (plus the character span for a segment); stable across rebuilds |",
+        "| created_at | timestamp[us, UTC] | when the document was fetched |",
+        "| source_type | string | the source's hub dataset, or its source id |",
+        "| metadata | string | JSON: url, title when known, license, source_file, cleaned (repairs applied), "
+        "source_id, doc_id, kept source fields; segments add parent_id, segment, char_span |",
+        "| content | string | the text |",
+        f"| {col} | int32 | tokens of content ({info['tokenizer']}, no special tokens) |",
+        "| tags | list<string> | empty by default |",
+        "",
+        "## Composition",
+        "",
+        "| source | hub dataset | category | docs | tokens | mean length (tokens) | segmented | license |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in data["sources"]:
+        out.append(
+            f"| {r['source_id']} | {r['hub_dataset']} | {r['category']} | {_n(r['docs'])} | {_n(r['tokens'])} | "
+            f"{r['mean_tokens']:,.1f} | {_pct(r['segmented_share'])} | {r['license']} |"
+        )
+    out += ["", "![Tokens by source](assets/tokens_by_source.png)", "", "## Buckets", ""]
+    out += ["| bucket | tokens range | docs | tokens | largest sources |", "|---|---|---|---|---|"]
+    for b in data["buckets"]:
+        top = ", ".join(f"{sid} {_pct(share)}" for sid, share in b["top_sources"])
+        out.append(f"| {b['folder']} | {_n(b['low'])} to {_n(b['high'])} | {_n(b['docs'])} | {_n(b['tokens'])} | {top} |")
+    out += ["", "![Documents per length bucket](assets/docs_per_bucket.png)", ""]
+    out += ["![Source mix across lengths](assets/source_mix.png)", "", "## Cleaning", ""]
+    out += ["| stage | reason | documents |", "|---|---|---|"]
+    out += [f"| {r['stage']} | {r['reason']} | {_n(r['count'])} |" for r in cleaning]
+    out += [
+        "",
+        "## Limitations",
+        "",
+        "- Lengths are counted with one tokenizer; another tokenizer puts documents in other buckets.",
+        "- Segments are cut at paragraph (else line, sentence, word) breaks without regard to meaning; "
+        "text after the last segment is dropped.",
+        "- Per-source caps and the shuffle are seeded: another seed selects other documents.",
+        "- Exact duplicates are removed; near duplicates were removed upstream at the configured Jaccard "
+        "threshold, and some remain.",
+        "- PII was replaced by placeholders (<EMAIL>, <PHONE>, <CARD>, <IP>, <KEY>) by pattern matching, "
+        "which misses some and hits some false positives.",
+        "- Licenses are per source as recorded in the ledger; check them before use.",
+        "",
+    ]
+    return "\n".join(out)
