@@ -23,6 +23,7 @@ import argparse
 import gzip
 import json
 import os
+import pydoc_data.topics
 import random
 import re
 import subprocess
@@ -76,9 +77,7 @@ def build(per_lang: int, en_man: int, seed: int) -> tuple[list[dict], dict[str, 
     rng.shuffle(en_pages)
     with ThreadPoolExecutor(max_workers=2) as pool:
         texts = list(pool.map(render, en_pages[:en_man]))
-        docs += [{"lang": "en", "source": "man", "name": p.name, "text": t} for p, t in zip(en_pages, texts)]
-        import pydoc_data.topics
-
+        docs += [{"lang": "en", "source": "man", "name": p.name, "text": t} for p, t in zip(en_pages[:en_man], texts, strict=True)]
         topics = pydoc_data.topics.topics
         docs += [{"lang": "en", "source": "pydoc", "name": k, "text": topics[k]} for k in sorted(topics)]
         for lic in sorted(Path("/usr/share/common-licenses").glob("*")):
@@ -92,7 +91,7 @@ def build(per_lang: int, en_man: int, seed: int) -> tuple[list[dict], dict[str, 
             rendered = list(pool.map(render, pages))
             originals = list(pool.map(render, [MAN / p.parent.name / p.name for p in pages]))
             kept = 0
-            for page, text, english in zip(pages, rendered, originals):
+            for page, text, english in zip(pages, rendered, originals, strict=True):
                 if kept >= per_lang:
                     break
                 if english_overlap(text, english) > MIXED_OVERLAP:
