@@ -63,7 +63,9 @@ def prose_samples(texts: pl.Series, cfg: dict[str, Any]) -> pl.DataFrame:
     lines = (
         windows.with_columns(pl.col("window").str.split("\n").alias("line")).drop("window")
         .explode("line")
-        # cheapest test first: most non-prose lines (blank, headers, flags alone) are short
+        # cheapest tests first: most non-prose lines (blank, headers, flags alone) are short, and a line of
+        # n words has at least 2n - 1 bytes
+        .filter(pl.col("line").str.len_bytes() >= 2 * cfg["min_line_words"] - 1)
         .with_columns((pl.col("line").str.count_matches(r"\S+") + pl.col("line").str.count_matches(_UNSPACED) // 2)
                       .alias("words"))
         .filter(pl.col("words") >= cfg["min_line_words"])
