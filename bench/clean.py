@@ -335,7 +335,8 @@ def run_ours(texts: list[str], cfg: dict, end_to_end_cfg: dict) -> dict:
     from corpus_dagster.clean.words import split_words
 
     (repaired, repairs, series), t_repair = timed(repair_texts, texts, cfg["repair"])
-    (langs, _), t_lang = timed(detect_languages, series, cfg["lang"])
+    lang_result, t_lang = timed(detect_languages, series, cfg["lang"])
+    langs = lang_result.lang
     fired: Counter = Counter()
     secs = {"repair": t_repair, "lang": t_lang, "words": 0.0, "gopher": 0.0, "repetition": 0.0, "rules": 0.0}
     q_reason: list = []

@@ -257,6 +257,8 @@ def generate(n_docs: int, folder: Path) -> dict:
                     "n_chars": pa.array([len(t) for t in py], pa.int32()),
                     "sha256": pa.array([hashlib.sha256(t.encode()).digest() for t in py], pa.binary(32)),
                     "repairs": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
+                    "lang_score": pa.array([1.0] * n, pa.float32()),
+                    "lang_sample_chars": pa.array([0] * n, pa.int32()),
                 },
                 schema=CLEAN_DOC_SCHEMA,
             )

@@ -36,6 +36,8 @@ def write_clean_docs(
             "n_chars": pa.array([len(t) for t in texts], pa.int32()),
             "sha256": pa.array([hashlib.sha256(t.encode()).digest() for t in texts], pa.binary(32)),
             "repairs": pa.array([[] for _ in texts], pa.list_(pa.string())),
+            "lang_score": pa.array([0.99] * n, pa.float32()),
+            "lang_sample_chars": pa.array([min(len(t), 1000) for t in texts], pa.int32()),
         },
         schema=CLEAN_DOC_SCHEMA,
     )

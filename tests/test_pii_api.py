@@ -22,7 +22,7 @@ from corpus_dagster.scrub.api import _plan
 from corpus_dagster.scrub.prescreen import candidate_regions, windows
 
 TEXTS = [
-    "Mail john.doe@acme.io or call +1 202 555 0143 from 52.14.200.7, card 4111 1111 1111 1111, "
+    "Mail john.doe@acme.io or call +1 202 555 0143 from 52.14.200.7, card 4556 7375 8689 9855, "
     "key AKIAZ7VNQ3B2KX4MPLQW.",
     "nothing to see on 2023-01-15, version 1.2.3.4",
     "",

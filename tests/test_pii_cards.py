@@ -5,12 +5,15 @@ import copy
 import pytest
 
 from corpus_dagster.scrub import default_pii_config, find_pii
-from corpus_dagster.scrub.cards import known_issuer, luhn_ok
+from corpus_dagster.scrub.cards import TEST_NUMBERS, known_issuer, luhn_ok
 
 
 @pytest.fixture(scope="module")
 def cfg() -> dict:
-    return default_pii_config()
+    """The default config with the published test numbers redacted too: the detector tests below use them."""
+    out = default_pii_config()
+    out["cards"]["keep_test_numbers"] = False
+    return out
 
 
 def cards(text: str, cfg: dict) -> list[str]:
@@ -74,6 +77,27 @@ def test_numbers_that_are_not_cards_stay(text: str, cfg: dict) -> None:
 
 def test_card_cue_beats_id_cue_and_disable(cfg: dict) -> None:
     assert cards("order 17 paid by card 4111111111111111", cfg) == ["4111111111111111"]
+    assert cards("CC#4111111111111111 exp 04/27", cfg) == ["4111111111111111"]  # `#` after a payment word
+    assert cards("CC # 4111111111111111", cfg) == ["4111111111111111"]
+    assert cards("Ref #4111111111111111", cfg) == []  # `#` after anything else is an id cue
+    assert cards("Refund the amount to 4556737586899855 today", cfg) == ["4556737586899855"]
+    assert cards("the amount to 4556737586899855 today", cfg) == []  # the id cue alone
+    assert cards("billing: invoice 5351328804012218", cfg) == ["5351328804012218"]
     off = copy.deepcopy(cfg)
     off["cards"]["enabled"] = False
     assert cards("4111 1111 1111 1111", off) == []
+
+
+@pytest.mark.parametrize("number", ["4111 1111 1111 1111", "4242424242424242", "5555-5555-5555-4444",
+                                    "378282246310005", "6011111111111117", "3530111333300000"])
+def test_published_test_numbers_are_kept_by_default(number: str) -> None:
+    text = f"In test mode use the card {number} with any CVC and a future date."
+    assert cards(text, default_pii_config()) == []
+    off = default_pii_config()
+    off["cards"]["keep_test_numbers"] = False
+    assert cards(text, off) == [number]
+
+
+def test_test_number_table_holds_only_valid_card_numbers() -> None:
+    assert all(luhn_ok(n) and known_issuer(n) for n in TEST_NUMBERS)
+    assert cards("card 4556 7375 8689 9855", default_pii_config()) == ["4556 7375 8689 9855"]  # not a test number

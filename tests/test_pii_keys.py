@@ -164,3 +164,44 @@ def test_disabled_detector_finds_nothing(cfg: dict) -> None:
     off = copy.deepcopy(cfg)
     off["keys"]["enabled"] = False
     assert keys(TOKENS[0], off) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ('gpg --batch --passphrase "Xk9#mP2q" -d backup.gpg', "Xk9#mP2q"),
+        ("The passphrase is 'correct horse battery staple' - keep it.", "correct horse battery staple"),
+        ('mysql -u admin --password "Tr0ub4&" -h db01', "Tr0ub4&"),
+        ('Set the Wi-Fi password "IwmVsm1" on the guest network.', "IwmVsm1"),
+        ("the admin password is 'K5^JsC' until we rotate it", "K5^JsC"),
+        ("secret key: 4f9a8c", "4f9a8c"),
+        ('Secret key \u201cAb3dE9xQ\u201d was pasted in the ticket.', "Ab3dE9xQ"),
+        ("password=Xk9#m2", "Xk9#m2"),  # short: no entropy floor after a strong cue
+        ("pwd=aB3xY9", "aB3xY9"),
+    ],
+)
+def test_cued_secrets_short_or_mixed(text: str, secret: str) -> None:
+    cfg = default_pii_config()
+    found = [text[s:e] for kind, s, e in find_pii(text, cfg) if kind == "keys"]
+    assert found == [secret]
+    longer = copy.deepcopy(cfg)
+    longer["keys"]["cued_min_length"] = len(secret) + 1
+    assert [k for k, _, _ in find_pii(text, longer) if k == "keys"] == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Enter your password "twice" to confirm.',  # one class
+        "password 'hunter2' is the classic joke",  # a word with digits
+        'passphrase "your passphrase here"',  # placeholder
+        "password=MyPassword",  # names the secret
+        'password: "${DB_PASS}"',
+        "secret key: SECRET_KEY",
+        'Set password "" to disable authentication.',
+        "password: 'xxxxxx'",
+        "--pvk-password=my-pvk-password",
+    ],
+)
+def test_cued_non_secrets_stay(text: str) -> None:
+    assert [k for k, _, _ in find_pii(text, default_pii_config()) if k == "keys"] == []

@@ -93,10 +93,10 @@ def test_a_nearer_phone_cue_beats_an_id_cue(cfg: dict) -> None:
 
 
 def test_national_formats_follow_the_default_region(cfg: dict) -> None:
-    assert phones("Ring 020 7946 0958 now", cfg) == []
+    assert phones("Office 020 7946 0958 now", cfg) == []  # no cue: a GB national number is not tried
     gb = copy.deepcopy(cfg)
     gb["phones"]["default_region"] = "GB"
-    assert phones("Ring 020 7946 0958 now", gb) == ["020 7946 0958"]
+    assert phones("Office 020 7946 0958 now", gb) == ["020 7946 0958"]
     assert national_min_digits("US") == 10 and national_max_digits("US") == 11
 
 
@@ -124,3 +124,64 @@ def test_unknown_default_region_is_a_config_error(cfg: dict) -> None:
     _plan_from_json.cache_clear()
     with pytest.raises(ValueError, match="default_region 'ZZ'"):
         find_pii("x", bad)
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("Tel: 0415 645 206", "0415 645 206"),  # AU mobile
+        ("For bookings call 030 632606 today", "030 632606"),  # DE Berlin
+        ("Natel: Tel. 078 158 83 24", "078 158 83 24"),  # CH mobile
+        ("Tel.: 02033 12 5219 (Zentrale)", "02033 12 5219"),  # DE, grouped the way people write it
+        ("call 1800 176 369 from anywhere", "1800 176 369"),  # AU freecall
+        ("Call the clinic on 085 012 8416.", "085 012 8416"),  # cue four words back
+        ("Teléfono: (601) 2341965", "(601) 2341965"),  # area code in parentheses, then one group
+        ("Tel. 0450 00 20 28 (secretariaat)", "0450 00 20 28"),  # not a date after a cue (month 00)
+        ("Appelez le 01 42 68 53 00", "01 42 68 53 00"),
+    ],
+)
+def test_cued_national_numbers_of_other_regions(text: str, number: str, cfg: dict) -> None:
+    assert phones(text, cfg) == [number]
+    if number.startswith("(601)"):
+        return  # also a valid US number: found without a cue, as before
+    assert phones(f"Room {number} today", cfg) == []  # without a cue the national format is not tried
+    none = copy.deepcopy(cfg)
+    none["phones"]["regions"] = []
+    assert phones(text, none) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "contact angle 112.5 - 118.0 degrees",  # decimals
+        "call sign DL 1234 567",  # id word between the cue and the number
+        "Ring size 52 54 56 58 60 available",
+        "Tel: siehe oben, Fax: 15.03.2024",  # a real date after a cue
+        "Call order 0415 645 206 shipped today.",  # id word nearer than the cue
+        "call 1234 5678 9 times",  # valid nowhere
+    ],
+)
+def test_cued_non_phones_stay(text: str, cfg: dict) -> None:
+    assert phones(text, cfg) == []
+
+
+def test_cued_leniency_and_region_order(cfg: dict) -> None:
+    strict = copy.deepcopy(cfg)
+    strict["phones"]["cued_leniency"] = "strict_grouping"
+    assert phones("Tel.: 02033 12 5219", cfg) == ["02033 12 5219"]
+    assert phones("Tel.: 02033 12 5219", strict) == ["02033 12 5219"]  # a Nigerian grouping, strictly
+    strict["phones"]["regions"] = ["DE"]
+    assert phones("Tel.: 02033 12 5219", strict) == []  # not how Germany groups it
+    only_au = copy.deepcopy(cfg)
+    only_au["phones"]["regions"] = ["AU"]
+    assert phones("Tel: 0415 645 206", only_au) == ["0415 645 206"]
+    assert phones("Telefon: 030 632606", only_au) == []
+
+
+def test_unknown_region_is_a_config_error(cfg: dict) -> None:
+    from corpus_dagster.core.errors import ConfigError
+
+    bad = copy.deepcopy(cfg)
+    bad["phones"]["regions"] = ["AU", "XX"]
+    with pytest.raises(ConfigError, match=r"pii\.phones\.regions(.|\n)*'XX'"):
+        phones("Tel: 0415 645 206", bad)

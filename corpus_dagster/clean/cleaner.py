@@ -16,7 +16,7 @@ import numpy as np
 
 from corpus_dagster.clean import fineweb, gopher, ppl, repetition, rules
 from corpus_dagster.clean.batch import DocBatch
-from corpus_dagster.clean.langid import detect_languages
+from corpus_dagster.clean.langid import LangResult, detect_languages, lang_dropped
 from corpus_dagster.clean.repair import REPAIR_KINDS, repair_texts
 from corpus_dagster.clean.verdict import Verdict
 
@@ -56,6 +56,8 @@ class CleanOutcome:
 
     text: list[str]  # repaired + NFC (kept or not)
     lang: list[str]  # ISO 639-1 code or "und"
+    lang_score: list[float]  # the label's mean probability over the samples (0.0 for "und")
+    lang_sample_chars: list[int]  # characters the classifier read to decide the label
     repairs: list[list[str]]  # subset of REPAIR_KINDS, in that order
     reason: list[str | None]  # first matching reason code in RULE_ORDER; None = kept
     value: list[float | None]  # the measured value that tripped the rule; None when kept
@@ -82,27 +84,28 @@ def clean_texts(texts: list[str], cfg: dict[str, Any], source_id: str) -> CleanO
     if in_scope(cfg["ppl"], source_id):
         ppl.load_model(cfg["ppl"]["model_path"])  # fail before any work when kenlm or the model is missing
     out, repairs, series = repair_texts(texts, cfg["repair"])
-    langs, scores = detect_languages(series, cfg["lang"])
+    langs = detect_languages(series, cfg["lang"])
     n = len(out)
     reason: np.ndarray = np.full(n, None, dtype=object)
     value = np.full(n, np.nan)
     for start in range(0, n, BATCH_DOCS):
         stop = min(n, start + BATCH_DOCS)
         verdict = _filter_batch(DocBatch(out[start:stop], series.slice(start, stop - start)),
-                                langs[start:stop], scores[start:stop], cfg, source_id)
+                                langs.slice(start, stop), cfg, source_id)
         reason[start:stop] = verdict.reason
         value[start:stop] = verdict.value
     return CleanOutcome(
         text=out,
-        lang=langs,
+        lang=langs.lang,
+        lang_score=langs.score,
+        lang_sample_chars=langs.sample_chars,
         repairs=repairs,
         reason=reason.tolist(),
         value=[None if r is None else float(x) for r, x in zip(reason.tolist(), value.tolist(), strict=True)],
     )
 
 
-def _filter_batch(batch: DocBatch, langs: list[str], scores: list[float], cfg: dict[str, Any],
-                  source_id: str) -> Verdict:
+def _filter_batch(batch: DocBatch, langs: LangResult, cfg: dict[str, Any], source_id: str) -> Verdict:
     """First-match verdict of every rule group over one batch."""
     verdict = Verdict(len(batch))
     current, index = batch, np.arange(len(batch))
@@ -111,10 +114,7 @@ def _filter_batch(batch: DocBatch, langs: list[str], scores: list[float], cfg: d
         if not in_scope(rule_cfg, source_id):
             continue
         if key == "lang":
-            allowed = rule_cfg["allowed"]
-            if allowed is not None:
-                verdict.apply("lang", ~np.isin(np.array(langs, dtype=object), list(allowed)),
-                              np.asarray(scores, dtype=np.float64))
+            verdict.apply("lang", lang_dropped(langs, rule_cfg), np.asarray(langs.score, dtype=np.float64))
             continue
         still = np.flatnonzero(verdict.open[index])
         if not len(still):

@@ -30,12 +30,16 @@ from corpus_dagster.ingest.driver import raw_parts
 from corpus_dagster.ingest.raw_parts import read_raw_part
 
 STAGE = "clean"
-CODE_VERSION = "1"  # bump when a change to the clean logic changes its output bytes
+CODE_VERSION = "2"  # bump when a change to the clean logic changes its output bytes
 BASE_FILTER_KEYS = ("lang", "gopher", "repetition", "ppl")  # always in the manifest's `filters`
 
 # Per-part document files, in document-id k order within a source. Later per-source stages keep these
 # columns and this order.
-CLEAN_DOC_SCHEMA = pa.schema([*DOCUMENT_FIELDS, ("repairs", pa.list_(pa.string()))])
+# `lang_score` and `lang_sample_chars` say what decided `lang` (the detector's score and how many prose
+# characters it read), so a language decision can be audited.
+CLEAN_DOC_SCHEMA = pa.schema(
+    [*DOCUMENT_FIELDS, ("repairs", pa.list_(pa.string())), ("lang_score", pa.float32()), ("lang_sample_chars", pa.int32())]
+)
 # Every document a clean filter dropped, with the rule that fired first and the value it measured.
 REJECT_SCHEMA = pa.schema(
     [("id", pa.string()), ("url", pa.string()), ("reason", pa.string()), ("value", pa.float64()), ("text", pa.string())]
@@ -70,6 +74,8 @@ def clean_part(raw_path: Path, first_k: int, source_id: str, clean_cfg: dict[str
             "n_chars": pa.array([len(t) for t in texts], pa.int32()),
             "sha256": pa.array([hashlib.sha256(t.encode("utf-8")).digest() for t in texts], pa.binary(32)),
             "repairs": pa.array([outcome.repairs[i] for i in kept_idx], pa.list_(pa.string())),
+            "lang_score": pa.array([outcome.lang_score[i] for i in kept_idx], pa.float32()),
+            "lang_sample_chars": pa.array([outcome.lang_sample_chars[i] for i in kept_idx], pa.int32()),
         },
         schema=CLEAN_DOC_SCHEMA,
     )

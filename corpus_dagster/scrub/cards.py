@@ -2,8 +2,11 @@
 
 Checks, in order of cost: digit count, one separator kind in card-like groups (4-4-4-4[-3], Amex 4-6-5,
 Diners 4-6-4), a known issuer prefix with a length that issuer uses, the Luhn checksum, and for unseparated
-runs an id cue before it (context.py). A random 16-digit id passes Luhn one time in ten; the issuer
-table and the id cues keep ids, ISBNs, timestamps and IMEIs out.
+runs an id cue before it (context.py; a payment cue such as `CC#` or `refund the amount to` overrides it).
+A random 16-digit id passes Luhn one time in ten; the issuer table and the id cues keep ids, ISBNs,
+timestamps and IMEIs out. The test numbers that card networks and payment processors publish for
+developers (`4111 1111 1111 1111`, `4242 4242 4242 4242` ...) identify nobody and are kept when
+`keep_test_numbers` is on.
 """
 
 from __future__ import annotations
@@ -40,9 +43,23 @@ _ISSUERS: tuple[tuple[int, int, frozenset[int]], ...] = (
     (2200, 2204, frozenset({16, 17, 18, 19})),  # Mir
 )
 
+# Published test numbers (Visa, Mastercard, Amex, Discover, Diners, JCB, UnionPay test cards of the networks'
+# and of Stripe, Braintree, Adyen and PayPal developer docs): they appear in documentation, not wallets.
+TEST_NUMBERS = frozenset(
+    """4111111111111111 4012888888881881 4222222222222 4242424242424242 4000056655665556 4000000000000002
+    4000000000009995 4000000000000077 4000002500003155 4005519200000004 4009348888881881 4012000033330026
+    4012000077777777 4217651111111119 4500600000000061 4444333322221111 4917610000000000 4988438843884305
+    5555555555554444 5105105105105100 5200828282828210 5454545454545454 5431111111111111 2223003122003222
+    2222400070000005 2223000048400011 378282246310005 371449635398431 378734493671000 340000000000009
+    370000000000002 6011111111111117 6011000990139424 6011601160116611 6445644564456445 30569309025904
+    38520000023237 3056930009020004 36227206271667 3530111333300000 3566002020360505 3566111111111113
+    6200000000000005 6250941006528599 6759649826438453 6799990100000000019 5018000000000009""".split()
+)
+
 CARD_REGION = "phones"
 """Cards use the phone detector's digit-run regions (every card number lies inside one): one Rust scan
 fewer. Only runs with 13 or more digits are searched."""
+_DIGIT_ONLY = re.compile(r"[^0-9]")
 _THIRTEEN_DIGITS = re.compile(r"(?:[^0-9]*[0-9]){13}")  # 13 digits or more ahead, without listing them
 
 
@@ -102,6 +119,8 @@ def find_cards(text: str, cfg: dict, context_chars: int, regions: dict[str, Regi
         if not size:
             continue
         if size == len(cand) and cand.isdigit() and id_context(text, m.start(), context_chars, "cards"):
+            continue
+        if cfg["keep_test_numbers"] and _DIGIT_ONLY.sub("", cand[:size]) in TEST_NUMBERS:
             continue
         spans.append((m.start(), m.start() + size))
     return spans

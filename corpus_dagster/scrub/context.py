@@ -2,17 +2,21 @@
 
 A number such as `415-555-2671` is a valid phone number and also a fine ticket number; only the words in
 front of it tell. The detectors read the last few words of the `context_chars` characters before each
-candidate: an id cue (`ISBN`, `order`, `invoice`, or a `#` / `§` right before it) drops a phone or card
-candidate unless a phone or payment cue (`tel`, `call`, `card` ...) is nearer; a version cue (`version`,
-`build`, `since dpkg`, `section`, `>=`) drops a dotted quad. Word lookup in sets, not regex search: the
-check runs for every candidate.
+candidate: an id cue (`ISBN`, `order`, `invoice`, or a `#` / `§` right before it) drops a phone candidate
+unless a phone cue (`tel`, `call`, `Telefon` ...) is nearer, and a card candidate unless a payment cue
+(`card`, `CC#`, `refund` ...) is among the last CUE_REACH words (a word naming a card or a payment
+overrides any id cue); a version cue (`version`, `build`, `since dpkg`, `section`, `>=`) drops a dotted
+quad. A phone cue right before a number also lets the phone detector try the national formats of
+`pii.phones.regions` (phone_cue). Word lookup in sets, not regex search: the check runs for every
+candidate. Words are letter runs in any script (`Téléphone`, `Teléfono`), compared in lowercase.
 """
 
 from __future__ import annotations
 
 import re
 
-_WORD = re.compile(r"[A-Za-z]+")
+_WORD = re.compile(r"[^\W\d_]+")
+CUE_REACH = 4  # words before a number a payment or phone cue may stand at
 
 ID_WORDS = frozenset(
     """isbn issn doi pmid pmc arxiv id ids ident identifier uuid guid order orders invoice ticket ref reference
@@ -20,15 +24,20 @@ ID_WORDS = frozenset(
     routing tracking shipment isin cusip lot batch item product catalog catalogue receipt transaction txn
     confirmation booking reservation claim policy member membership license licence registration reg imei mac
     port pid uid gid hash checksum revision rev commit issue bug pr oid zip postcode population total sum
-    amount price cost salary revenue balance clause dfars section sec usc cfr statute""".split()
+    amount price cost salary revenue balance clause dfars section sec usc cfr statute sign size sizes""".split()
 )
 PHONE_WORDS = frozenset(
-    """tel phone telephone phones call called calling fax mobile mob cell cellphone whatsapp sms text dial
-    contact hotline helpline reach ring ph""".split()
+    """tel tele tél tlf tfno telf phone telephone phones call called calling fax mobile mob cell cellphone
+    whatsapp sms text dial contact hotline helpline reach ring ph landline
+    telefon telefonnummer handy mobil anrufen rufen
+    téléphone telephone portable appelez appeler appelle contactez
+    teléfono telefono tel móvil movil celular llame llámenos llamar contacto
+    telefone fone ligue ligar contato""".split()
 )
 CARD_WORDS = frozenset(
     """card cards credit debit visa mastercard amex express discover diners jcb unionpay maestro cc ccn pan
-    payment pay paid charge charged""".split()
+    payment payments pay paid paying charge charged refund refunded refunds billing billed cardholder
+    tarjeta carte kreditkarte cartão""".split()
 )
 VERSION_WORDS = frozenset(
     """version versions ver v release released rel build firmware fw revision rev patch kernel driver sdk pkg
@@ -46,11 +55,17 @@ def _last_words(text: str, start: int, window: int, n: int) -> list[str]:
 
 def id_context(text: str, start: int, window: int, kind: str) -> bool:
     """True when the words before `start` say the number there is an id: an id word among the last two
-    words (or `#`/`§` right before) and no nearer phone (kind "phones") or payment (kind "cards") word."""
-    if text[max(0, start - window) : start].rstrip().endswith(_ID_MARKS):
-        return True
-    words = _last_words(text, start, window, 3)
+    words (or `#`/`§` right before) and no nearer phone word (kind "phones"), no payment word among the
+    last CUE_REACH words (kind "cards"), and no cue word right before the `#` (`Tel#`, `CC#`)."""
     cues = PHONE_WORDS if kind == "phones" else CARD_WORDS
+    before = text[max(0, start - window) : start].rstrip()
+    if before.endswith(_ID_MARKS):
+        mark_words = _last_words(before, len(before) - 1, window, 1)
+        touching = bool(mark_words) and before[: len(before) - 1].rstrip().lower().endswith(mark_words[0])
+        return not (touching and mark_words[0] in cues)
+    if kind == "cards" and any(w in cues for w in _last_words(text, start, window, CUE_REACH)):
+        return False
+    words = _last_words(text, start, window, 3)
     for word in reversed(words):  # nearest first: whichever cue comes first decides
         if word in cues:
             return False
@@ -66,3 +81,14 @@ def version_context(text: str, start: int, window: int) -> bool:
     if before.endswith(_VERSION_OPERATORS) or before.endswith("\u00a7"):
         return True
     return any(w in VERSION_WORDS for w in _last_words(text, start, window, 2))
+
+
+def phone_cue(text: str, start: int, window: int) -> bool:
+    """True when a phone word (`Tel:`, `call`, `Telefon`, `appelez` ...) is among the last CUE_REACH words
+    before `start` (`call the clinic on`, `Rufen Sie uns an:`) and no id word stands between it and the number."""
+    for word in reversed(_last_words(text, start, window, CUE_REACH)):
+        if word in PHONE_WORDS:
+            return True
+        if word in ID_WORDS:
+            return False
+    return False

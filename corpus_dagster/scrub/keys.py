@@ -16,6 +16,12 @@ Rules (each span becomes `<KEY>`):
 - `password=`, `api_key:`, `secret`, `token`, `Bearer` ... assignments whose value is long enough, has at
   least two character classes and Shannon entropy >= `min_entropy`, and is not a placeholder, variable
   reference or dotted identifier. Only the value is replaced (`password=<KEY>`).
+- after the strong cues `password` / `passwd` / `pwd` / `pass`, `passphrase` and `secret key`: assigned
+  values (`password=Xk9#m2`, `secret key: 4f9a8c1d`) and quoted values (`password "Tr0ub4dor&3"`,
+  `the passphrase is 'correct horse battery staple'`) of at least `cued_min_length` characters, with no
+  entropy floor (the cue is the evidence; short secrets have little entropy): at least two character
+  classes, not a placeholder, not made only of words (`hunter2`, `MYSQL_PASSWORD`); a passphrase may be
+  words, with spaces inside the quotes.
 """
 
 from __future__ import annotations
@@ -67,10 +73,17 @@ _KEYWORD = (
     r"account[_\-]?key|token|credentials?|auth)"
 )
 _ASSIGN = re.compile(
-    rf"(?i)(?P<name>{_KEYWORD}[A-Za-z0-9_\-]{{0,24}}?)"
+    rf"(?i)(?P<name>{_KEYWORD}(?:[ \t]key)?[A-Za-z0-9_\-]{{0,24}}?)"
     r"(?P<suffix>(?:[_\-](?:url|uri|endpoint|path|file|dir|type|len|length|size|count|name|field|header|"
     r"prefix|regex|pattern|policy|expiry|expires|expiration|ttl|timeout|format|id|limit|hash|algorithm))?)"
     r"[\"'\]]?[ \t]*(?:=|:|=>|:=)[ \t]*(?P<q>[\"'`]?)(?P<val>[^\s\"'`,;<>(){}\[\]]{1,256})"
+)
+_PASSPHRASE = re.compile(r"(?i)pass[ \t_\-]?phrase")
+# A quoted value after a strong cue word: `password "x"`, `the passphrase is 'x y z'`, `secret key: "x"`.
+_CUED_QUOTED = re.compile(
+    r"(?i)(?P<name>pass[ \t_\-]?phrase|passw(?:or)?d|pwd|secret[ \t_\-]?key)s?"
+    r"(?:[ \t]+(?:is|was|set[ \t]+to|to|of))?[ \t]*[:=]?[ \t]*"
+    r"(?:(?P<q>[\"'`])(?P<val>[^\"'`\n]{1,128})(?P=q)|\u201c(?P<cval>[^\u201d\n]{1,128})\u201d)"
 )
 _BEARER = re.compile(
     r"(?i)(?:(?<![A-Za-z0-9_])bearer|authorization:[ \t]*(?:bearer|basic|token))[ \t]+"
@@ -114,13 +127,20 @@ _KEYWORD_SPELLINGS = sorted(
     | {"APIKEY", "APIKey", "api-key"},
     key=lambda w: (-len(w), w),
 )
+_CUE_SPELLINGS = sorted(
+    set(_spellings("passphrase password passwd pwd secret_key")) | {"pass phrase", "Pass phrase", "secret key",
+                                                                    "Secret key", "Secret Key", "SECRET KEY"},
+    key=lambda w: (-len(w), w),
+)
 KEY_REGIONS = {
     "keys_tok": r"-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY|" + _TOKEN_PREFIX,
     "keys_kw": r"(?:[Bb]earer|BEARER)[ \t]|(?:[Aa]uthorization|AUTHORIZATION):|(?:"
-    + "|".join(_KEYWORD_SPELLINGS) + r")[A-Za-z0-9_\-]{0,24}[\"'\]]?[ \t]*[=:]",
+    + "|".join(_KEYWORD_SPELLINGS) + r")(?:[ \t][Kk][Ee][Yy])?[A-Za-z0-9_\-]{0,24}[\"'\]]?[ \t]*[=:]",
+    "keys_cue": r"(?:" + "|".join(_CUE_SPELLINGS) + r")[sS]?(?:[ \t]+(?:is|was|set to|to|of))?[ \t]*[:=]?[ \t]*"
+    r"[\"'`\u201c]",
 }
 """Rust-regex regions: key block headers and provider prefixes; Bearer/Authorization headers and keywords
-before `=` or `:`."""
+before `=` or `:`; strong cue words before a quote."""
 
 
 def shannon_entropy(value: str) -> float:
@@ -193,6 +213,25 @@ def _private_block(text: str, start: int, cfg: dict) -> tuple[int, int] | None:
     return start, end
 
 
+_CUE_IN_VALUE = re.compile(r"(?i)pass(?:word|wd|phrase)|secret|passw")
+# After a strong cue the cue is the evidence, so only plainly name-like values are left alone: one word with
+# trailing digits (`hunter2`, `admin123`), UPPER_SNAKE names, lower kebab/snake/dotted names, numbers.
+_SIMPLE_NAME = re.compile(r"[A-Za-z][a-z]*[0-9]*|[A-Z0-9_]+|[a-z0-9]+(?:[._:/\-][a-z0-9]+)+|[0-9.\-]+")
+
+
+def cued_value_ok(value: str, cfg: dict, passphrase: bool) -> bool:
+    """Whether a value right after a strong cue word is a secret: long enough, not a placeholder, and (unless
+    it is a passphrase, which may be plain words) two character classes and not only words and numbers."""
+    value = value.strip()
+    if len(value) < cfg["cued_min_length"] or _PLACEHOLDER.search(value) or _CALL.match(value):
+        return False
+    if _CUE_IN_VALUE.search(value):
+        return False  # `MyPassword`, `my secret key`: a name for the secret, not the secret
+    if passphrase:
+        return len(set(value)) > 2  # `xxxxxx`, `------` are masks
+    return " " not in value and _classes(value) >= 2 and not _SIMPLE_NAME.fullmatch(value)
+
+
 def _assigned(text: str, start: int, cfg: dict) -> tuple[int, int] | None:
     """Span of a secret value assigned to a keyword at `start` (`password=...`), if it looks like one."""
     m = _ASSIGN.match(text, start)
@@ -200,15 +239,39 @@ def _assigned(text: str, start: int, cfg: dict) -> tuple[int, int] | None:
         return None
     quote = m.group("q")
     if quote and not text.startswith(quote, m.end("val")):
-        return None  # an opening quote whose value runs into a space: prose, not a literal
-    return m.span("val") if secret_value_ok(m.group("val"), cfg) else None
+        return _cued_quoted(text, start, cfg)  # an opening quote whose value runs into a space
+    value = m.group("val")
+    if secret_value_ok(value, cfg):
+        return m.span("val")
+    name = m.group("name")
+    value = value.rstrip("\\.:;,*")
+    if _STRONG_NAME.fullmatch(name) and cued_value_ok(value, cfg, bool(_PASSPHRASE.fullmatch(name))):
+        return m.start("val"), m.start("val") + len(value)
+    return None
+
+
+# Strong cue names: a value assigned to one of these needs no entropy floor.
+_STRONG_NAME = re.compile(r"(?i)pass(?:word|wd|[ \t_\-]?phrase)?s?|pwd|secret[ \t_\-]?key")
+
+
+def _cued_quoted(text: str, start: int, cfg: dict) -> tuple[int, int] | None:
+    """Span of a quoted value right after a strong cue word at `start`, if it looks like a secret."""
+    m = _CUED_QUOTED.match(text, start)
+    if m is None:
+        return None
+    group = "val" if m.group("val") is not None else "cval"
+    value = m.group(group)
+    if not cued_value_ok(value, cfg, bool(_PASSPHRASE.fullmatch(m.group("name")))):
+        return None
+    lead = len(value) - len(value.lstrip())
+    return m.start(group) + lead, m.start(group) + len(value.rstrip())
 
 
 def find_keys(text: str, cfg: dict, regions: dict[str, Regions]) -> list[tuple[int, int]]:
     """Spans of secrets that the scrub replaces with `<KEY>`; each rule is tried where its region starts."""
     spans: list[tuple[int, int]] = []
     covered = 0
-    for start, _ in sorted(regions["keys_tok"] + regions["keys_kw"]):
+    for start, _ in sorted(regions["keys_tok"] + regions["keys_kw"] + regions["keys_cue"]):
         if start < covered:
             continue  # inside a key block already taken
         if text.startswith("-----BEGIN", start):
@@ -227,8 +290,9 @@ def find_keys(text: str, cfg: dict, regions: dict[str, Regions]) -> list[tuple[i
             if secret_value_ok(m.group("val"), cfg):
                 spans.append(m.span("val"))
             continue
-        span = _assigned(text, start, cfg)
-        if span:
+        span = _assigned(text, start, cfg) or _cued_quoted(text, start, cfg)
+        if span and span[0] >= covered:
             spans.append(span)
+            covered = span[1]
     spans.sort()
     return spans

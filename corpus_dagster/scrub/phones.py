@@ -9,6 +9,12 @@ several numbers is cut into pieces. Each piece must parse as a valid number (`ph
 `strict_grouping`, be written without splitting a digit group of its national or international format,
 which removes most ISBNs, ids and coordinates that happen to be valid numbers; `exact_grouping` wants
 one of those groupings exactly. This is libphonenumber's matcher verdict at a third of the cost.
+
+National formats of other regions (`0415 645 206` in Australia, `030 632606` in Berlin, `078 158 83 24` in
+Switzerland) are valid numbers of many regions at once and look like ids anywhere, so they count only
+with a phone cue right before them (`Tel:`, `call`, `Telefon`, `appelez` ..., context.phone_cue) and when
+the number is valid in one of `regions` (tried in list order) at `cued_leniency` (default `valid`: the
+number plan decides; people group national numbers many ways, `02033 12 5219`).
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from functools import lru_cache
 
 import phonenumbers
 
-from corpus_dagster.scrub.context import id_context
+from corpus_dagster.core.errors import ConfigError
+from corpus_dagster.scrub.context import id_context, phone_cue
 from corpus_dagster.scrub.prescreen import Regions, windows
 
 # libphonenumber compiles its metadata patterns through `re.compile`, whose cache holds 512 patterns: a
@@ -28,12 +35,13 @@ from corpus_dagster.scrub.prescreen import Regions, windows
 if hasattr(phonenumbers, "enable_pattern_cache"):
     phonenumbers.enable_pattern_cache()
 
-_GROUP = r"(?:\([0-9]{1,5}\) ?)?[0-9]{1,8}"
+_GROUP = r"(?:\([0-9]{1,5}\) ?)?[0-9]{1,9}"
 # Every candidate starts with `+`, `(` or a digit: saying so first lets the scan skip other positions
 # before it tries the look-behinds (twice as fast, same matches).
 _CANDIDATE = re.compile(
     r"(?=[+(0-9])(?:(?<=tel:)|(?<![\w+\-./:#$\u00a2-\u00a5\u20ac@%,]))"
-    r"(?:\+[0-9]{7,15}|(?:\+ ?)?" + _GROUP + r"(?:(?:[ \t.\-/]|\u2013| - ){1,3}" + _GROUP + r"){1,7})"
+    r"(?:\+[0-9]{7,15}|(?:\+ ?)?" + _GROUP + r"(?:(?:[ \t.\-/]|\u2013| - ){1,3}" + _GROUP + r"){1,7}"
+    r"|\([0-9]{1,5}\) ?[0-9]{4,9})"  # an area code in parentheses, then one group: `(601) 2341965`
     r"(?:[ ]?(?:x|ext\.?|extension)[ ]?[0-9]{1,6})?"
     r"(?![\w@%]|[.,\-/][0-9])"
 )
@@ -46,6 +54,18 @@ _NOT_PHONE = re.compile(
     r"|[0-9]{1,3}(?:\.[0-9]{1,3}){3}(?:/[0-9]{1,2})?"
     r"|[0-9]{5}-[0-9]{4})$"
 )
+# After a phone cue, only real calendar dates are dates (`0450 00 20 28` is a Belgian mobile number).
+_NOT_PHONE_CUED = re.compile(
+    r"^(?:(?:[0-9]{4}[-./ ](?:0?[1-9]|1[0-2])[-./ ](?:0?[1-9]|[12][0-9]|3[01])"
+    r"|(?:0?[1-9]|[12][0-9]|3[01])[-./ ](?:0?[1-9]|[12][0-9]|3[01])[-./ ](?:19|20)?[0-9]{2})"
+    r"(?:[ T](?:[01]?[0-9]|2[0-3])(?:[:.][0-5][0-9]){0,2})?"
+    r"|(?:1[5-9]|20)[0-9]{2} ?[-\u2013/] ?(?:(?:1[5-9]|20)[0-9]{2}|[0-9]{2})"
+    r"|[0-9]{1,3}(?:\.[0-9]{1,3}){3}(?:/[0-9]{1,2})?"
+    r"|[0-9]{5}-[0-9]{4})$"
+)
+# Never a cued national number: a decimal (`112.5 - 118.0`) or a one-digit group after a separator
+# (`1234 5678 9 times`); national formats group digits in twos to fives after the trunk prefix.
+_NOT_CUED = re.compile(r"[0-9]\.[0-9](?![0-9])|[ \t.\-/\u2013][0-9](?![0-9])")
 _DIGITS = re.compile(r"[0-9]")
 _DIGIT_GROUPS = re.compile(r"[0-9]+")
 _EXTENSION = re.compile(r"(?i)[ ]?(?:x|ext\.?|extension)[ ]?[0-9]{1,6}$")
@@ -58,9 +78,32 @@ _WIDE_SEPARATOR = re.compile(r"[ \t]{2,}|[ \t]*[/\u2013][ \t]*|[ \t]+-[ \t]+")
 
 def phone_regions(cfg: dict) -> dict[str, str]:
     """Rust-regex regions: a `+` before a digit (international numbers), and runs of digits and separators
-    long enough to hold a national number of the default region (digit to digit)."""
-    run = min(13, max(national_min_digits(cfg["default_region"]), cfg["min_digits"])) - 2  # 13: cards share it
+    long enough to hold a national number of the default region or of a cued region (digit to digit)."""
+    run = min(13, cued_min_digits(cfg)) - 2  # 13: cards share it
     return {"phones_intl": r"\+[ (]?[0-9]", "phones": rf"[0-9][0-9 \t.\-/()\u2013]{{{run},}}[0-9]"}
+
+
+def other_regions(cfg: dict) -> tuple[str, ...]:
+    """`regions` without the default region, in list order, checked against libphonenumber's metadata."""
+    return _other_regions(cfg["default_region"], tuple(cfg.get("regions", ())))
+
+
+@lru_cache(maxsize=64)
+def _other_regions(default: str, regions: tuple[str, ...]) -> tuple[str, ...]:
+    out: list[str] = []
+    for region in regions:
+        if phonenumbers.PhoneMetadata.metadata_for_region(region) is None:
+            raise ConfigError("pii.phones.regions", [
+                f"{region!r} is not a region libphonenumber knows; use an ISO 3166-1 alpha-2 code such as AU"])
+        if region != default and region not in out:
+            out.append(region)
+    return tuple(out)
+
+
+def cued_min_digits(cfg: dict) -> int:
+    """Fewest digits a candidate needs: a national number of the default region, or of a cued region."""
+    regions = (cfg["default_region"], *other_regions(cfg))
+    return max(cfg["min_digits"], min(national_min_digits(r) for r in regions))
 
 
 def _candidates(text: str, regions: dict[str, Regions], national_min: int) -> Iterator[re.Match[str]]:
@@ -157,35 +200,50 @@ def find_phones(text: str, cfg: dict, context_chars: int, regions: dict[str, Reg
     region = cfg["default_region"]
     national_min = max(cfg["min_digits"], national_min_digits(region))
     national_max = national_max_digits(region)
+    others = other_regions(cfg)
+    cued_min = cued_min_digits(cfg)
     spans: list[tuple[int, int]] = []
-    for m in _candidates(text, regions, national_min):
+    for m in _candidates(text, regions, cued_min):
         cand = m.group()
+        intl = cand.startswith("+")
         digits = len(_DIGITS.findall(cand))
-        if digits < (cfg["min_digits"] if cand.startswith("+") else national_min):
+        if digits < (cfg["min_digits"] if intl else cued_min):
             continue  # no number inside can be long enough: skip libphonenumber
-        if cand.count("(") != cand.count(")") or _NOT_PHONE.match(cand):
+        if cand.count("(") != cand.count(")") or _NOT_PHONE_CUED.match(cand):
             continue
         if id_context(text, m.start(), context_chars, "phones"):
             continue
-        if not cand.startswith("+") and _numeric_neighbor(text, m.start(), m.end()):
+        if not intl and _numeric_neighbor(text, m.start(), m.end()):
             continue
-        for start, end in _numbers(cand, digits, cfg, national_min, national_max):
-            spans.append((m.start() + start, m.start() + end))
+        found = []
+        if (intl or digits >= national_min) and not _NOT_PHONE.match(cand):
+            found = _numbers(cand, digits, cfg, region, national_min, national_max)
+        cued = not found and not intl and others and phone_cue(text, m.start(), context_chars)
+        if cued and not _NOT_CUED.search(_EXTENSION.sub("", cand)):
+            for other in others:  # a cued national number of another region
+                low = max(cfg["min_digits"], national_min_digits(other))
+                if digits >= low:
+                    found = _numbers(cand, digits, cfg, other, low, national_max_digits(other), cfg["cued_leniency"])
+                    if found:
+                        break
+        spans.extend((m.start() + start, m.start() + end) for start, end in found)
     return spans
 
 
-def _ok(piece: str, cfg: dict, national_min: int, national_max: int) -> bool:
-    """Whether one piece of a candidate is a phone number on its own."""
+def _ok(piece: str, cfg: dict, region: str, national_min: int, national_max: int, leniency: str) -> bool:
+    """Whether one piece of a candidate is a phone number on its own (national format of `region`)."""
     intl = piece.startswith("+")
     digits = len(_DIGITS.findall(piece))
     if not (cfg["min_digits"] if intl else national_min) <= digits <= (15 if intl else national_max):
         return False
-    if _NOT_PHONE.match(piece) or not (intl or _SEPARATED.search(piece)):
+    shapes = _NOT_PHONE if leniency == cfg["leniency"] and region == cfg["default_region"] else _NOT_PHONE_CUED
+    if shapes.match(piece) or not (intl or _SEPARATED.search(piece)):
         return False  # a bare digit run is never a phone number
-    return single_number_ok(piece, cfg["default_region"], cfg["leniency"])
+    return single_number_ok(piece, region, leniency)
 
 
-def _numbers(cand: str, digits: int, cfg: dict, national_min: int, national_max: int) -> list[tuple[int, int]]:
+def _numbers(cand: str, digits: int, cfg: dict, region: str, national_min: int, national_max: int,
+             leniency: str | None = None) -> list[tuple[int, int]]:
     """Spans (within cand) of the phone numbers in a candidate.
 
     A candidate that can hold one number is checked whole. A longer one ("202-555-0143 / 202-555-0199",
@@ -193,8 +251,9 @@ def _numbers(cand: str, digits: int, cfg: dict, national_min: int, national_max:
     space-separated groups, each checked on its own; a run of more than _MAX_GROUPS groups (od dumps,
     tables) is not searched.
     """
+    leniency = leniency or cfg["leniency"]
     if digits <= (15 if cand.startswith("+") else national_max):
-        return [(0, len(cand))] if _ok(cand, cfg, national_min, national_max) else []
+        return [(0, len(cand))] if _ok(cand, cfg, region, national_min, national_max, leniency) else []
     out: list[tuple[int, int]] = []
     pos = 0
     parts = [(sep.start(), sep.end()) for sep in _WIDE_SEPARATOR.finditer(cand)] + [(len(cand), len(cand))]
@@ -207,7 +266,7 @@ def _numbers(cand: str, digits: int, cfg: dict, national_min: int, national_max:
         while g < len(groups):
             for last in range(len(groups) - 1, g - 1, -1):  # longest run first
                 start, end = groups[g][0], groups[last][1]
-                if _ok(cand[start:end], cfg, national_min, national_max):
+                if _ok(cand[start:end], cfg, region, national_min, national_max, leniency):
                     out.append((start, end))
                     g = last
                     break

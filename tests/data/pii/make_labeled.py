@@ -225,9 +225,6 @@ def card_lines() -> list[dict]:
                 pos += g
             value = sep.join(parts)
         out.append({"family": "card.generated", "text": CARD_TEMPLATES[i % len(CARD_TEMPLATES)].format(m("cards", value))})
-    for value in ["4111 1111 1111 1111", "5555-5555-5555-4444", "378282246310005", "6011111111111117",
-                  "3530111333300000", "5105105105105100", "4012888888881881", "30569309025904"]:
-        out.append({"family": "card.test_numbers", "text": f"For testing use {m('cards', value)} with any future date."})
     return out
 
 
@@ -374,14 +371,19 @@ REAL_SHAPED = [
     f"Copyright: <2005> Thomas Vander Stichele <{m('emails', 'thomas at apestaart dot org')}>",
 ]
 
-# National formats of regions other than the default (US) are out of scope by design (docs/pii.md); they
-# stay in the set as honest misses.
+# National formats of regions other than the default (US) count after a phone cue (pii.phones.regions).
 FOREIGN_NATIONAL = [
     f"Ring us on {m('phones', '020 7946 0958')} (London office)",
     f"Telefon: {m('phones', '030 12345678')}",
     f"Appelez le {m('phones', '01 42 68 53 00')}",
-    f"電話: {m('phones', '03-1234-5678')}",
+    f"Tel: {m('phones', '0415 645 206')}",
+    f"For bookings call {m('phones', '030 632606')} between 9 and 5.",
+    f"Natel / Tel. {m('phones', '078 158 83 24')}",
+    f"Tel.: {m('phones', '02033 12 5219')} (Zentrale)",
+    f"Freecall: call {m('phones', '1800 176 369')} from anywhere in Australia.",
 ]
+# Japan is not in the default pii.phones.regions and the cue is not a word the cue list knows: an honest miss.
+UNCOVERED_REGION = [f"電話: {m('phones', '03-1234-5678')}"]
 
 
 NEGATIVES: dict[str, list[str]] = {
@@ -489,11 +491,204 @@ def negative_lines() -> list[dict]:
     return out
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Grown for issue 13: cued national numbers of other regions, payment cues over id cues, cued short secrets,
+# and the hard negatives next to them. A separate seed keeps every line above unchanged.
+
+R2 = random.Random(1313)
+CUED_REGIONS = {  # region: cue phrases in the region's languages, in prose
+    "GB": ["Call us on {}.", "Tel: {} (reception)", "Ring {} to book a table.", "Mobile: {}"],
+    "AU": ["Call {} for a quote.", "Ph: {}", "Mob {} - after hours only", "Contact our office on tel. {}"],
+    "IN": ["Mob: {}", "Call {} for admissions.", "Ph. {} (10 am to 6 pm)", "Contact: {}"],
+    "CA": ["Tel.: {}", "Call {} toll-free.", "Téléphone : {}", "Phone {} ext. 2"],
+    "NZ": ["Phone {} or email us.", "Call {} to register."],
+    "IE": ["Tel: {}", "Call the clinic on {}."],
+    "ZA": ["Tel: {}", "Call {} for bookings."],
+    "NG": ["Call {} for enquiries.", "Tel: {}"],
+    "PH": ["Call {} for reservations.", "Mobile: {}"],
+    "MX": ["Teléfono: {}", "Llame al {} para más información.", "Tel. {} de lunes a viernes", "WhatsApp {}"],
+    "ES": ["Teléfono: {}", "Llámenos al {}.", "Tel.: {} (horario de oficina)", "Móvil {}"],
+    "AR": ["Tel: {}", "Teléfono {} (consultas)"],
+    "CO": ["Teléfono: {}", "Celular {}"],
+    "FR": ["Tél. : {}", "Appelez le {} du lundi au vendredi.", "Téléphone : {}", "Portable {}"],
+    "BE": ["Tél. : {}", "Tel. {} (secretariaat)"],
+    "CH": ["Tel. {}", "Telefon {} (Praxis)", "Handy {}", "Téléphone : {}"],
+    "DE": ["Telefon: {}", "Tel.: {} (Zentrale)", "Rufen Sie uns an: {}", "Handy {}", "Fax: {}"],
+    "AT": ["Tel.: {}", "Telefon {} (Mo-Fr)"],
+    "BR": ["Telefone: {}", "Ligue {} para agendar.", "Tel.: {}", "Celular {}", "WhatsApp: {}"],
+    "PT": ["Telefone: {}", "Contacto: {}", "Ligue para {}."],
+}
+
+
+def r2_digits(n: int) -> str:
+    return "".join(R2.choice(string.digits) for _ in range(n))
+
+
+def r2_number(region: str, kind: int) -> phonenumbers.PhoneNumber:
+    """A random valid number of the region (the example number with randomized trailing digits)."""
+    base = phonenumbers.example_number_for_type(region, kind) or phonenumbers.example_number(region)
+    national = str(base.national_number)
+    for _ in range(200):
+        cand = phonenumbers.parse(f"+{base.country_code}{national[:-4]}{r2_digits(4)}", None)
+        if phonenumbers.is_valid_number(cand):
+            return cand
+    return base
+
+
+def cued_national_lines() -> list[dict]:
+    out = []
+    for i in range(8):
+        for region, templates in CUED_REGIONS.items():
+            num = r2_number(region, PhoneNumberType.MOBILE if i % 2 else PhoneNumberType.FIXED_LINE)
+            value = phonenumbers.format_number(num, PhoneNumberFormat.NATIONAL)
+            if i % 4 == 3:  # people regroup: spaces instead of the official separators
+                value = value.replace("-", " ").replace("(", "").replace(")", "")
+            if not phonenumbers.is_valid_number_for_region(phonenumbers.parse(value, region), region):
+                continue  # the national form alone does not say the number (a few metadata quirks)
+            out.append({"family": "phone.national_cued",
+                        "text": templates[i % len(templates)].format(m("phones", value))})
+    return out
+
+
+def r2_card() -> str:
+    prefixes, length, _ = R2.choice(ISSUERS[:7])
+    prefix = R2.choice(prefixes)
+    return luhn_complete(prefix + r2_digits(length - len(prefix) - 1))
+
+
+CUED_CARD_TEMPLATES = [
+    "CC#{} exp 08/26",
+    "CC# {} (Visa)",
+    "Refund the amount to {} please, the order was cancelled.",
+    "Please refund the amount to {} as agreed.",
+    "Order #4471 - paid by card {}",
+    "Invoice 2291: charged to {} on 3 May",
+    "billing: {}",
+    "Kreditkarte {} gültig bis 09/27",
+    "Tarjeta de crédito: {}",
+    "carte bancaire n° {}",
+]
+
+
+def cued_card_lines() -> list[dict]:
+    out = []
+    for i in range(60):
+        value = r2_card()
+        out.append({"family": "card.cued", "text": CUED_CARD_TEMPLATES[i % len(CUED_CARD_TEMPLATES)].format(
+            m("cards", value))})
+    return out
+
+
+def r2_secret(n: int, alphabet: str = ALNUM + "!#%&*@^") -> str:
+    while True:
+        value = "".join(R2.choice(alphabet) for _ in range(n))
+        if any(c.isdigit() for c in value) and any(c.isupper() for c in value) and any(c.islower() for c in value):
+            return value
+
+
+WORDS = "correct horse battery staple orange river quiet mountain seven lantern copper violet".split()
+CUED_KEY_TEMPLATES = [
+    'gpg --batch --passphrase "{}" -d backup.tar.gpg',
+    "The passphrase is '{}' - do not share it.",
+    'Use the passphrase "{}" to unlock the vault.',
+    'mysql -u admin --password "{}" -h db01',
+    'Set the Wi-Fi password "{}" on the guest network.',
+    "the admin password is '{}' until we rotate it",
+    "secret key: {}",
+    'Secret key "{}" was pasted in the ticket.',
+    "secret_key={}",
+    "password={}",
+    "PASSWORD: {}",
+    "pwd={}",
+]
+
+
+def cued_key_lines() -> list[dict]:
+    out = []
+    for i in range(72):
+        tpl = CUED_KEY_TEMPLATES[i % len(CUED_KEY_TEMPLATES)]
+        if "passphrase" in tpl.lower():
+            value = R2.choice([" ".join(R2.sample(WORDS, 4)), "-".join(R2.sample(WORDS, 3)), r2_secret(10)])
+        else:
+            value = r2_secret(R2.randint(6, 9))
+        out.append({"family": "key.cued", "text": tpl.format(m("keys", value))})
+    return out
+
+
+GROWN_NEGATIVES: dict[str, list[str]] = {
+    "test_cards": [
+        "For testing use 4111 1111 1111 1111 with any future date.",
+        "In test mode, use the card number 4242 4242 4242 4242 with any CVC.",
+        "Stripe's test card 4000 0566 5566 5556 is a Visa debit card.",
+        "Use 5555 5555 5555 4444 (Mastercard) or 378282246310005 (Amex) in the sandbox.",
+        "Braintree accepts 4111111111111111 and 5105105105105100 as valid test numbers.",
+        "JCB test number: 3530111333300000; Diners: 30569309025904.",
+        "Discover test card 6011111111111117 will always be approved.",
+        "The test Visa 4012888888881881 returns a successful charge.",
+        "Refund the amount to 4242424242424242 (test card) to see the refund webhook.",
+        "CC# 4111111111111111 is the canonical test number in payment docs.",
+    ],
+    "cued_non_phones": [
+        "Call us between 09:00 - 17:30 on weekdays.",
+        "Call for papers: deadline 2024-03-15, notification 2024-05-01.",
+        "Phone orders ship in 3 - 5 business days.",
+        "Telefon: siehe Seite 12 - 14 im Handbuch.",
+        "Call the function 10 000 times in a loop.",
+        "WhatsApp version 2.23.24.82 for Android is out.",
+        "Téléphone portable 5 G, 128 Go, écran 6,1 pouces.",
+        "Mobile app build 1.4.2 (2024-02-01) fixes the crash.",
+        "Call of Duty 4 was released 2007 11 05 in Europe.",
+        "Teléfono: catálogo 2023 - 2024, página 45.",
+        "Call the ISBN 978-3-16-148410-0 edition from the library.",
+        "contact angle 112.5 - 118.0 degrees",
+        "call sign DL 1234 567",
+        "Tel: siehe oben, Fax: 15.03.2024",
+        "call 0.1 0.2 0.3 0.4 0.5 in sequence",
+        "Dial 3 1 4 1 5 9 2 6 5 3 5 to unlock the level.",
+        "Call order 0415 645 206 shipped today.",
+        "call id 030 632606 in the trace",
+        "Ring size 52 54 56 58 60 available",
+        "mobile uuid 3f2b9c1e-8d4a-4b7e-9f01-2c6d8e5a7b34",
+        "call sha 9fceb02d0ae598e95dc970b74767f19372d61af8",
+        "contact 192.0.2.44 or 198.51.100.7 for the test network",
+    ],
+    "cued_non_secrets": [
+        'Enter your password "twice" to confirm.',
+        'password "********" (hidden)',
+        "the default password 'changeme' must be replaced",
+        "password 'hunter2' is the classic joke",
+        'Set password "" to disable authentication.',
+        'The field labeled "Password" is required.',
+        'passphrase "your passphrase here"',
+        'password: "${DB_PASS}"',
+        'secret key "<your key>"',
+        "secret key: SECRET_KEY",
+        'password "password"',
+        "the secret key is 'sk_test_...' in the example",
+        'pass phrase "example phrase"',
+        "password=MyPassword",
+        "secret_key=settings.SECRET_KEY",
+        'password "${PASSWORD}" from the environment',
+        'the password "admin" is rejected by the policy',
+        "password: 'xxxxxx'",
+    ],
+}
+
+
+def grown_lines() -> list[dict]:
+    out = cued_national_lines() + cued_card_lines() + cued_key_lines()
+    for family, items in GROWN_NEGATIVES.items():
+        out.extend({"family": f"neg.{family}", "text": t} for t in items)
+    return out
+
+
 def main() -> None:
     lines = (
         email_lines() + phone_lines() + card_lines() + ip_lines() + key_lines()
         + [{"family": "real_shaped", "text": t} for t in REAL_SHAPED]
         + [{"family": "phone.foreign_national", "text": t} for t in FOREIGN_NATIONAL] + negative_lines()
+        + [{"family": "phone.uncovered_region", "text": t} for t in UNCOVERED_REGION]
+        + grown_lines()
     )
     with open(OUT, "w", encoding="utf-8") as fh:
         for line in lines:
