@@ -818,7 +818,9 @@ def run_analysis(
     ctx.out.mkdir(parents=True, exist_ok=True)
     for folder in (ctx.out, ctx.work, ctx.state):
         remove_stale_temps(folder)
-    result: dict[str, Any] = {"out_dir": str(ctx.out), "key": ctx.key, "ran": [], "skipped": [], "steps": {}}
+    result: dict[str, Any] = {
+        "out_dir": str(ctx.out), "key": ctx.key, "ran": [], "skipped": [], "steps": {}, "seconds": {}, "peak_rss_mb": {}
+    }
     rerun_rest = False
     for step in STEPS[: last + 1]:
         wanted_force = force and (steps is None or step in steps)
@@ -840,8 +842,8 @@ def run_analysis(
         _write_json(ctx.state / f"{step}.json", {"step": step, "key": ctx.key, "stats": stats})
         result["ran"].append(step)
         result["steps"][step] = stats
-        result.setdefault("seconds", {})[step] = seconds
-        result.setdefault("peak_rss_mb", {})[step] = peak_rss_mb()
+        result["seconds"][step] = seconds
+        result["peak_rss_mb"][step] = peak_rss_mb()
         if log:
             log(f"analysis: {step} done in {seconds:.1f} s")
     result["outputs"] = {s: step_outputs(s, cfg) for s in STEPS[: last + 1]}
