@@ -76,3 +76,7 @@ class TokenizerLoadError(CorpusError):
 
 class TokenStreamError(CorpusError):
     """Token streams or their inputs are malformed; the message names the file."""
+
+
+class AnalysisError(CorpusError):
+    """The analysis cannot run on its input or settings; the message names the file or key and the fix."""

@@ -1,0 +1,92 @@
+"""REPORT.md: headline numbers with their thresholds and tokenizer, the two views, the figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _pct(x: float) -> str:
+    return f"{x:.2f}%"
+
+
+def render_report(
+    *,
+    cfg: dict[str, Any],
+    views: list[dict[str, Any]],
+    lengths: list[dict[str, Any]],
+    stats: dict[str, dict[str, Any]],
+    figures: list[str],
+    duplicates_dir: str,
+) -> str:
+    """The report as Markdown (figures linked by relative path)."""
+    scan = stats["scan"]
+    overall = [v for v in views if v["scope"] == "overall"]
+    lines = ["# Corpus analysis report", ""]
+    lines += [
+        f"- Documents: {scan['docs']:,} in {scan['files']} file(s), {scan['text_bytes']:,} bytes of UTF-8 text.",
+        f"- Documents with fewer than {cfg['shingle_size']} normalized words (no shingles; only exact "
+        f"duplication can see them): {scan['no_shingle_docs']:,}.",
+        f"- Near duplicates: exact Jaccard over sets of normalized {cfg['shingle_size']}-word shingles; "
+        f"candidates from MinHash LSH with {cfg['bands']} bands x {cfg['rows']} rows (a pair at Jaccard "
+        f"{cfg['pair_threshold']} becomes a candidate with probability "
+        f"{stats['candidates']['p_candidate_at_pair_threshold']}); every reported Jaccard is exact, never estimated.",
+        "",
+        "## Headline",
+        "",
+    ]
+    for v in overall:
+        name = "exact (byte-identical)" if v["view"] == "exact" else f"Jaccard >= {v['view']}"
+        lines.append(
+            f"- {name}: **{_pct(v['affected_pct'])} affected**, **{_pct(v['removable_pct'])} removable**."
+        )
+    lines += [
+        "",
+        "Two views, never conflated. *Affected*: documents that have at least one duplicate (both twins "
+        "count). *Removable*: documents that could be deleted keeping one per cluster. The gap is named: "
+        "kept representatives (one per cluster) plus stranded documents (they have a duplicate, but greedy "
+        "complete-linkage left them alone in their cluster). Complete-linkage clusters are assigned "
+        "greedily in id order, so **removal rates are lower bounds**.",
+        "",
+        "## Affected vs removable",
+        "",
+        "| scope | view | docs | affected | removable | kept representatives | stranded | affected % | removable % | no-shingle docs |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for v in views:
+        scope = "overall" if v["scope"] == "overall" else v["source_id"]
+        lines.append(
+            f"| {scope} | {v['view']} | {v['docs']:,} | {v['affected']:,} | {v['removable']:,} | "
+            f"{v['kept_representatives']:,} | {v['stranded']:,} | {_pct(v['affected_pct'])} | "
+            f"{_pct(v['removable_pct'])} | {v['no_shingle_docs']:,} |"
+        )
+    cl = stats["clusters"]
+    lines += ["", "## Clusters", ""]
+    for t in cfg["cluster_thresholds"]:
+        tg = f"t{round(t * 100):02d}"
+        lines.append(
+            f"- Jaccard >= {t}: {cl[f'clusters_{tg}']:,} clusters (largest {cl[f'largest_cluster_{tg}']:,} "
+            f"documents), `near_dup_clusters_{tg}.jsonl`."
+        )
+    jc = stats["jaccard"]
+    lines += [
+        f"- Exact groups: {stats['exact']['exact_groups']:,} (`duplicate_groups.jsonl`).",
+        f"- Candidate pairs {jc['candidate_pairs']:,}, of which {jc['verified_pairs']:,} at exact Jaccard >= "
+        f"{cfg['pair_threshold']} (`{duplicates_dir}/`: {stats['duplicates']['rows']:,} documents).",
+        "",
+        "## Token lengths",
+        "",
+        "Counts are text tokens (no BOS/EOD); the tokenizer stands beside every number.",
+        "",
+        "| tokenizer | scope | key | docs | p1 | p5 | p25 | p50 | p75 | p95 | p99 | max | mean | total |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in lengths:
+        ps = " | ".join(f"{r[f'p{p}']:.0f}" for p in (1, 5, 25, 50, 75, 95, 99))
+        lines.append(
+            f"| {r['tokenizer']} | {r['scope']} | {r['key']} | {r['docs']:,} | {ps} | {r['max']:,} | "
+            f"{r['mean']:.1f} | {r['total']:,} |"
+        )
+    lines += ["", "## Figures", ""]
+    for f in figures:
+        lines += [f"![{f}]({f})", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,0 +1,46 @@
+"""Tokenizers for length counts, loaded offline by name or local tokenizer.json path."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from corpus_dagster.core.errors import AnalysisError
+from corpus_dagster.tokenize.tokenizer import HFTokenizer, TiktokenTokenizer, TokenizerLoadError
+
+ALIASES = {"cl100k": "cl100k_base", "cl100k_base": "cl100k_base", "o200k": "o200k_base", "o200k_base": "o200k_base"}
+
+
+class LengthTokenizer:
+    """Counts text tokens (no BOS/EOD) of a batch of documents; `name` stands beside every count."""
+
+    def __init__(self, spec: str) -> None:
+        try:
+            if spec in ALIASES:
+                self.impl = TiktokenTokenizer(ALIASES[spec], engine="auto", name=ALIASES[spec])
+            elif Path(spec).expanduser().exists():
+                self.impl = HFTokenizer(spec)
+            else:
+                raise AnalysisError(
+                    f"analysis.tokenizers: {spec!r} is neither a known encoding ({sorted(ALIASES)}) nor an "
+                    "existing tokenizer.json or folder; fix the name or the path"
+                )
+        except TokenizerLoadError as exc:
+            raise AnalysisError(f"analysis.tokenizers: cannot load {spec!r}: {exc}") from exc
+        self.name: str = self.impl.name
+
+    def count(self, texts: Sequence[str]) -> np.ndarray:
+        """Token count of each text (int64)."""
+        return np.fromiter((len(ids) for ids in self.impl.iter_encoded(list(texts))), dtype=np.int64,
+                           count=len(texts))
+
+
+def load_tokenizers(specs: Sequence[str]) -> list[LengthTokenizer]:
+    """Every configured tokenizer, refusing two that resolve to the same name."""
+    toks = [LengthTokenizer(s) for s in specs]
+    names = [t.name for t in toks]
+    if len(set(names)) != len(names):
+        raise AnalysisError(f"analysis.tokenizers: two entries resolve to the same tokenizer name: {names}")
+    return toks

@@ -1,0 +1,259 @@
+"""Corpus analysis end to end on a planted corpus: tables, clusters, views, verification, resume, CLI."""
+
+from __future__ import annotations
+
+import json
+from itertools import combinations
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from corpus_dagster.analysis import AnalysisError, corpus_from_dir, plan_analysis, run_analysis
+from corpus_dagster.analysis import driver as analysis_driver
+from corpus_dagster.analysis.cli import main as cli_main
+from corpus_dagster.analysis.planted import jaccard, planted_corpus, reference_shingles
+from corpus_dagster.core.config import load_config
+from verify._reference import corpus_files
+from verify.cluster_jaccard import check_clusters
+from verify.exact_groups import check_exact_groups
+from verify.rescore_sample import check_duplicates_sample
+
+N_DOCS = 1200
+
+
+def _cfg(**kw) -> dict:
+    return load_config(None, {"analysis": kw} if kw else None)["analysis"]
+
+
+def _write_shards(table: pa.Table, folder: Path, n_files: int = 3, drop_id: bool = False) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    n = table.num_rows
+    for k in range(n_files):
+        part = table.slice(k * n // n_files, (k + 1) * n // n_files - k * n // n_files)
+        if drop_id:
+            part = part.drop_columns(["id", "source_id"])
+        pq.write_table(part, folder / f"shard_{k:05d}.parquet", row_group_size=150)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return planted_corpus(N_DOCS, seed=7, near_share=0.15)
+
+
+@pytest.fixture(scope="module")
+def analysed(planted, tmp_path_factory):
+    root = tmp_path_factory.mktemp("analysis")
+    corpus = _write_shards(planted.table, root / "in")
+    out = root / "out"
+    res = run_analysis(corpus_from_dir(corpus), out, _cfg())
+    return corpus, out, res
+
+
+def _dup_rows(out: Path) -> list[dict]:
+    return pq.read_table(out / "doc_duplicates_t70").to_pylist()
+
+
+def test_doc_duplicates_schema_both_directions_disjoint_descending(analysed):
+    _, out, _ = analysed
+    table = pq.read_table(out / "doc_duplicates_t70")
+    assert table.schema.equals(analysis_driver.DUPLICATES_SCHEMA)
+    rows = table.to_pylist()
+    assert [r["doc_id"] for r in rows] == sorted(r["doc_id"] for r in rows)
+    by_id = {r["doc_id"]: r for r in rows}
+    for r in rows:
+        near_ids = [n["doc_id"] for n in r["near_duplicates"]]
+        assert not set(near_ids) & set(r["exact_duplicates"])
+        assert r["doc_id"] not in near_ids and r["doc_id"] not in r["exact_duplicates"]
+        js = [n["jaccard"] for n in r["near_duplicates"]]
+        assert js == sorted(js, reverse=True) and all(j >= 0.7 - 1e-6 for j in js)
+        assert (r["n_exact"], r["n_near"]) == (len(r["exact_duplicates"]), len(near_ids))
+        for n in r["near_duplicates"]:  # the other direction is present with the same Jaccard
+            back = {m["doc_id"]: m["jaccard"] for m in by_id[n["doc_id"]]["near_duplicates"]}
+            assert back[r["doc_id"]] == n["jaccard"]
+        for d in r["exact_duplicates"]:
+            assert r["doc_id"] in by_id[d]["exact_duplicates"]
+
+
+def test_planted_pairs_found_with_exact_jaccard(analysed, planted):
+    _, out, _ = analysed
+    ids = planted.table.column("id").to_pylist()
+    texts = planted.table.column("text").to_pylist()
+    near = {r["doc_id"]: {n["doc_id"]: n["jaccard"] for n in r["near_duplicates"]} for r in _dup_rows(out)}
+    want = [(a, b, j) for a, b, j in planted.near_pairs if j >= 0.7 and texts[a] != texts[b]]
+    assert len(want) > 50
+    found = [(a, b, j) for a, b, j in want if ids[b] in near.get(ids[a], {})]
+    assert len(found) / len(want) >= 0.95
+    for a, b, j in found:  # never an estimate: the stored float32 is the exact Jaccard
+        assert near[ids[a]][ids[b]] == pytest.approx(j, abs=1e-6)
+    for (a, b) in planted.exact_pairs:
+        row = next(r for r in _dup_rows(out) if r["doc_id"] == ids[b])
+        assert ids[a] in row["exact_duplicates"]
+
+
+def test_clusters_complete_linkage_and_ordered(analysed, planted):
+    _, out, _ = analysed
+    texts = dict(zip(planted.table.column("id").to_pylist(), planted.table.column("text").to_pylist(), strict=True))
+    for t in (0.7, 0.8, 0.9):
+        lines = [json.loads(x) for x in (out / f"near_dup_clusters_t{round(t * 100)}.jsonl").read_text().splitlines()]
+        assert [c["component"] for c in lines] == list(range(len(lines)))
+        assert [c["doc_ids"][0] for c in lines] == sorted(c["doc_ids"][0] for c in lines)
+        seen = set()
+        for c in lines:
+            assert c["doc_ids"] == sorted(c["doc_ids"]) and c["size"] == len(c["doc_ids"]) >= 2
+            assert not seen & set(c["doc_ids"])
+            seen |= set(c["doc_ids"])
+            js = [jaccard(reference_shingles(texts[a]), reference_shingles(texts[b]))
+                  for a, b in combinations(c["doc_ids"], 2)]
+            assert min(js) >= t and c["min_jaccard"] >= t
+            assert c["min_jaccard"] == pytest.approx(min(js), abs=1e-6)
+
+
+def test_affected_at_least_removable_with_exact_gap(analysed):
+    _, out, _ = analysed
+    rows = pq.read_table(out / "duplication_views.parquet").to_pylist()
+    overall = {r["view"]: r for r in rows if r["scope"] == "overall"}
+    assert list(overall) == ["exact", "0.7", "0.8", "0.9"]
+    for r in rows:
+        assert r["affected"] >= r["removable"]
+        assert r["affected"] - r["removable"] == r["kept_representatives"] + r["stranded"]
+    for view in overall:  # sources add up to the overall row
+        per_source = [r for r in rows if r["scope"] == "source" and r["view"] == view]
+        assert sum(r["affected"] for r in per_source) == overall[view]["affected"]
+        assert sum(r["removable"] for r in per_source) == overall[view]["removable"]
+    assert overall["exact"]["affected"] <= overall["0.9"]["affected"] <= overall["0.7"]["affected"]
+    lines = [json.loads(x) for x in (out / "near_dup_clusters_t70.jsonl").read_text().splitlines()]
+    short_groups = overall["0.7"]["no_shingle_removable"]
+    assert overall["0.7"]["removable"] == sum(c["size"] - 1 for c in lines) + short_groups
+
+
+def test_short_documents_counted_separately(analysed, planted):
+    _, out, res = analysed
+    n_short = sum(len(reference_shingles(t)) == 0 for t in planted.table.column("text").to_pylist())
+    assert n_short > 0
+    assert res["steps"]["scan"]["no_shingle_docs"] == n_short
+    overall = [r for r in pq.read_table(out / "duplication_views.parquet").to_pylist() if r["scope"] == "overall"]
+    assert {r["no_shingle_docs"] for r in overall} == {n_short}
+
+
+def test_verify_scripts_pass_on_good_outputs(analysed):
+    corpus, out, _ = analysed
+    files = corpus_files(corpus)
+    for t in (70, 80, 90):
+        assert check_clusters(files, out / f"near_dup_clusters_t{t}.jsonl", t / 100)["passed"]
+    assert check_exact_groups(files, out / "duplicate_groups.jsonl")["passed"]
+    assert check_duplicates_sample(files, out / "doc_duplicates_t70", 0.7, sample=100, seed=3)["passed"]
+
+
+def test_verify_cluster_check_catches_corruption(analysed, tmp_path):
+    corpus, out, _ = analysed
+    lines = [json.loads(x) for x in (out / "near_dup_clusters_t90.jsonl").read_text().splitlines()]
+    a, b = lines[0], lines[1]  # merging two clusters breaks complete linkage
+    bad = [{**a, "doc_ids": sorted(a["doc_ids"] + b["doc_ids"]), "size": a["size"] + b["size"]}] + lines[2:]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join(json.dumps(c) + "\n" for c in bad))
+    res = check_clusters(corpus_files(corpus), path, 0.9)
+    assert not res["passed"] and any("< 0.9" in f for f in res["failures"])
+
+
+def test_verify_exact_check_catches_corruption(analysed, tmp_path):
+    corpus, out, _ = analysed
+    lines = (out / "duplicate_groups.jsonl").read_text().splitlines()
+    path = tmp_path / "groups.jsonl"
+    path.write_text("\n".join(lines[1:]) + "\n")
+    assert not check_exact_groups(corpus_files(corpus), path)["passed"]
+
+
+def test_verify_rescore_catches_corruption(analysed, tmp_path):
+    corpus, out, _ = analysed
+    rows = _dup_rows(out)
+    for r in rows:
+        for n in r["near_duplicates"]:
+            n["jaccard"] = min(1.0, n["jaccard"] + 0.01)
+    (tmp_path / "dd").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=analysis_driver.DUPLICATES_SCHEMA), tmp_path / "dd" / "part-00000.parquet")
+    res = check_duplicates_sample(corpus_files(corpus), tmp_path / "dd", 0.7, sample=50, seed=1)
+    assert not res["passed"] and any("recomputed" in f for f in res["failures"])
+
+
+def test_resume_after_a_killed_step(planted, tmp_path, monkeypatch):
+    corpus = _write_shards(planted.table.slice(0, 400), tmp_path / "in")
+    out = tmp_path / "out"
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("killed midway")
+
+    monkeypatch.setattr(analysis_driver, "complete_linkage", boom)
+    with pytest.raises(RuntimeError, match="killed midway"):
+        run_analysis(corpus_from_dir(corpus), out, _cfg())
+    assert sorted(p.stem for p in (out / "_state").glob("*.json")) == sorted(
+        ["scan", "exact", "candidates", "jaccard", "duplicates"]
+    )
+    assert not list(out.glob(".*tmp-*")) and not (out / "duplication_views.parquet").exists()
+    monkeypatch.undo()
+    res = run_analysis(corpus_from_dir(corpus), out, _cfg())
+    assert res["skipped"] == ["scan", "exact", "candidates", "jaccard", "duplicates"]
+    assert res["ran"] == ["clusters", "lengths", "figures", "report"]
+    assert run_analysis(corpus_from_dir(corpus), out, _cfg())["ran"] == []
+    # a changed setting invalidates the records: everything runs again
+    assert run_analysis(corpus_from_dir(corpus), out, _cfg(cluster_thresholds=[0.75]))["skipped"] == []
+
+
+def test_determinism_across_runs_and_workers(planted, tmp_path):
+    corpus = _write_shards(planted.table.slice(0, 500), tmp_path / "in")
+    run_analysis(corpus_from_dir(corpus), tmp_path / "a", _cfg(), workers=1)
+    run_analysis(corpus_from_dir(corpus), tmp_path / "b", _cfg(), workers=2)
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+                if p.is_file() and "_work" not in p.parts}
+
+    fa, fb = files(tmp_path / "a"), files(tmp_path / "b")
+    assert fa.keys() == fb.keys() and "figures/affected_vs_removable.svg" in fa
+    assert [k for k in fa if fa[k] != fb[k]] == []
+
+
+def test_cli_on_foreign_shards_without_ids(planted, tmp_path, capsys):
+    corpus = _write_shards(planted.table.slice(0, 300), tmp_path / "in", drop_id=True)
+    out = tmp_path / "out"
+    assert cli_main(["--corpus-dir", str(corpus), "--out-dir", str(out), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "jaccard" in printed and "est. time" in printed and not out.exists()
+    assert cli_main(["--corpus-dir", str(corpus), "--out-dir", str(out), "--step", "duplicates"]) == 0
+    assert not (out / "REPORT.md").exists()
+    assert cli_main(["--corpus-dir", str(corpus), "--out-dir", str(out)]) == 0
+    assert "report:" in capsys.readouterr().out
+    ids = pq.read_table(out / "doc_token_counts.parquet").column("id").to_pylist()
+    assert ids[0] == "shard_00000_00000" and "shard_00002_00099" in ids
+    assert check_exact_groups(corpus_files(corpus), out / "duplicate_groups.jsonl")["passed"]
+
+
+def test_cli_refuses_duplicate_ids(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    for k in range(2):
+        pq.write_table(pa.table({"id": ["x:1"], "text": ["some text here"]}), tmp_path / "in" / f"f{k}.parquet")
+    assert cli_main(["--corpus-dir", str(tmp_path / "in"), "--out-dir", str(tmp_path / "out")]) == 2
+    assert "'x:1' occurs twice" in capsys.readouterr().err
+
+
+def test_cli_refuses_missing_text_column(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    pq.write_table(pa.table({"content": ["a"]}), tmp_path / "in" / "f.parquet")
+    assert cli_main(["--corpus-dir", str(tmp_path / "in"), "--out-dir", str(tmp_path / "out")]) == 2
+    assert "no `text` column" in capsys.readouterr().err
+
+
+def test_pair_threshold_above_cluster_threshold_is_an_error(tmp_path, planted):
+    corpus = _write_shards(planted.table.slice(0, 30), tmp_path / "in")
+    with pytest.raises(AnalysisError, match="pair_threshold"):
+        run_analysis(corpus_from_dir(corpus), tmp_path / "out", _cfg(pair_threshold=0.85))
+
+
+def test_dry_run_estimates_every_step(analysed):
+    corpus, _, _ = analysed
+    plan = plan_analysis(corpus_from_dir(corpus), _cfg())
+    assert plan["docs"] == N_DOCS and plan["text_bytes"] > 0
+    assert [s["step"] for s in plan["steps"]] == list(analysis_driver.STEPS)
+    assert all(s["seconds"] >= 0 and s["peak_rss_bytes"] > 0 for s in plan["steps"])

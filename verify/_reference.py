@@ -1,0 +1,69 @@
+"""Reference text rules, written from the specification and nothing else.
+
+Normalization: lowercase; every run of characters that are not letters or digits becomes one space;
+shingles are the sets of 5 consecutive words. Document ids: the `id` column when the file has one, else
+`<file stem>_<row>` with the row zero-padded to max(5, digits of the last row).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+_NON_ALNUM = re.compile(r"[\W_]+")
+
+
+def normalized_words(text: str) -> list[str]:
+    """Words of the normalized text."""
+    return _NON_ALNUM.sub(" ", text.lower()).split()
+
+
+def shingle_set(text: str, k: int = 5) -> set[tuple[str, ...]]:
+    """The set of k-word shingles (empty for fewer than k words)."""
+    w = normalized_words(text)
+    return {tuple(w[i : i + k]) for i in range(len(w) - k + 1)}
+
+
+def jaccard(a: set, b: set) -> float:
+    """|A & B| / |A | B|; 0.0 when both are empty."""
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0
+
+
+def corpus_files(corpus_dir: str | Path, exclude: str | Path | None = None) -> list[Path]:
+    """Sorted *.parquet files under a folder, skipping hidden/underscore names and the `exclude` folder."""
+    root = Path(corpus_dir)
+    ex = Path(exclude).resolve() if exclude else None
+    out = []
+    for p in sorted(root.rglob("*.parquet")):
+        if any(part.startswith((".", "_")) for part in p.relative_to(root).parts):
+            continue
+        if ex is not None and ex in p.resolve().parents:
+            continue
+        out.append(p)
+    return out
+
+
+def iter_documents(files: Iterable[str | Path]) -> Iterator[tuple[str, str]]:
+    """(id, text) of every document, file by file."""
+    for path in files:
+        pf = pq.ParquetFile(path)
+        has_id = "id" in pf.schema_arrow.names
+        rows = pf.metadata.num_rows
+        width = max(5, len(str(max(rows - 1, 0))))
+        row = 0
+        for batch in pf.iter_batches(batch_size=8192, columns=["id", "text"] if has_id else ["text"]):
+            d = batch.to_pydict()
+            texts = d["text"]
+            ids = d["id"] if has_id else [f"{Path(path).stem}_{row + i:0{width}d}" for i in range(len(texts))]
+            for doc_id, text in zip(ids, texts, strict=True):
+                yield str(doc_id), text or ""
+            row += len(texts)
+
+
+def texts_of(files: Iterable[str | Path], wanted: set[str]) -> dict[str, str]:
+    """Texts of the wanted ids only."""
+    return {i: t for i, t in iter_documents(files) if i in wanted}

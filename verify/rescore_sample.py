@@ -1,0 +1,88 @@
+"""Re-score a seeded random sample of doc_duplicates records from the texts.
+
+    python verify/rescore_sample.py --corpus-dir DIR --duplicates OUT/doc_duplicates_t70 --threshold 0.7
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from verify._reference import corpus_files, jaccard, shingle_set, texts_of  # noqa: E402
+
+TOLERANCE = 1e-6  # Jaccard is stored as float32
+
+
+def check_duplicates_sample(files: list[Path], duplicates_dir: str | Path, threshold: float,
+                            sample: int = 200, seed: int = 0, k: int = 5) -> dict:
+    """For sampled rows: exact twins are byte-identical, near entries are not and have the stated Jaccard
+    (>= threshold, descending), the lists are disjoint, and n_exact/n_near match."""
+    parts = sorted(Path(duplicates_dir).glob("*.parquet"))
+    rows = [r for p in parts for r in pq.read_table(p).to_pylist()]
+    rows.sort(key=lambda r: r["doc_id"])
+    picked = random.Random(seed).sample(rows, min(sample, len(rows)))
+    wanted = {r["doc_id"] for r in picked}
+    for r in picked:
+        wanted.update(r["exact_duplicates"])
+        wanted.update(n["doc_id"] for n in r["near_duplicates"])
+    texts = texts_of(files, wanted)
+    failures, scored = [], 0
+    for r in picked:
+        me = r["doc_id"]
+        if me not in texts:
+            failures.append(f"{me}: not a document of the corpus")
+            continue
+        exact, near = r["exact_duplicates"], r["near_duplicates"]
+        if r["n_exact"] != len(exact) or r["n_near"] != len(near):
+            failures.append(f"{me}: n_exact/n_near {r['n_exact']}/{r['n_near']} but lists of {len(exact)}/{len(near)}")
+        if not exact and not near:
+            failures.append(f"{me}: a row without any duplicate")
+        near_ids = [n["doc_id"] for n in near]
+        if set(exact) & set(near_ids) or me in exact or me in near_ids:
+            failures.append(f"{me}: exact and near lists overlap or list the document itself")
+        for d in exact:
+            if texts.get(d) != texts[me]:
+                failures.append(f"{me}: exact duplicate {d} is not byte-identical")
+        js = [n["jaccard"] for n in near]
+        if js != sorted(js, reverse=True):
+            failures.append(f"{me}: near duplicates not in descending Jaccard")
+        mine = shingle_set(texts[me], k)
+        for n in near:
+            if n["doc_id"] not in texts:
+                failures.append(f"{me}: near duplicate {n['doc_id']} is not a document of the corpus")
+                continue
+            if texts[n["doc_id"]] == texts[me]:
+                failures.append(f"{me}: near duplicate {n['doc_id']} is byte-identical (belongs in exact)")
+            true = jaccard(mine, shingle_set(texts[n["doc_id"]], k))
+            scored += 1
+            if true < threshold or abs(true - n["jaccard"]) > TOLERANCE:
+                failures.append(f"{me} ~ {n['doc_id']}: reported Jaccard {n['jaccard']:.6f}, recomputed {true:.6f}")
+    return {"passed": not failures, "rows": len(rows), "sampled": len(picked), "pairs_scored": scored,
+            "failures": failures[:20], "n_failures": len(failures)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--corpus-dir", required=True)
+    p.add_argument("--duplicates", required=True)
+    p.add_argument("--threshold", type=float, default=0.7)
+    p.add_argument("--sample", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--exclude", help="folder under the corpus dir to skip (the analysis out dir)")
+    a = p.parse_args(argv)
+    res = check_duplicates_sample(corpus_files(a.corpus_dir, a.exclude), a.duplicates, a.threshold, a.sample, a.seed)
+    print(f"{'PASS' if res['passed'] else 'FAIL'}: {res['sampled']} of {res['rows']} records, "
+          f"{res['pairs_scored']} near pairs re-scored, {res['n_failures']} failure(s)")
+    for f in res["failures"]:
+        print(f"  {f}")
+    return 0 if res["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
