@@ -52,16 +52,19 @@ def test_bands_must_divide_num_perm():
 
 def test_config_sha256_is_canonical_json_without_execution_keys():
     resolved = load_config(None, {"dataset": "x"})
-    body = {k: v for k, v in resolved.items() if k not in ("paths", "workers", "refresh")}
+    body = {k: v for k, v in resolved.items() if k not in ("paths", "workers", "refresh", "analysis", "release")}
     body["tokenize"] = {k: v for k, v in body["tokenize"].items() if k not in ("engine", "threads_per_worker", "rebuild_check")}
     body["dedup"] = {k: v for k, v in body["dedup"].items() if k not in ("batch_bytes", "verify_batch_shingles")}
-    assert len(EXECUTION_KEYS) == 8
+    assert len(EXECUTION_KEYS) == 10
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     assert config_sha256(resolved) == hashlib.sha256(canon).hexdigest()
     other = load_config(None, {"dataset": "x", "workers": 4, "paths": {"artifacts": "/elsewhere"},
                                "tokenize": {"threads_per_worker": 3}})
     assert config_sha256(other) == config_sha256(resolved)
     assert config_sha256(load_config(None, {"dataset": "y"})) != config_sha256(resolved)
+    # downstream stages' settings never change the corpus manifest
+    tuned = load_config(None, {"dataset": "x", "release": {"bucket_width": 64}, "analysis": {"bands": 20, "rows": 4}})
+    assert config_sha256(tuned) == config_sha256(resolved)
 
 
 def test_yaml_file_and_unreadable_file(tmp_path):

@@ -30,8 +30,11 @@ One YAML (or JSON) file configures a corpus build; `configs/demo.yaml` is the em
 key is optional and has the default shown. Loading validates the file against
 `schemas/corpus-config.schema.json` and reports every violation with its JSON path. The keys under
 `paths`, `workers`, `refresh`, `tokenize.engine`, `tokenize.threads_per_worker`,
-`tokenize.rebuild_check`, `dedup.batch_bytes` and `dedup.verify_batch_shingles` say where and how fast
-to run, never what to build, so they are left out of the manifest's `config_sha256`.
+`tokenize.rebuild_check`, `dedup.batch_bytes`, `dedup.verify_batch_shingles`, `analysis.batch_bytes` and
+`analysis.verify_batch_shingles` say where and how fast to run, never what to build, so they are left out
+of the manifest's `config_sha256` and of every stage key. The `analysis` and `release` sections configure
+stages that read the published corpus without changing it: they key those stages only and are left out of
+`config_sha256` too.
 
 | key | type | default | description |
 |---|---|---|---|

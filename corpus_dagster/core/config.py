@@ -31,7 +31,12 @@ EXECUTION_KEYS = (
     "tokenize.rebuild_check",
     "dedup.batch_bytes",
     "dedup.verify_batch_shingles",
+    "analysis.batch_bytes",
+    "analysis.verify_batch_shingles",
 )
+# Sections of stages that read the published corpus and never change it: they have stage keys of their own
+# and stay out of the manifest's config_sha256, so tuning a release or an analysis never republishes shards.
+DOWNSTREAM_SECTIONS = ("analysis", "release")
 
 
 @cache
@@ -145,8 +150,10 @@ def output_config(resolved: dict[str, Any]) -> dict[str, Any]:
 
 
 def config_sha256(resolved: dict[str, Any]) -> str:
-    """SHA-256 (hex) of the canonical JSON of the resolved config, without the execution keys."""
-    return hashlib.sha256(canonical_json(output_config(resolved))).hexdigest()
+    """SHA-256 (hex) of the canonical JSON of the resolved config, without the execution keys and the
+    sections of downstream stages (DOWNSTREAM_SECTIONS)."""
+    corpus = {k: v for k, v in output_config(resolved).items() if k not in DOWNSTREAM_SECTIONS}
+    return hashlib.sha256(canonical_json(corpus)).hexdigest()
 
 
 def output_settings(resolved: dict[str, Any], section: str, keys: tuple[str, ...] | None = None) -> Any:
