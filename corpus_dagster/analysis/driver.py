@@ -9,9 +9,11 @@ step that ran is run again too. Intermediate arrays live in `_work/` (kept so a 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,16 +42,26 @@ from corpus_dagster.analysis.views import (
     threshold_view,
     views_table,
 )
+from corpus_dagster.clean.driver import clean_doc_files, clean_record
+from corpus_dagster.core import records
 from corpus_dagster.core.atomic import atomic_dir, atomic_path, remove_stale_temps
-from corpus_dagster.core.errors import AnalysisError
+from corpus_dagster.core.checks import CheckReport
+from corpus_dagster.core.config import output_settings
+from corpus_dagster.core.errors import AnalysisError, CorpusError
+from corpus_dagster.core.hashing import sha256_file
+from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import ParquetSettings, write_parquet
+from corpus_dagster.core.records import StageRecord, stage_key
+from corpus_dagster.dedup.driver import signature_file
 from corpus_dagster.dedup.jaccard import ShingleStore, shingle_sets
 from corpus_dagster.dedup.lsh import band_hashes
 from corpus_dagster.dedup.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.dedup.minhash import batch_signatures, permutations
 from corpus_dagster.dedup.signatures import byte_batches
 from corpus_dagster.dedup.text import tokenize_batch
+from corpus_dagster.publish.driver import read_manifest
+from corpus_dagster.tokenize.driver import token_counts_file
 
 CODE_VERSION = "analysis-1"
 STEPS = ("scan", "exact", "candidates", "jaccard", "duplicates", "clusters", "lengths", "figures", "report")
@@ -889,3 +901,107 @@ def clear_work(out_dir: str | Path) -> None:
     """Delete the intermediate `_work/` and `_state/` folders (the next run starts from scratch)."""
     for name in ("_work", "_state"):
         shutil.rmtree(Path(out_dir) / name, ignore_errors=True)
+
+
+# --- The stage as the Dagster layer runs it: a stage record keyed by content, checks from verify/ ------------
+
+STAGE = "analysis"
+CODE_VERSION = "1"
+INTERNAL = ("_state", "_work")  # step records and intermediate arrays of the resumable CLI run
+
+
+def _graph_inputs(layout: Layout, source_ids: list[str]) -> tuple[CorpusFiles, CorpusFiles, list[Path], list[Path], dict[str, Any]]:
+    """(clean documents, published shards, signature files, token counts, key inputs) of the graph's analysis."""
+
+    documents = corpus_from_sources({sid: clean_doc_files(layout, sid) for sid in sorted(source_ids)})
+    lengths = corpus_from_dir(layout.shards)
+    signatures = []
+    for sid in sorted(source_ids):
+        try:
+            signatures.append(signature_file(layout, sid))
+        except CorpusError:
+            pass  # no signatures yet for this source: the analysis computes its own
+    try:
+        counts = [token_counts_file(layout)]
+    except CorpusError:
+        counts = []
+    inputs = {
+        "clean": [[sid, clean_record(layout, sid).key] for sid in sorted(source_ids)],
+        "shards": [[e["name"], e["sha256"]] for e in read_manifest(layout)["shards"]],
+        "token_counts": [sha256_file(p) for p in counts if p.exists()],
+    }
+    return documents, lengths, signatures, [p for p in counts if p.exists()], inputs
+
+
+def run_analysis_stage(layout: Layout, resolved: dict[str, Any], source_ids: list[str], log: Callable | None = None) -> dict[str, Any]:
+    """Analyse the clean (pre-dedup) documents of `source_ids` and the published shards into analysis/<ds>/<ver>/.
+
+    Cached under a key of the clean keys, the shard hashes, the token counts and the `analysis` settings.
+    """
+
+    documents, lengths, signatures, counts, inputs = _graph_inputs(layout, source_ids)
+    settings = output_settings(resolved, STAGE)
+    key = stage_key(STAGE, CODE_VERSION, inputs, settings)
+    folder = layout.stage(STAGE)
+    done = records.cached(folder, key)
+    if done is not None:
+        return {**done.stats, "cached": True, "key": key}
+    records.begin(folder)
+    out = layout.analysis
+    result = run_analysis(documents, out, resolved[STAGE], length_documents=lengths, signature_files=signatures,
+                          token_counts=counts, workers=resolved["workers"], log=log)
+    names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.relative_to(out).parts[0] not in INTERNAL)
+    stats = {k: result[k] for k in ("steps", "report_path", "figures", "outputs") if k in result}
+    stats = json.loads(json.dumps(stats, default=str))
+    records.commit(folder, StageRecord(
+        stage=STAGE, key=key, code_version=CODE_VERSION, inputs=inputs, settings=settings,
+        output_dir=os.path.relpath(out, folder), outputs=records.describe_outputs(out, names), files={"analysis": names},
+        stats={**stats, "sources": sorted(source_ids)},
+    ))
+    return {**stats, "sources": sorted(source_ids), "cached": False, "key": key, "ran": result.get("ran", [])}
+
+
+def analysis_record(layout: Layout) -> Any:
+    """The record of the last analysis (UpstreamMissing when it never ran)."""
+
+    return records.require_record(layout.stage(STAGE), "corpus_analysis")
+
+
+def _verify_module(name: str) -> Any:
+    """A module of the top-level verify/ package, which shares no code with the pipeline (a checkout ships it)."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "verify" / "__init__.py").is_file() and str(checkout) not in sys.path:
+        sys.path.append(str(checkout))
+    try:
+        return importlib.import_module(f"verify.{name}")
+    except ImportError as exc:
+        raise AnalysisError(f"the independent verification scripts (verify/{name}.py) are not importable: {exc}; "
+                            "run from a checkout of the project") from exc
+
+
+def verify_analysis(layout: Layout, resolved: dict[str, Any], which: str) -> Any:
+    """Run one independent verification of the last analysis: `clusters`, `exact_groups` or `duplicates_sample`."""
+
+    record = analysis_record(layout)
+    files = [p for sid in record.stats["sources"] for p in clean_doc_files(layout, sid)]
+    cfg = resolved[STAGE]
+    out = layout.analysis
+    reports = []
+    if which == "clusters":
+        mod = _verify_module("cluster_jaccard")
+        for t in cfg["cluster_thresholds"]:
+            reports.append((f"t{tag(t)[1:]}", mod.check_clusters(files, out / f"near_dup_clusters_{tag(t)}.jsonl", t)))
+    elif which == "exact_groups":
+        reports.append(("exact", _verify_module("exact_groups").check_exact_groups(files, out / GROUPS_FILE)))
+    elif which == "duplicates_sample":
+        mod = _verify_module("rescore_sample")
+        reports.append(("sample", mod.check_duplicates_sample(files, out / duplicates_dir_name(cfg), cfg["pair_threshold"],
+                                                               cfg["verify_sample"], cfg["verify_seed"])))
+    else:
+        raise AnalysisError(f"unknown verification {which!r}")
+    report = CheckReport()
+    for name, r in reports:
+        for failure in r.get("failures", []):
+            report.fail(f"{name}: {failure}")
+        report.metadata.update({f"{name}_{k}": v for k, v in r.items() if isinstance(v, int | float | str) and k != "passed"})
+    return report

@@ -44,7 +44,8 @@ def run_pipeline(config_path: str, prefix: str = "run") -> int:
     os.environ.setdefault("DAGSTER_HOME", str(default_dagster_home()))
     ensure_dagster_home(Path(os.environ["DAGSTER_HOME"]))
     start = time.monotonic()
-    layout = Layout.from_config(load_config(config_path))
+    resolved = load_config(config_path)
+    layout = Layout.from_config(resolved)
     sources = [s.source_id for s in load_ledger(layout.ledger)]
     corpus = CorpusConfig(config_path=str(Path(config_path).resolve()))
 
@@ -56,7 +57,7 @@ def run_pipeline(config_path: str, prefix: str = "run") -> int:
 
     with dg.DagsterInstance.get() as instance:
         materialize_sources(corpus, instance, sources, on_result=report)
-        print(f"{prefix}: global assets (dedup, shards, manifest, ...)", flush=True)
+        print(f"{prefix}: global assets (dedup, scrub, shards, manifest, tokens, analysis, release)", flush=True)
         result = materialize_global(corpus, instance)
         checks = check_results(result)
     print(f"{prefix}: shards   {layout.shards}")
@@ -72,6 +73,12 @@ def run_pipeline(config_path: str, prefix: str = "run") -> int:
         info = json.loads(tokens.read_text())
         per_split = ", ".join(f"{k}: {v['n_tokens']:,} tokens / {v['n_docs']:,} docs" for k, v in info["splits"].items())
         print(f"{prefix}: tokens   {layout.tokens}  ({per_split}; tokenizer {info['tokenizer']['name']})")
+    report = layout.analysis / "REPORT.md"
+    if report.exists():
+        print(f"{prefix}: analysis {report}")
+    card = layout.release(resolved["release"]["name"] or resolved["dataset"]) / "README.md"
+    if card.exists():
+        print(f"{prefix}: release  {card.parent}  (dataset card {card})")
     for asset, name, passed, meta in checks:
         print(f"{prefix}: check {asset}/{name}: {'PASSED' if passed else 'FAILED ' + str(meta)}")
     failed = [c for c in checks if not c[2]]
@@ -83,7 +90,7 @@ def run_pipeline(config_path: str, prefix: str = "run") -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = argv if argv is not None else sys.argv[1:]
     if len(argv) != 1:
-        print("usage: python -m corpus_dagster.cli.run CONFIG.yaml", file=sys.stderr)
+        print("usage: python -m corpus_dagster.run CONFIG.yaml", file=sys.stderr)
         return 2
     return run_pipeline(argv[0])
 

@@ -80,3 +80,7 @@ class TokenStreamError(CorpusError):
 
 class AnalysisError(CorpusError):
     """The analysis cannot run on its input or settings; the message names the file or key and the fix."""
+
+
+class ReleaseError(CorpusError):
+    """The release's inputs are missing or inconsistent, or its output failed a check; names the file."""

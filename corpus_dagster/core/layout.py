@@ -72,3 +72,12 @@ class Layout:
     def tokens(self) -> Path:
         """tokens/<dataset>/<version>/: token streams."""
         return self.root / "tokens" / self.dataset / self.version
+
+    @property
+    def analysis(self) -> Path:
+        """analysis/<dataset>/<version>/: the corpus analysis (tables, clusters, figures, REPORT.md)."""
+        return self.root / "analysis" / self.dataset / self.version
+
+    def release(self, name: str) -> Path:
+        """release/<name>/<version>/: a length-bucketed release with its dataset card."""
+        return self.root / "release" / name / self.version

@@ -6,6 +6,7 @@ so an invalid config is a load error naming the file and JSON path.
 
 import dagster as dg
 
+from corpus_dagster.defs.analysis import ANALYSIS_ASSETS, ANALYSIS_CHECKS
 from corpus_dagster.defs.automation import (
     automation_sensor,
     build_corpus_job,
@@ -17,12 +18,14 @@ from corpus_dagster.defs.clean import clean_documents
 from corpus_dagster.defs.dedup import dedup, minhash_signatures
 from corpus_dagster.defs.ingest import raw_documents
 from corpus_dagster.defs.publish import PUBLISH_CHECKS, shards_and_manifest
+from corpus_dagster.defs.release import RELEASE_ASSETS, RELEASE_CHECKS
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.scrub import scrubbed
 from corpus_dagster.defs.tokens import TOKEN_ASSETS, TOKEN_CHECKS
 
-ASSETS = [raw_documents, clean_documents, minhash_signatures, dedup, scrubbed, shards_and_manifest, *TOKEN_ASSETS]
-CHECKS = [*PUBLISH_CHECKS, *TOKEN_CHECKS]
+ASSETS = [raw_documents, clean_documents, minhash_signatures, dedup, scrubbed, shards_and_manifest, *TOKEN_ASSETS,
+          *ANALYSIS_ASSETS, *RELEASE_ASSETS]
+CHECKS = [*PUBLISH_CHECKS, *TOKEN_CHECKS, *ANALYSIS_CHECKS, *RELEASE_CHECKS]
 
 
 def build_definitions(corpus: CorpusConfig) -> dg.Definitions:

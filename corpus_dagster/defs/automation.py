@@ -11,7 +11,7 @@ from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME, source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
 
-GLOBAL_ASSETS = ["dedup", "scrubbed", "shards", "manifest", "token_streams"]
+GLOBAL_ASSETS = ["dedup", "scrubbed", "shards", "manifest", "token_streams", "corpus_analysis", "release"]
 
 ingest_job = dg.define_asset_job(
     "ingest_sources",
@@ -21,7 +21,7 @@ ingest_job = dg.define_asset_job(
 build_corpus_job = dg.define_asset_job(
     "build_corpus",
     selection=dg.AssetSelection.assets(*GLOBAL_ASSETS),
-    description="The whole-corpus steps (dedup, scrub, shards, manifest, token streams) over every materialized source.",
+    description="The whole-corpus steps (dedup, scrub, shards, manifest, token streams, analysis, release) over every materialized source.",
 )
 
 

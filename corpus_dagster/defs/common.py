@@ -1,7 +1,9 @@
 """Helpers every Dagster definition shares: the one error adapter, the source set of global assets, tables."""
 
+import base64
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -71,3 +73,12 @@ def check_result(report: CheckReport) -> dg.AssetCheckResult:
     if report.problems:
         metadata["details"] = dg.MetadataValue.md("\n".join(f"- {md_escape(p)}" for p in report.problems))
     return dg.AssetCheckResult(passed=report.passed, metadata=metadata)
+
+
+def figures_markdown(paths: list[str], title: str = "") -> dg.MetadataValue:
+    """PNG figures embedded in markdown metadata, so the UI shows them on the latest materialization."""
+    parts = [f"**{md_escape(title)}**"] if title else []
+    for path in paths:
+        data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+        parts.append(f"![{md_escape(Path(path).stem)}](data:image/png;base64,{data})")
+    return dg.MetadataValue.md("\n\n".join(parts))

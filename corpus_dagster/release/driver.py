@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import tempfile
 import time
@@ -29,11 +30,20 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from corpus_dagster.clean.driver import clean_doc_files, clean_record
+from corpus_dagster.core import records
 from corpus_dagster.core.atomic import atomic_dir
-from corpus_dagster.core.errors import CorpusError
+from corpus_dagster.core.checks import CheckReport
+from corpus_dagster.core.config import output_settings
+from corpus_dagster.core.errors import CorpusError, ReleaseError
 from corpus_dagster.core.hashing import sha256_file
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import ParquetSettings, write_parquet
+from corpus_dagster.core.records import StageRecord, stage_key
+from corpus_dagster.dedup.driver import dedup_sources
+from corpus_dagster.ingest import driver as ingest_driver
 from corpus_dagster.release import card as card_mod
 from corpus_dagster.release import checks
 from corpus_dagster.release import figures as fig_mod
@@ -43,6 +53,7 @@ from corpus_dagster.release.plan import parts_of, plan_release, room_by_source, 
 from corpus_dagster.release.rows import length_column, part_table
 from corpus_dagster.release.segment import segment_text
 from corpus_dagster.release.stats import data_stats
+from corpus_dagster.tokenize.driver import token_counts_file
 
 STATS_NAME = "_RELEASE.json"
 MANIFEST_NAME = "_MANIFEST.json"
@@ -52,9 +63,6 @@ SHARD_COLUMNS = ["id", "source_id", "url", "license_spdx", "lang", "n_chars", "s
 INFO_COLUMNS = ("id", "fetched_at", "repairs", "cleaned", "source_file")
 SPILL_OPTIONS = ipc.IpcWriteOptions(compression="lz4")
 
-
-class ReleaseError(CorpusError):
-    """The release's inputs are missing or inconsistent, or its output failed a check; names the file."""
 
 
 # ---------------------------------------------------------------- tokenizer
@@ -604,3 +612,108 @@ def check_rebuild(release_dir: str | Path, build_kwargs: Mapping[str, Any], work
         kwargs = dict(build_kwargs) | {"out_dir": Path(tmp) / "release", "workers": workers}
         build_release(**kwargs)
         return checks.check_identical(file_hashes(release_dir), file_hashes(Path(tmp) / "release"))
+
+
+# --- The stage as the Dagster layer runs it: inputs from the other drivers, a content-keyed stage record -----
+
+STAGE = "release"
+CODE_VERSION = "1"
+
+
+def release_name(resolved: Mapping[str, Any]) -> str:
+    """The release's folder name: `release.name`, else the dataset name."""
+    return resolved["release"]["name"] or resolved["dataset"]
+
+
+def _document_info(layout: Layout, source_ids: list[str]) -> list[pa.Table]:
+    """Per source: id, fetched_at, kept ledger fields (from ingest) and repairs (from clean), for `metadata`."""
+    tables = []
+    for sid in source_ids:
+        info = pl.from_arrow(ingest_driver.document_info(layout, sid))
+        repairs = pl.concat([pl.from_arrow(pq.read_table(p, columns=["id", "repairs"])) for p in clean_doc_files(layout, sid)])
+        tables.append(repairs.join(info, on="id", how="left").to_arrow())
+    return tables
+
+
+def release_kwargs(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of `build_release` for the published corpus (also what the rebuild check reuses)."""
+    source_ids = dedup_sources(layout)
+    ledger = {s.source_id: s for s in load_ledger(layout.ledger)}
+    missing = [sid for sid in source_ids if sid not in ledger]
+    if missing:
+        raise ReleaseError(f"sources {missing} are published but no longer in the ledger {layout.ledger}; rebuild the corpus")
+    try:
+        counts: Path | None = token_counts_file(layout)
+    except CorpusError:
+        counts = None
+    return {
+        "shards_dir": layout.shards,
+        "out_dir": layout.release(release_name(resolved)),
+        "settings": resolved["release"],
+        "tokenize_cfg": resolved["tokenize"],
+        "sources": [ledger[sid] for sid in source_ids],
+        "token_counts": counts,
+        "doc_info": _document_info(layout, source_ids),
+        "selection_excluded": ingest_driver.selection_counts(layout, source_ids),
+        "workers": resolved["workers"],
+    }
+
+
+def release_key(layout: Layout, resolved: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(key, inputs): the published manifest, token counts, ledger facts, ingest and clean keys, release settings."""
+    source_ids = dedup_sources(layout)
+    ledger = {s.source_id: s.to_json() for s in load_ledger(layout.ledger)}
+    try:
+        counts = sha256_file(token_counts_file(layout))
+    except CorpusError:
+        counts = None
+    inputs = {
+        "manifest_sha256": sha256_file(layout.manifest),
+        "token_counts_sha256": counts,
+        "sources": [[sid, ledger.get(sid), ingest_driver.raw_parts(layout, sid)[2].key, clean_record(layout, sid).key]
+                    for sid in source_ids],
+    }
+    settings = {"release": output_settings(resolved, "release"), "tokenize": output_settings(resolved, "tokenize")}
+    return stage_key(STAGE, CODE_VERSION, inputs, settings), inputs
+
+
+def run_release_stage(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """Build the release folder unless its key is unchanged; returns build_release's stats plus cached and key."""
+    key, inputs = release_key(layout, resolved)
+    folder = layout.stage(STAGE)
+    done = records.cached(folder, key)
+    if done is not None:
+        return {**done.stats, "cached": True, "key": key}
+    records.begin(folder)
+    kwargs = release_kwargs(layout, resolved)
+    out = Path(kwargs["out_dir"])
+    records.begin(out.parent)
+    stats = build_release(**kwargs)
+    names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    stats = json.loads(json.dumps(stats, default=str))
+    records.commit(folder, StageRecord(
+        stage=STAGE, key=key, code_version=CODE_VERSION, inputs=inputs, settings=output_settings(resolved, "release"),
+        output_dir=os.path.relpath(out, folder), outputs=records.describe_outputs(out, names), files={"release": names},
+        stats=stats,
+    ))
+    return {**stats, "cached": False, "key": key}
+
+
+def release_checks(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, CheckReport]:
+    """The blocking checks of the built release, as CheckReports by name."""
+    out = layout.release(release_name(resolved))
+    return {name: _report(r) for name, r in check_release(out, resolved["release"]).items()}
+
+
+def release_rebuild_check(layout: Layout, resolved: Mapping[str, Any]) -> CheckReport:
+    """Rebuild with another worker count into a temp folder: every file, the card included, byte-identical."""
+    kwargs = release_kwargs(layout, resolved)
+    other = 2 if resolved["workers"] == 1 else 1
+    report = _report(check_rebuild(kwargs["out_dir"], kwargs, other))
+    report.metadata["rebuild_workers"] = other
+    return report
+
+
+def _report(result: Mapping[str, Any]) -> CheckReport:
+    report = CheckReport(metadata={k: v for k, v in result.get("metadata", {}).items() if isinstance(v, int | float | str)})
+    return report.extend([str(p) for p in result.get("problems", [])])

@@ -1,0 +1,84 @@
+"""release: length-bucketed release folder with a dataset card, figures and its blocking checks."""
+
+import dagster as dg
+
+from corpus_dagster.defs.common import check_result, corpus_failure, figures_markdown, md_table
+from corpus_dagster.defs.resources import CorpusConfig
+from corpus_dagster.release import driver
+
+
+@dg.asset(
+    deps=["manifest", "token_streams"],
+    group_name="release",
+    kinds={"parquet", "huggingface"},
+    code_version=driver.CODE_VERSION,
+    automation_condition=dg.AutomationCondition.eager(),
+)
+def release(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
+    """Bucket the published documents by token length (segments for long ones, caps per source) with a card."""
+    with corpus_failure("release"):
+        resolved, layout = corpus.load()
+        if not resolved["release"]["enabled"]:
+            context.log.info("release.enabled is false: nothing built")
+            return dg.MaterializeResult(metadata={"enabled": False})
+        stats = driver.run_release_stage(layout, resolved)
+    out = layout.release(driver.release_name(resolved))
+    buckets = [[k, v] for k, v in sorted(stats.get("docs_per_bucket", {}).items())]
+    metadata = {
+        "documents": stats.get("docs", 0),
+        "tokens": stats.get("tokens", 0),
+        "segments": stats.get("segments", 0),
+        "docs_per_bucket": md_table(["bucket", "documents"], buckets),
+        "headline": md_table(["", ""], [list(map(str, row)) for row in stats.get("headline", [])]),
+        "cached": stats["cached"],
+        "stage_key": stats["key"],
+        "card": dg.MetadataValue.path(str(out / "README.md")),
+        "path": dg.MetadataValue.path(str(out)),
+    }
+    figures = [str(out / "assets" / p) if "/" not in str(p) else str(p) for p in stats.get("figures", [])]
+    figures = [f for f in figures if f.endswith(".png")]
+    if figures:
+        metadata["figures"] = figures_markdown(figures)
+    return dg.MaterializeResult(data_version=dg.DataVersion(stats["key"]), metadata=metadata)
+
+
+def _release_check(corpus: CorpusConfig, name: str) -> dg.AssetCheckResult:
+    with corpus_failure(f"release check {name}"):
+        resolved, layout = corpus.load()
+        if not resolved["release"]["enabled"]:
+            return dg.AssetCheckResult(passed=True, metadata={"skipped": "release.enabled is false"})
+        return check_result(driver.release_checks(layout, resolved)[name])
+
+
+@dg.asset_check(asset=release, blocking=True, description="Every row's token count lies in its bucket's range.")
+def release_bucket_bounds(corpus: CorpusConfig) -> dg.AssetCheckResult:
+    return _release_check(corpus, "bucket_bounds")
+
+
+@dg.asset_check(asset=release, blocking=True, description="No source exceeds its cap in any bucket.")
+def release_source_caps(corpus: CorpusConfig) -> dg.AssetCheckResult:
+    return _release_check(corpus, "source_caps")
+
+
+@dg.asset_check(asset=release, blocking=True, description="Release ids (UUIDv5) are unique.")
+def release_unique_ids(corpus: CorpusConfig) -> dg.AssetCheckResult:
+    return _release_check(corpus, "unique_ids")
+
+
+@dg.asset_check(asset=release, blocking=True, description="Every number in the dataset card equals the data's.")
+def release_card_matches_data(corpus: CorpusConfig) -> dg.AssetCheckResult:
+    return _release_check(corpus, "card_matches_data")
+
+
+@dg.asset_check(asset=release, blocking=True,
+                description="A rebuild with another worker count is byte-identical (files and card); off: release.rebuild_check.")
+def release_reproducible(corpus: CorpusConfig) -> dg.AssetCheckResult:
+    with corpus_failure("release check reproducible"):
+        resolved, layout = corpus.load()
+        if not (resolved["release"]["enabled"] and resolved["release"]["rebuild_check"]):
+            return dg.AssetCheckResult(passed=True, metadata={"skipped": "release.enabled or release.rebuild_check is false"})
+        return check_result(driver.release_rebuild_check(layout, resolved))
+
+
+RELEASE_ASSETS = [release]
+RELEASE_CHECKS = [release_bucket_bounds, release_source_caps, release_unique_ids, release_card_matches_data, release_reproducible]
