@@ -15,19 +15,24 @@ from pathlib import Path
 from typing import Any
 
 import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from corpus_dagster.core import records
 from corpus_dagster.core.atomic import atomic_dir, atomic_path, atomic_write_bytes
 from corpus_dagster.core.config import output_settings
-from corpus_dagster.core.errors import ChecksumMismatch, SourceError
+from corpus_dagster.core.errors import ChecksumMismatch, SourceError, StageOutputError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
+from corpus_dagster.core.parquet import TABLE, write_parquet
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.ingest.raw_parts import PartWriter, part_name
-from corpus_dagster.ingest.readers import Doc, iter_file
+from corpus_dagster.ingest.readers import Doc, iter_file, text_selection_error
+from corpus_dagster.ingest.selection import BATCH_ROWS, Selection, document_ids
 
 QUARANTINE_FILE = "_QUARANTINE.jsonl"
+FIELDS_FILE = "_FIELDS.parquet"  # the ledger's keep_fields per document id, beside the parts
 CODE_VERSION = "2"  # bump when a change here changes raw part bytes
 SETTINGS = ("part_max_bytes", "part_max_docs", "max_doc_bytes")  # the ingest settings that shape raw parts
 
@@ -59,6 +64,7 @@ class FetchResult:
     parts: int = 0
     unchanged: bool = False
     quarantined: dict[str, int] = field(default_factory=dict)
+    excluded_by_where: int = 0
     seconds: float = 0.0
 
 
@@ -155,6 +161,9 @@ def fetch_source(
     record's and the parts are intact, nothing is rewritten.
     """
     start = time.monotonic()
+    if source.format == "text" and (source.where is not None or source.keep_fields):
+        raise text_selection_error(source)
+    selection = Selection.for_source(source)  # a predicate that does not parse fails before any file is read
     now = now or dt.datetime.now(dt.UTC)
     date = now.strftime("%Y%m%d")
     fetched_at = now.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -200,6 +209,7 @@ def fetch_source(
         result.parts = len(done.files["parts"])
         result.bytes_uncompressed = done.stats["bytes_uncompressed"]
         result.quarantined = done.stats.get("quarantined", {})
+        result.excluded_by_where = done.stats.get("excluded_by_where", 0)
         if record.get("files") != file_entries:  # same bytes, new mtime or ETag: remember the new identities
             atomic_write_bytes(record_path, _dump({**record, "files": file_entries}))
         result.seconds = time.monotonic() - start
@@ -210,20 +220,22 @@ def fetch_source(
     with atomic_dir(raw_dir / date) as tmp:
         writer = PartWriter(tmp, ingest_cfg["part_max_bytes"], ingest_cfg["part_max_docs"])
         with open(tmp / QUARANTINE_FILE, "w", encoding="utf-8") as qfh:
-            for rf, local_path, _sha, _uk in locals_:
-                for item in iter_file(local_path, source, rf.url, ingest_cfg["max_doc_bytes"]):
-                    if isinstance(item, Doc):
-                        writer.write(item.url, fetched_at, source.license_spdx, item.text)
-                    else:
-                        quarantined[item.reason] += 1
-                        qfh.write(json.dumps(item.to_json(source.source_id), ensure_ascii=False) + "\n")
+            stream_documents(
+                locals_, source, selection, ingest_cfg["max_doc_bytes"], fetched_at, writer, qfh, quarantined
+            )
         part_docs = writer.close()
+        if selection is not None and selection.keep_fields:
+            write_parquet(selection.fields_table(), tmp / FIELDS_FILE, TABLE)
     result.docs = sum(part_docs)
     result.parts = len(part_docs)
     result.bytes_uncompressed = writer.bytes_uncompressed
     result.quarantined = dict(sorted(quarantined.items()))
+    result.excluded_by_where = selection.excluded if selection is not None else 0
     atomic_write_bytes(record_path, _dump({"source_id": source.source_id, "files": file_entries}))
     part_names = [f"{date}/{part_name(i)}" for i in range(len(part_docs))]
+    files = {"parts": part_names}
+    if selection is not None and selection.keep_fields:
+        files["fields"] = [f"{date}/{FIELDS_FILE}"]
     stats = {
         "date": date,
         "fetched_at": fetched_at,
@@ -231,11 +243,12 @@ def fetch_source(
         "docs": result.docs,
         "bytes_uncompressed": result.bytes_uncompressed,
         "quarantined": result.quarantined,
+        "excluded_by_where": result.excluded_by_where,
     }
     records.commit(raw_dir, StageRecord(
         stage="ingest", key=key, code_version=CODE_VERSION, inputs=ingest_inputs(source, file_entries),
-        settings=settings, outputs=records.describe_outputs(raw_dir, part_names), files={"parts": part_names},
-        stats=stats,
+        settings=settings, outputs=records.describe_outputs(raw_dir, [n for names in files.values() for n in names]),
+        files=files, stats=stats,
     ), prune=False)
     for other in raw_dir.iterdir():  # keep only the current fetch date
         if other.is_dir() and other.name != date and other.name.isdigit():
@@ -244,17 +257,59 @@ def fetch_source(
     return result
 
 
+def stream_documents(
+    locals_: list[tuple[ResolvedFile, str, str, str]],
+    source: Source,
+    selection: Selection | None,
+    max_doc_bytes: int,
+    fetched_at: str,
+    writer: PartWriter,
+    quarantine: Any,
+    quarantined: Counter[str],
+) -> None:
+    """Read every file of a source in order into `writer`; unreadable records go to the quarantine file.
+
+    With a selection, readable documents are gathered into batches of BATCH_ROWS: `where` is evaluated on
+    a batch at once, and only the documents it keeps are written (so only they get ids).
+    """
+    batch: list[Doc] = []
+
+    def flush() -> None:
+        assert selection is not None
+        keep = selection.select([d.fields or {} for d in batch])
+        for doc, kept in zip(batch, keep, strict=True):
+            if kept:
+                writer.write(doc.url, fetched_at, source.license_spdx, doc.text)
+        batch.clear()
+
+    for rf, local_path, _sha, _uk in locals_:
+        for item in iter_file(local_path, source, rf.url, max_doc_bytes, selection):
+            if not isinstance(item, Doc):
+                quarantined[item.reason] += 1
+                quarantine.write(json.dumps(item.to_json(source.source_id), ensure_ascii=False) + "\n")
+            elif selection is None:
+                writer.write(item.url, fetched_at, source.license_spdx, item.text)
+            else:
+                batch.append(item)
+                if len(batch) >= BATCH_ROWS:
+                    flush()
+    if selection is not None:
+        if batch:
+            flush()
+        selection.check_seen()
+
+
 def ingest_inputs(source: Source, file_entries: list[dict[str, Any]]) -> dict[str, Any]:
     """What the raw parts are made of: every file's URL and content hash, and the ledger fields that shape records.
 
     File identities (size, mtime, ETag) are left out on purpose: touching a file, or an ETag that changes
-    while the bytes do not, must not recompute anything.
+    while the bytes do not, must not recompute anything. `where` and `keep_fields` enter only when the row
+    sets them, so the keys of sources without a selection stay what they were.
     """
     row = source.to_json()
-    return {
-        "files": [[f["url"], f["sha256"]] for f in file_entries],
-        "ledger": {k: row[k] for k in ("format", "text_field", "url_field", "license_spdx")},
-    }
+    ledger = {k: row[k] for k in ("format", "text_field", "url_field", "license_spdx")}
+    ledger.update({k: row[k] for k in ("where", "keep_fields") if k in row})
+    return {"files": [[f["url"], f["sha256"]] for f in file_entries], "ledger": ledger}
 
 
 def _size(path: str) -> int:
@@ -274,3 +329,32 @@ def raw_parts(layout: Layout, source_id: str) -> tuple[list[Path], list[int], St
     record = records.require_record(folder, "raw_documents", source_id)
     paths = records.record_files(folder, record, "parts")
     return paths, list(record.stats["part_docs"]), record
+
+
+def selection_counts(layout: Layout, source_ids: list[str]) -> dict[str, int]:
+    """Documents each source's ledger `where` excluded at its current fetch (0 without `where`), by source id."""
+    counts = {}
+    for sid in source_ids:
+        record = records.require_record(layout.raw_source(sid), "raw_documents", sid)
+        counts[sid] = int(record.stats.get("excluded_by_where", 0))
+    return counts
+
+
+def document_info(layout: Layout, source_id: str) -> pa.Table:
+    """Per document of a source, in k order: `id`, `fetched_at` (RFC 3339) and the ledger's keep_fields.
+
+    Holds ids and kept fields only, never texts. Every document of a fetch shares its fetch time.
+    """
+    folder = layout.raw_source(source_id)
+    record = records.require_record(folder, "raw_documents", source_id)
+    n = int(record.stats["docs"])
+    fetched = pa.repeat(pa.scalar(record.stats["fetched_at"], type=pa.string()), n)
+    if not record.files.get("fields"):
+        return pa.table({"id": document_ids(source_id, n), "fetched_at": fetched})
+    (path,) = records.record_files(folder, record, "fields")
+    table = pq.read_table(path)
+    if table.num_rows != n or table.column_names[:1] != ["id"]:
+        raise StageOutputError(
+            f"{path}: {table.num_rows} rows for {n} documents of source {source_id!r}; rerun raw_documents[{source_id}]"
+        )
+    return table.add_column(1, "fetched_at", fetched)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow.parquet as pq
 
-from corpus_dagster.core.errors import SourceError
+from corpus_dagster.core.errors import SelectionError, SourceError
 from corpus_dagster.core.ledger import Source
+from corpus_dagster.ingest.selection import BATCH_ROWS, Selection
 from corpus_dagster.ingest.streams import (
     HashingReader,
     TruncatedStream,
@@ -24,11 +26,12 @@ EXCERPT_CHARS = 200
 
 @dataclass(frozen=True)
 class Doc:
-    """A document read from a source file."""
+    """A document read from a source file; `fields` holds the record's fields a ledger selection names."""
 
     url: str
     text: str
     line: int
+    fields: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -81,9 +84,18 @@ def _check_text(text: object, file_url: str, line: int, field: str, max_doc_byte
 
 
 def iter_jsonl(
-    reader: HashingReader, source: Source, file_url: str, compression: str, max_doc_bytes: int
+    reader: HashingReader,
+    source: Source,
+    file_url: str,
+    compression: str,
+    max_doc_bytes: int,
+    selection: Selection | None = None,
 ) -> Iterator[Item]:
-    """Documents of a JSON Lines file (plain, gzip or zstd); bad lines are quarantined, truncation raises."""
+    """Documents of a JSON Lines file (plain, gzip or zstd); bad lines are quarantined, truncation raises.
+
+    With a selection, each document carries the fields it names that the record has (absent ones left out).
+    """
+    wanted = selection.fields if selection is not None else ()
     chunks = {"": iter_plain, "gzip": iter_gzip, "zstd": iter_zstd}[compression](reader)
     last_line = 0
     try:
@@ -112,7 +124,8 @@ def iter_jsonl(
             if bad is not None:
                 yield bad
                 continue
-            yield Doc(_doc_url(obj, source, file_url, lineno), text, lineno)  # type: ignore[arg-type]
+            fields = {f: obj[f] for f in wanted if f in obj} if selection is not None else None
+            yield Doc(_doc_url(obj, source, file_url, lineno), text, lineno, fields)  # type: ignore[arg-type]
     except TruncatedStream as exc:
         raise SourceError(source.source_id, str(exc), file=file_url, line=last_line + 1) from exc
     except Exception as exc:  # zstandard.ZstdError and friends: corrupt data
@@ -131,8 +144,13 @@ def _doc_url(obj: dict, source: Source, file_url: str, position: int) -> str:
     return f"{file_url}#{position}"
 
 
-def iter_parquet(local_path: str, source: Source, file_url: str, max_doc_bytes: int) -> Iterator[Item]:
-    """Documents of a (local or cached) Parquet file, batch by batch; `#<row>` positions are 0-based rows."""
+def iter_parquet(
+    local_path: str, source: Source, file_url: str, max_doc_bytes: int, selection: Selection | None = None
+) -> Iterator[Item]:
+    """Documents of a (local or cached) Parquet file, batch by batch; `#<row>` positions are 0-based rows.
+
+    With a selection, the file must have every field it names, and each document carries their values.
+    """
     try:
         pf = pq.ParquetFile(local_path)
     except Exception as exc:
@@ -140,16 +158,23 @@ def iter_parquet(local_path: str, source: Source, file_url: str, max_doc_bytes: 
     names = pf.schema_arrow.names
     if source.text_field not in names:
         raise SourceError(source.source_id, f"Parquet file has no column {source.text_field!r} (has {names})", file=file_url)
-    columns = [source.text_field] + ([source.url_field] if source.url_field and source.url_field in names else [])
+    wanted: tuple[str, ...] = ()
+    if selection is not None:
+        selection.check_columns(names, file_url)
+        wanted = selection.fields
+    base = [source.text_field] + ([source.url_field] if source.url_field and source.url_field in names else [])
+    columns = list(dict.fromkeys(base + list(wanted)))
     row = 0
-    for batch in pf.iter_batches(batch_size=1024, columns=columns):
+    for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns):
         for rec in batch.to_pylist():
             text = rec.get(source.text_field)
-            bad = _check_text(text, file_url, row, source.text_field, max_doc_bytes, json.dumps(rec, default=str))
+            excerpt = {k: rec[k] for k in base}
+            bad = _check_text(text, file_url, row, source.text_field, max_doc_bytes, json.dumps(excerpt, default=str))
             if bad is not None:
                 yield bad
             else:
-                yield Doc(_doc_url(rec, source, file_url, row), text, row)
+                fields = {f: rec[f] for f in wanted} if selection is not None else None
+                yield Doc(_doc_url(rec, source, file_url, row), text, row, fields)
             row += 1
 
 
@@ -171,20 +196,39 @@ def iter_text_file(reader: HashingReader, source: Source, file_url: str, max_doc
     yield Doc(file_url, text, 1)
 
 
-def iter_file(local_path: str, source: Source, file_url: str, max_doc_bytes: int) -> Iterator[Item]:
-    """Documents of one local (or cached) file of a source, in its ledger format."""
+def iter_file(
+    local_path: str, source: Source, file_url: str, max_doc_bytes: int, selection: Selection | None = None
+) -> Iterator[Item]:
+    """Documents of one local (or cached) file of a source, in its ledger format.
+
+    A selection (the ledger row's `where`/`keep_fields`) makes every document carry the fields it names;
+    a text source has no fields, so a selection on one is refused.
+    """
     fmt = source.format
+    if selection is not None and fmt == "text":
+        raise text_selection_error(source)
     if fmt == "parquet":
-        yield from iter_parquet(local_path, source, file_url, max_doc_bytes)
+        yield from iter_parquet(local_path, source, file_url, max_doc_bytes, selection)
         return
     with open(local_path, "rb") as raw:
         reader = HashingReader(raw)
         if fmt == "text":
             yield from iter_text_file(reader, source, file_url, max_doc_bytes)
         elif fmt in COMPRESSION:
-            yield from iter_jsonl(reader, source, file_url, COMPRESSION[fmt], max_doc_bytes)
+            yield from iter_jsonl(reader, source, file_url, COMPRESSION[fmt], max_doc_bytes, selection)
         else:  # the ledger schema rules this out; keep the error clear anyway
             raise SourceError(source.source_id, f"unknown format {fmt!r}", file=file_url)
+
+
+def text_selection_error(source: Source) -> SelectionError:
+    """A `text` source is one document per file with no fields: `where` and `keep_fields` cannot apply."""
+    row = source.to_json()
+    named = ", ".join(f"{k}={json.dumps(row[k])}" for k in ("where", "keep_fields") if k in row)
+    return SelectionError(
+        source.source_id,
+        f"the ledger row sets {named}, but a `text` source has no fields to select on or keep; "
+        f"remove them from the row (or ship the source as jsonl/parquet with those fields)",
+    )
 
 
 COMPRESSION = {"jsonl": "", "jsonl.gz": "gzip", "jsonl.zst": "zstd"}
