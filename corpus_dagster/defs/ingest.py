@@ -1,8 +1,17 @@
 """raw_documents[source_id]: fetch one ledger source into zstd JSON Lines parts (data.01)."""
 
+import datetime as dt
+
 import dagster as dg
 
-from corpus_dagster.defs.common import corpus_failure, md_table, source_for_partition
+from corpus_dagster.defs.common import (
+    corpus_failure,
+    size,
+    source_for_partition,
+    table,
+    table_metadata,
+    timing,
+)
 from corpus_dagster.defs.partitions import source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.ingest import driver
@@ -15,7 +24,11 @@ from corpus_dagster.ingest import driver
     code_version=driver.CODE_VERSION,
 )
 def raw_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
-    """Fetch one source (checksums verified and recorded) and stream it into raw parts."""
+    """Fetch one source (checksums verified and recorded) and stream it into raw parts.
+
+    A refetch of unchanged bytes records a materialization with the same data version, so nothing downstream
+    is requested by automation.
+    """
     with corpus_failure(f"raw_documents[{context.partition_key}]"):
         resolved, layout = corpus.load()
         source = source_for_partition(layout, context.partition_key)
@@ -25,21 +38,37 @@ def raw_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg
     quarantined = sum(result.quarantined.values())
     if quarantined:
         context.log.warning(f"{quarantined} document(s) quarantined: {result.quarantined}; see {folder}/_QUARANTINE.jsonl")
+    context.log.info(
+        f"{source.source_id}: {result.files} file(s) ({result.files_fetched} fetched, {result.files_skipped} unchanged), "
+        f"{result.docs} documents, {size(result.bytes_uncompressed)} in {result.seconds:.1f} s"
+        + (" - unchanged, nothing downstream rebuilds" if result.unchanged else "")
+    )
+    try:
+        fetched_at = dg.MetadataValue.timestamp(dt.datetime.fromisoformat(result.date).replace(tzinfo=dt.UTC))
+    except ValueError:
+        fetched_at = dg.MetadataValue.text(result.date)
     return dg.MaterializeResult(
         data_version=dg.DataVersion(key),
         metadata={
+            **table_metadata(result.docs),
+            "counts": table(["what", "count"], [
+                ["files", result.files], ["files fetched", result.files_fetched], ["files unchanged (skipped)", result.files_skipped],
+                ["documents", result.docs], ["parts", result.parts], ["quarantined", quarantined],
+                ["excluded by where", result.excluded_by_where],
+            ]),
+            "documents": dg.MetadataValue.int(result.docs),
+            "bytes_uncompressed": dg.MetadataValue.int(result.bytes_uncompressed),
+            "size_uncompressed": size(result.bytes_uncompressed),
             "files": result.files,
             "files_fetched": result.files_fetched,
             "files_skipped": result.files_skipped,
             "unchanged": result.unchanged,
-            "documents": result.docs,
-            "bytes_uncompressed": result.bytes_uncompressed,
             "parts": result.parts,
             "quarantined": quarantined,
-            "quarantine_reasons": md_table(["reason", "documents"], [[k, v] for k, v in result.quarantined.items()]),
-            "fetch_date": result.date,
+            "quarantine_reasons": table(["reason", "documents"], [[k, v] for k, v in result.quarantined.items()]),
+            "fetch_date": fetched_at,
             "stage_key": key,
             "path": dg.MetadataValue.path(str(folder)),
-            "seconds": round(result.seconds, 3),
+            "seconds": timing(result.seconds),
         },
     )

@@ -23,9 +23,11 @@ from corpus_dagster.core.checks import CheckReport, report_of
 from corpus_dagster.core.config import config_sha256, output_settings
 from corpus_dagster.core.errors import UpstreamMissing
 from corpus_dagster.core.layout import Layout
-from corpus_dagster.core.ledger import ledger_sha256
+from corpus_dagster.core.ledger import ledger_sha256, load_ledger
+from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.dedup.driver import clusters, dedup_record, dedup_sources, dedup_stats
+from corpus_dagster.ingest.driver import selection_counts
 from corpus_dagster.publish import checks
 from corpus_dagster.publish.manifest import build_manifest, manifest_bytes
 from corpus_dagster.publish.shards import Annotations, ShardsResult, SourceDocs, build_shards
@@ -78,13 +80,19 @@ def write_publish(layout: Layout, resolved: dict[str, Any], out_dir: Path, worke
 def manifest_for(layout: Layout, resolved: dict[str, Any], shards: list[dict[str, Any]], source_ids: list[str]) -> dict[str, Any]:
     """The manifest of the given shard entries, with counts from the stage records."""
     filters, repairs = filter_and_repair_counts(layout, source_ids, resolved["clean"])
+    selected = {s.source_id for s in load_ledger(layout.ledger) if s.where}
+    if selected & set(source_ids):  # ledger `where` predicates: records they excluded, as one more filter
+        filters["where"] = sum(n for sid, n in selection_counts(layout, source_ids).items() if sid in selected)
     return build_manifest(
         resolved, shards, filters, repairs, dedup_stats(layout), pii_counts(layout, source_ids), ledger_sha256(layout.ledger)
     )
 
 
-def run_publish(layout: Layout, resolved: dict[str, Any]) -> PublishResult:
-    """Publish into corpus/<dataset>/<version>/ (replaced whole and atomically) unless the key is unchanged."""
+def run_publish(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> PublishResult:
+    """Publish into corpus/<dataset>/<version>/ (replaced whole and atomically) unless the key is unchanged.
+
+    `log` (a callable taking a line) hears a heartbeat every `progress.interval_s` seconds and a closing line.
+    """
     key, inputs = publish_key(layout, resolved)
     folder = layout.stage(STAGE)
     done = records.cached(folder, key)
@@ -104,8 +112,11 @@ def run_publish(layout: Layout, resolved: dict[str, Any]) -> PublishResult:
         result = PublishResult(manifest, ShardsResult(shards=manifest["shards"], n_docs=manifest["n_docs"]),
                                previous.stats["sources"], shards_rewritten=False)
     else:
-        with atomic_dir(layout.shards) as tmp:
+        with atomic_dir(layout.shards) as tmp, heartbeat(log, "shards", interval_of(resolved)):
             result = write_publish(layout, resolved, tmp, resolved["workers"])
+        progress = Progress(log, "shards", interval_s=interval_of(resolved))
+        progress.update(result.manifest["n_docs"], sum((layout.shards / s["name"]).stat().st_size for s in result.manifest["shards"]))
+        progress.finish()
     names = [s["name"] for s in result.manifest["shards"]] + [MANIFEST]
     records.commit(folder, StageRecord(
         stage=STAGE, key=key, code_version=CODE_VERSION, inputs=inputs, settings={"config_sha256": config_sha256(resolved)},

@@ -81,7 +81,10 @@ def plan_release(
         pl.Series("shuffle_key", seeded_keys(seed, "shuffle", ids)),
     )
     caps = {sid: source_cap(sid, settings) for sid in c["source_id"].unique().to_list()}
-    c = c.with_columns(pl.col("source_id").replace_strict(caps, return_dtype=pl.Int64).alias("cap"))
+    # a join, not replace_strict: polars returns the string column unchanged when the mapping is empty
+    cap_frame = pl.DataFrame({"source_id": list(caps), "cap": list(caps.values())},
+                             schema={"source_id": pl.String, "cap": pl.Int64})
+    c = c.join(cap_frame, on="source_id", how="left")
     c = c.sort("source_id", "bucket", "cap_key", "id").with_columns(
         pl.int_range(pl.len()).over("source_id", "bucket").alias("cap_rank")
     )
