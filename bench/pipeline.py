@@ -1,0 +1,580 @@
+"""Whole-pipeline throughput: every stage through its driver, on real text from this machine, in one table.
+
+Builds (once, cached under bench/out/) a corpus of real text found on this machine: man pages of every
+installed language (troff rendered to text), /usr/share/doc changelogs, READMEs and copyright files,
+license texts and Python's pydoc topics, one ledger source per kind. Then, for every pass (default
+filters / every clean filter off) x `--workers` x `--scale`, it runs the graph stage by stage through
+the drivers (the functions the Dagster assets call), each stage in a fresh interpreter so its CPU seconds
+(its own plus its worker processes') and peak RSS are its own, and prints one table: per stage MB/s per
+core (the stage's input text bytes / CPU seconds), documents/s per core and peak RSS, then end to end.
+In the same run: the I/O floor (read the raw zstd JSON parts, write zstd Parquet) and datatrove 0.10.1
+(bench/.venv-datatrove) on a sample of the same documents for the stages it has, each as a ratio.
+
+    .venv/bin/python bench/pipeline.py                      # >= 150 MB, workers 1 and 2, filters on and off
+    .venv/bin/python bench/pipeline.py --quick              # ~16 MB, workers 1
+    .venv/bin/python bench/pipeline.py --scale 1 5 --passes off --workers 1   # peak RSS growth
+    .venv/bin/python bench/pipeline.py --quick --profile    # cProfile top functions per stage
+    .venv/bin/python bench/pipeline.py --dagster            # also end to end through `corpus_dagster.run`
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import gzip
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+OUT_DIR = BENCH_DIR / "out"
+ROOT = BENCH_DIR.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(BENCH_DIR))
+
+FILTERS = ("gopher", "lang", "repetition", "symbol_soup", "table_dump", "repeated", "nav_menu", "non_english",
+           "fineweb", "ppl")
+MB = 1_000_000
+
+# ------------------------------------------------------------------------------------------ the corpus
+
+
+def _read_text(path: str) -> str | None:
+    """A file's text (gunzipped), or None when it is not UTF-8-ish text."""
+    try:
+        with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as fh:
+            raw = fh.read()
+    except (OSError, EOFError):
+        return None
+    if b"\x00" in raw[:4096]:
+        return None
+    text = raw.decode("utf-8", errors="replace")
+    return text if text.strip() else None
+
+
+def machine_texts() -> dict[str, list[tuple[str, str]]]:
+    """(url, text) documents per source kind, in path order."""
+    from pydoc_data.topics import topics
+
+    from clean import troff_to_text  # bench/clean.py: crude man-page source to plain text
+
+    kinds: dict[str, list[tuple[str, str]]] = {}
+    for path in sorted(glob.glob("/usr/share/man/**/*.gz", recursive=True)):
+        rel = Path(path).relative_to("/usr/share/man").parts
+        lang = "en" if rel[0].startswith("man") else rel[0].split("_")[0]
+        kind = f"man-{lang}" if lang in ("en", "fr", "de", "es") else "man-intl"
+        src = _read_text(path)
+        if src and not src.startswith(".so "):
+            text = troff_to_text(src)
+            if text:
+                kinds.setdefault(kind, []).append((f"file://{path}", text))
+    for path in sorted(glob.glob("/usr/share/doc/**/*", recursive=True)):
+        p = Path(path)
+        if not p.is_file() or p.is_symlink() or p.suffix in (".png", ".gif", ".jpg", ".css", ".js", ".svg", ".pdf"):
+            continue
+        kind = ("debian-copyright" if p.name == "copyright" else
+                "doc-changelogs" if p.name.lower().startswith(("changelog", "news", "changes", "history")) else
+                "doc-text")
+        text = _read_text(path)
+        if text:
+            kinds.setdefault(kind, []).append((f"file://{path}", text))
+    lic = sorted(glob.glob("/usr/share/common-licenses/*"))
+    lic += sorted(glob.glob(str(ROOT / ".venv/lib/python3.*/site-packages/*.dist-info/**/*LICEN*"), recursive=True))
+    lic += sorted(glob.glob(str(ROOT / ".venv/lib/python3.*/site-packages/*.dist-info/**/COPYING*"), recursive=True))
+    kinds["licenses"] = [(f"file://{p}", t) for p in lic if Path(p).is_file() and (t := _read_text(p))]
+    kinds["pydoc-topics"] = [(f"https://docs.python.org/3/reference/#{k}", v) for k, v in sorted(topics.items())
+                             if v.strip()]
+    return kinds
+
+
+def _perturb(text: str, replica: int) -> str:
+    """A near duplicate for replica > 0: a header line and every 17th line altered (exact dedup misses it)."""
+    lines = text.split("\n")
+    for i in range(replica % 17, len(lines), 17):
+        lines[i] = f"{lines[i]} [r{replica}]"
+    return f"Mirror {replica} of this document.\n" + "\n".join(lines)
+
+
+def build_corpus(target_mb: int) -> Path:
+    """Write (once) one JSON Lines file per source kind under bench/out/pipeline-corpus-<mb>mb/; returns it.
+
+    When the machine holds more text than the target, every kind keeps the same evenly spread share."""
+    folder = OUT_DIR / f"pipeline-corpus-{target_mb}mb"
+    if (folder / "_READY.json").exists():
+        return folder
+    kinds = machine_texts()
+    total = sum(len(t.encode()) for docs in kinds.values() for _, t in docs)
+    share = min(1.0, target_mb * MB * 1.02 / total)
+    folder.mkdir(parents=True, exist_ok=True)
+    info: dict[str, Any] = {}
+    for kind, docs in sorted(kinds.items()):
+        picked = [d for i, d in enumerate(docs) if int((i + 1) * share) > int(i * share)]
+        with open(folder / f"{kind}.jsonl", "w", encoding="utf-8") as fh:
+            for url, text in picked:
+                fh.write(json.dumps({"text": text, "url": url}, ensure_ascii=False) + "\n")
+        info[kind] = {"docs": len(picked), "text_bytes": sum(len(t.encode()) for _, t in picked)}
+    (folder / "_READY.json").write_text(json.dumps(info, indent=1))
+    return folder
+
+
+def scaled_corpus(base: Path, scale: int) -> tuple[Path, dict[str, Any]]:
+    """The corpus replicated `scale` times as extra sources (<kind>-x<r>), each replica perturbed."""
+    info = json.loads((base / "_READY.json").read_text())
+    if scale == 1:
+        return base, info
+    folder = base.with_name(f"{base.name}-x{scale}")
+    if not (folder / "_READY.json").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        out_info = dict(info)
+        for kind in info:
+            shutil.copyfile(base / f"{kind}.jsonl", folder / f"{kind}.jsonl")
+            for r in range(1, scale):
+                with open(base / f"{kind}.jsonl", encoding="utf-8") as src, \
+                        open(folder / f"{kind}-x{r}.jsonl", "w", encoding="utf-8") as dst:
+                    docs = nbytes = 0
+                    for line in src:
+                        row = json.loads(line)
+                        row["text"] = _perturb(row["text"], r)
+                        row["url"] = f"{row['url']}#mirror{r}"
+                        dst.write(json.dumps(row, ensure_ascii=False) + "\n")
+                        docs += 1
+                        nbytes += len(row["text"].encode())
+                out_info[f"{kind}-x{r}"] = {"docs": docs, "text_bytes": nbytes}
+        (folder / "_READY.json").write_text(json.dumps(out_info, indent=1))
+    return folder, json.loads((folder / "_READY.json").read_text())
+
+
+# --------------------------------------------------------------------------------- config and ledger
+
+
+def write_config(run_dir: Path, corpus: Path, kinds: list[str], workers: int, filters_on: bool) -> Path:
+    """A config (demo defaults, this run's artifacts and workers) and its ledger: one jsonl source per kind."""
+    import yaml
+
+    from corpus_dagster.core.ledger import Source, write_ledger
+
+    cfg: dict[str, Any] = {"dataset": "bench", "version": "v1", "workers": workers,
+                           "paths": {"artifacts": str(run_dir / "artifacts")}}
+    if not filters_on:
+        cfg["clean"] = {name: {"enabled": False} for name in FILTERS}
+    path = run_dir / "config.yaml"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg, sort_keys=True))
+    sources = [Source(kind, (f"file://{corpus / (kind + '.jsonl')}",), "jsonl", "NOASSERTION", url_field="url")
+               for kind in kinds]
+    ledger = run_dir / "artifacts" / "corpus" / "LEDGER.jsonl"
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    write_ledger(ledger, sources)
+    return path
+
+
+# ------------------------------------------------------------------------------- stages (child side)
+
+
+def _cpu() -> float:
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def _text_stats(files: list[Path]) -> tuple[int, int]:
+    """(documents, UTF-8 text bytes) of Parquet files with a text column."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    docs = nbytes = 0
+    for f in files:
+        col = pq.read_table(f, columns=["text"]).column("text")
+        docs += len(col)
+        nbytes += int(pc.sum(pc.binary_length(col)).as_py() or 0)
+    return docs, nbytes
+
+
+def _check(report: Any) -> bool:
+    return bool(getattr(report, "passed", not getattr(report, "problems", None)))
+
+
+def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> dict[str, Any]:
+    """stage name -> (run, input (docs, bytes) measured after the run), in graph order."""
+    from corpus_dagster.analysis import driver as analysis
+    from corpus_dagster.clean import driver as clean
+    from corpus_dagster.core.ledger import load_ledger
+    from corpus_dagster.dedup import driver as dedup
+    from corpus_dagster.ingest import driver as ingest
+    from corpus_dagster.publish import driver as publish
+    from corpus_dagster.release import driver as release
+    from corpus_dagster.scrub import driver as scrub
+    from corpus_dagster.tokenize import driver as tokens
+
+    sources = {s.source_id: s for s in load_ledger(layout.ledger)}
+
+    def raw_in() -> tuple[int, int]:
+        return -1, -1  # the parent knows the corpus size
+
+    def kept_in() -> tuple[int, int]:
+        return tuple(map(sum, zip(*[_text_stats(clean.clean_doc_files(layout, s)) for s in sids], strict=True)))
+
+    def scrubbed_in() -> tuple[int, int]:
+        return tuple(map(sum, zip(*[_text_stats(scrub.scrubbed_files(layout, s)) for s in sids], strict=True)))
+
+    def shards_in() -> tuple[int, int]:
+        return _text_stats(publish.published_shards(layout))
+
+    def checks(*fns: Any) -> Any:
+        def run() -> None:
+            failed = [name for name, fn in fns if not _check(fn())]
+            if failed:
+                raise RuntimeError(f"checks failed: {failed}")
+        return run
+
+    return {
+        "ingest": (lambda: [ingest.fetch_source(sources[s], layout, resolved["ingest"]) for s in sids], raw_in),
+        "clean": (lambda: [clean.run_clean_source(layout, s, resolved) for s in sids], raw_in),
+        "minhash": (lambda: [dedup.run_signatures(layout, s, resolved) for s in sids], kept_in),
+        "dedup": (lambda: dedup.run_global_dedup(layout, resolved, sids), kept_in),
+        "scrub": (lambda: scrub.run_scrub(layout, resolved), kept_in),
+        "publish": (lambda: publish.run_publish(layout, resolved), scrubbed_in),
+        "publish checks": (checks(("schema", lambda: publish.check_schema(layout)),
+                                  ("manifest", lambda: publish.check_manifest(layout)),
+                                  ("ids", lambda: publish.check_ids_sorted(layout)),
+                                  ("split", lambda: publish.check_split(layout, resolved)),
+                                  ("hashes", lambda: publish.check_hashes(layout)),
+                                  ("pii", lambda: publish.check_no_pii(layout, resolved))), shards_in),
+        "publish rebuild check": (checks(("rebuild", lambda: publish.check_rebuild(layout, resolved))), shards_in),
+        "tokens": (lambda: tokens.run_token_streams(layout, resolved), shards_in),
+        "tokens checks": (checks(("counts", lambda: tokens.check_streams_counts(layout)),
+                                 ("decode", lambda: tokens.check_streams_decode(layout, resolved))), shards_in),
+        "tokens rebuild check": (checks(("rebuild", lambda: tokens.check_streams_rebuild(layout, resolved))),
+                                 shards_in),
+        "analysis": (lambda: (analysis.run_analysis_stage(layout, resolved, sids),
+                              [analysis.verify_analysis(layout, resolved, w)
+                               for w in ("clusters", "exact_groups", "duplicates_sample")]), kept_in),
+        "release": (lambda: (release.run_release_stage(layout, resolved), release.release_checks(layout, resolved),
+                             release.release_rebuild_check(layout, resolved)), shards_in),
+    }
+
+
+STAGES = ["ingest", "clean", "minhash", "dedup", "scrub", "publish", "publish checks", "publish rebuild check",
+          "tokens", "tokens checks", "tokens rebuild check", "analysis", "release"]
+CORE_STAGES = STAGES[:STAGES.index("analysis")]
+CHECK_STAGES = {"publish checks", "publish rebuild check", "tokens checks", "tokens rebuild check"}
+
+
+def child_stage(config: str, stage: str, profile: str | None) -> None:
+    """Run one stage for every source in this fresh interpreter; print its measurements as JSON."""
+    from corpus_dagster.core.config import load_config
+    from corpus_dagster.core.layout import Layout
+    from corpus_dagster.core.ledger import load_ledger
+
+    resolved = load_config(config)
+    layout = Layout.from_config(resolved)
+    sids = [s.source_id for s in load_ledger(layout.ledger)]
+    run, inputs = stage_functions(layout, resolved, sids)[stage]
+    cpu0, wall0 = _cpu(), time.monotonic()
+    if profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.runcall(run)
+        prof.dump_stats(profile)
+    else:
+        run()
+    cpu, wall = _cpu() - cpu0, time.monotonic() - wall0
+    docs, nbytes = inputs()
+    rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    print(json.dumps({"cpu": cpu, "wall": wall, "docs": docs, "bytes": nbytes, "rss_mb": rss / 1024}))
+
+
+def child_floor(config: str, out: str) -> None:
+    """I/O floor: read every raw part (zstd JSON Lines) and write the text as zstd Parquet, nothing else."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+    import pyarrow.parquet as pq
+    import zstandard
+
+    from corpus_dagster.core.config import load_config
+    from corpus_dagster.core.layout import Layout
+    from corpus_dagster.ingest import driver as ingest
+
+    layout = Layout.from_config(load_config(config))
+    parts = [p for f in sorted(layout.ledger.parent.joinpath("raw").iterdir()) if f.is_dir()
+             for p in ingest.raw_parts(layout, f.name)[0]]
+    cpu0, wall0 = _cpu(), time.monotonic()
+    docs = nbytes = 0
+    for i, part in enumerate(parts):
+        with open(part, "rb") as fh:
+            data = zstandard.ZstdDecompressor().stream_reader(fh).read()
+        table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=1 << 26))
+        text = table.column("text")
+        docs += len(text)
+        nbytes += int(pc.sum(pc.binary_length(text)).as_py() or 0)
+        pq.write_table(pa.table({"url": table.column("url"), "text": text}), f"{out}-{i}.parquet", compression="zstd")
+    cpu, wall = _cpu() - cpu0, time.monotonic() - wall0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"cpu": cpu, "wall": wall, "docs": docs, "bytes": nbytes, "rss_mb": rss / 1024}))
+
+
+# ------------------------------------------------------------------------------------ datatrove side
+
+DATATROVE_SCRIPT = r"""
+import json, resource, sys, tempfile, time
+def cpu():
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+from datatrove.data import Document
+files, max_bytes = json.loads(sys.argv[1]), int(sys.argv[2])
+docs, nbytes = [], 0
+for f in files:
+    for i, line in enumerate(open(f, encoding="utf-8")):
+        if nbytes >= max_bytes:
+            break
+        row = json.loads(line)
+        docs.append(Document(text=row["text"], id=f"{f}:{i}"))
+        nbytes += len(row["text"].encode())
+out = {"docs": len(docs), "bytes": nbytes}
+def timed(name, make, each):
+    try:
+        step = make()
+        each(step, Document(text="warm up the step with a few words of text", id="w"))
+        t0 = cpu()
+        for d in docs:
+            each(step, Document(text=d.text, id=d.id, metadata={}))
+        out[name] = cpu() - t0
+    except Exception as exc:
+        out[name] = f"{type(exc).__name__}: {str(exc)[:120]}"
+from datatrove.pipeline.filters import GopherQualityFilter, GopherRepetitionFilter, LanguageFilter
+from datatrove.pipeline.formatters import PIIFormatter
+timed("language", LanguageFilter, lambda s, d: s.filter(d))
+timed("gopher quality", GopherQualityFilter, lambda s, d: s.filter(d))
+timed("gopher repetition", GopherRepetitionFilter, lambda s, d: s.filter(d))
+timed("pii formatter", PIIFormatter, lambda s, d: s.format(d.text))
+from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupBuckets, MinhashDedupCluster,
+                                              MinhashDedupSignature)
+with tempfile.TemporaryDirectory() as tmp:
+    mc = MinhashConfig(n_grams=5, num_buckets=16, hashes_per_bucket=8, seed=1)
+    sig = MinhashDedupSignature(f"{tmp}/sigs", mc)
+    sig.word_tokenizer.word_tokenize("warm up the tokenizer")
+    t0 = cpu(); sig.run(iter(docs), rank=0, world_size=1); out["minhash signatures"] = cpu() - t0
+    t0 = cpu()
+    for b in range(mc.num_buckets):
+        MinhashDedupBuckets(f"{tmp}/sigs", f"{tmp}/buckets", mc).run(rank=b, world_size=mc.num_buckets)
+    MinhashDedupCluster(f"{tmp}/buckets", f"{tmp}/ids", mc).run()
+    out["minhash buckets + clusters"] = cpu() - t0
+print(json.dumps(out))
+"""
+
+# our stage -> the datatrove steps doing comparable work
+DATATROVE_PEERS = {
+    "clean": ("language", "gopher quality", "gopher repetition"),
+    "minhash": ("minhash signatures",),
+    "dedup": ("minhash buckets + clusters",),
+    "scrub": ("pii formatter",),
+}
+
+
+def run_datatrove(corpus: Path, kinds: list[str], max_mb: float) -> dict[str, Any]:
+    """datatrove on the first `max_mb` MB of every source of the corpus (same share of every kind)."""
+    from datatrove_env import ensure_datatrove_env
+
+    python = ensure_datatrove_env()
+    per_file = int(max_mb * MB / len(kinds))
+    files = [str(corpus / f"{k}.jsonl") for k in kinds]
+    script = DATATROVE_SCRIPT.replace("if nbytes >= max_bytes", "if nbytes >= max_bytes * (files.index(f) + 1)")
+    proc = subprocess.run([str(python), "-c", script, json.dumps(files), str(per_file)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------------------------- parent side
+
+
+def run_child(*args: str) -> dict[str, Any]:
+    env = dict(os.environ, POLARS_MAX_THREADS="1", RAYON_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, env=env, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{args} failed:\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_pass(corpus: Path, info: dict[str, Any], workers: int, filters_on: bool, scale: int,
+             profile: bool, dagster: bool) -> dict[str, Any]:
+    """Every stage of one pass in graph order, on fresh artifacts."""
+    tag = f"{'on' if filters_on else 'off'}-w{workers}-x{scale}"
+    run_dir = OUT_DIR / "pipeline-runs" / tag
+    shutil.rmtree(run_dir, ignore_errors=True)
+    config = write_config(run_dir, corpus, sorted(info), workers, filters_on)
+    raw_docs = sum(v["docs"] for v in info.values())
+    raw_bytes = sum(v["text_bytes"] for v in info.values())
+    rows: dict[str, Any] = {}
+    for stage in STAGES:
+        prof = str(OUT_DIR / f"profile-{tag}-{stage.replace(' ', '_')}.prof") if profile else None
+        res = run_child("_stage", str(config), stage, *([prof] if prof else []))
+        if res["bytes"] < 0:
+            res["docs"], res["bytes"] = raw_docs, raw_bytes
+        rows[stage] = res
+        print(f"  [{tag}] {stage:<22} cpu {res['cpu']:7.1f} s  wall {res['wall']:7.1f} s  "
+              f"{res['bytes'] / MB:8.1f} MB in  rss {res['rss_mb']:7.0f} MB", file=sys.stderr, flush=True)
+    out = {"tag": tag, "raw_docs": raw_docs, "raw_bytes": raw_bytes, "stages": rows, "config": str(config)}
+    if dagster:
+        out["dagster"] = run_dagster(corpus, info, workers, filters_on, tag)
+    return out
+
+
+def run_dagster(corpus: Path, info: dict[str, Any], workers: int, filters_on: bool, tag: str) -> dict[str, Any]:
+    """The same pass end to end as a user runs it: `python -m corpus_dagster.run CONFIG` on fresh artifacts."""
+    run_dir = OUT_DIR / "pipeline-runs" / f"dagster-{tag}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    config = write_config(run_dir, corpus, sorted(info), workers, filters_on)
+    env = dict(os.environ, DAGSTER_HOME=str(run_dir / "dagster_home"))
+    before, wall0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "corpus_dagster.run", str(config)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {"cpu": cpu, "wall": time.monotonic() - wall0, "rc": proc.returncode, "rss_mb": after.ru_maxrss / 1024}
+
+
+def fmt(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def print_table(passes: list[dict[str, Any]], floor: dict[str, Any] | None, dt: dict[str, Any] | None) -> None:
+    """One table: a row per (pass, stage), end to end per pass, then the floor and datatrove ratios."""
+    head = ["pass", "stage", "MB in", "docs in", "CPU s", "wall s", "MB/s/core", "docs/s/core", "peak RSS MB", "vs"]
+    lines: list[list[str]] = []
+    for p in passes:
+        total_cpu = sum(r["cpu"] for r in p["stages"].values())
+        checks_cpu = sum(r["cpu"] for s, r in p["stages"].items() if s in CHECK_STAGES)
+        for stage, r in p["stages"].items():
+            vs = ""
+            if dt and "error" not in dt and stage in DATATROVE_PEERS:
+                peer = [dt.get(k) for k in DATATROVE_PEERS[stage]]
+                if all(isinstance(v, float) for v in peer):
+                    dt_rate = dt["bytes"] / MB / sum(peer)
+                    vs = f"{r['bytes'] / MB / max(r['cpu'], 1e-9) / dt_rate:.1f}x datatrove"
+            lines.append([p["tag"], stage, fmt(r["bytes"] / MB), f"{r['docs']:,}", fmt(r["cpu"]), fmt(r["wall"]),
+                          fmt(r["bytes"] / MB / max(r["cpu"], 1e-9)), fmt(r["docs"] / max(r["cpu"], 1e-9), 0),
+                          fmt(r["rss_mb"], 0), vs])
+        floor_rate = floor["bytes"] / MB / floor["cpu"] if floor else None
+        for label, names in (("END TO END core (ingest..tokens, checks)", CORE_STAGES),
+                             ("END TO END all default stages", STAGES)):
+            rs = [p["stages"][n] for n in names if n in p["stages"]]
+            cpu, wall, peak = sum(r["cpu"] for r in rs), sum(r["wall"] for r in rs), max(r["rss_mb"] for r in rs)
+            e2e = p["raw_bytes"] / MB / cpu
+            vs = f"I/O floor is {floor_rate / e2e:.0f}x faster" if floor_rate else ""
+            lines.append([p["tag"], label, fmt(p["raw_bytes"] / MB), f"{p['raw_docs']:,}", fmt(cpu), fmt(wall),
+                          fmt(e2e), fmt(p["raw_docs"] / cpu, 0), fmt(peak, 0), vs])
+        lines.append([p["tag"], "  of which checks", "", "", fmt(checks_cpu), "", "", "", "",
+                      f"{100 * checks_cpu / total_cpu:.0f}% of CPU"])
+        if "dagster" in p:
+            d = p["dagster"]
+            lines.append([p["tag"], "END TO END via dagster", fmt(p["raw_bytes"] / MB), f"{p['raw_docs']:,}",
+                          fmt(d["cpu"]), fmt(d["wall"]), fmt(p["raw_bytes"] / MB / d["cpu"]), "",
+                          fmt(d["rss_mb"], 0), f"rc {d['rc']}; Dagster overhead {d['cpu'] - total_cpu:+.1f} CPU s"])
+    by_tag = {p["tag"]: p for p in passes}
+    for p in passes:
+        if p["tag"].split("-")[1] == "w2":
+            one = by_tag.get(p["tag"].replace("-w2-", "-w1-"))
+            if one:
+                speed = sum(r["wall"] for r in one["stages"].values()) / sum(r["wall"] for r in p["stages"].values())
+                lines.append([p["tag"], "workers 2 vs 1 (wall)", "", "", "", "", "", "", "", f"{speed:.2f}x faster"])
+    if floor:
+        lines.append(["I/O floor", "read raw parts, write zstd Parquet", fmt(floor["bytes"] / MB),
+                      f"{floor['docs']:,}", fmt(floor["cpu"]), fmt(floor["wall"]),
+                      fmt(floor["bytes"] / MB / floor["cpu"]), fmt(floor["docs"] / floor["cpu"], 0),
+                      fmt(floor["rss_mb"], 0), ""])
+    if dt:
+        if "error" in dt:
+            lines.append(["datatrove", "error", "", "", "", "", "", "", "", dt["error"][:60]])
+        else:
+            for name, v in dt.items():
+                if name in ("docs", "bytes"):
+                    continue
+                if isinstance(v, float):
+                    lines.append(["datatrove 0.10.1", name, fmt(dt["bytes"] / MB), f"{dt['docs']:,}", fmt(v), "",
+                                  fmt(dt["bytes"] / MB / v, 2), fmt(dt["docs"] / v, 0), "", "sample of the corpus"])
+                else:
+                    lines.append(["datatrove 0.10.1", name, "", "", "", "", "", "", "", str(v)[:60]])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines, strict=True)]
+    print(" | ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
+    print("-+-".join("-" * w for w in widths))
+    for line in lines:
+        print(" | ".join((x.ljust(w) if i < 2 or i == len(widths) - 1 else x.rjust(w))
+                         for i, (x, w) in enumerate(zip(line, widths, strict=True))))
+
+
+def print_profiles(passes: list[dict[str, Any]], top: int) -> None:
+    """Top functions by own time per pass (all stages of the pass merged), from the cProfile dumps."""
+    import io
+    import pstats
+
+    for p in passes:
+        files = sorted(OUT_DIR.glob(f"profile-{p['tag']}-*.prof"))
+        if not files:
+            continue
+        buf = io.StringIO()
+        stats = pstats.Stats(*map(str, files), stream=buf)
+        stats.sort_stats("tottime").print_stats(top)
+        print(f"\n### profile {p['tag']} (all stages, top {top} by own time)\n")
+        body = buf.getvalue().splitlines()
+        start = next((i for i, line in enumerate(body) if "ncalls" in line), 0)
+        print("\n".join(line[:170] for line in body[start:] if line.strip()))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mb", type=int, default=160, help="corpus size in MB of text (default 160)")
+    ap.add_argument("--quick", action="store_true", help="~16 MB corpus, workers 1, no datatrove unless asked")
+    ap.add_argument("--workers", type=int, nargs="+", default=None, help="worker counts (default 1 2)")
+    ap.add_argument("--scale", type=int, nargs="+", default=[1], help="corpus replicas (e.g. 1 5)")
+    ap.add_argument("--passes", nargs="+", choices=["on", "off"], default=["on", "off"],
+                    help="default filters (on) and every clean filter off (off)")
+    ap.add_argument("--datatrove-mb", type=float, default=None, help="MB of the corpus datatrove runs on (0: skip)")
+    ap.add_argument("--profile", action="store_true", help="cProfile every stage; print top functions per pass")
+    ap.add_argument("--dagster", action="store_true", help="also run each pass end to end through corpus_dagster.run")
+    ap.add_argument("--json", type=Path, default=None, help="also write the measurements here")
+    args = ap.parse_args()
+    mb = 16 if args.quick else args.mb
+    workers = args.workers or ([1] if args.quick else [1, 2])
+    dt_mb = args.datatrove_mb if args.datatrove_mb is not None else (0 if args.quick else 8)
+    t0 = time.monotonic()
+    base = OUT_DIR / f"pipeline-corpus-{mb}mb"
+    if not (base / "_READY.json").exists():  # in a child: peak RSS is inherited across exec on Linux
+        subprocess.run([sys.executable, __file__, "_corpus", str(mb)], check=True)
+    print(f"corpus {base} built/cached in {time.monotonic() - t0:.0f} s; load: {os.getloadavg()}", file=sys.stderr)
+    passes = []
+    for scale in args.scale:
+        corpus, info = scaled_corpus(base, scale)
+        for w in workers:
+            for which in args.passes:
+                passes.append(run_pass(corpus, info, w, which == "on", scale, args.profile, args.dagster))
+    floor = run_child("_floor", passes[0]["config"], str(OUT_DIR / "pipeline-runs" / "floor"))
+    dt = run_datatrove(base, sorted(json.loads((base / "_READY.json").read_text())), dt_mb) if dt_mb > 0 else None
+    print(f"\n## pipeline throughput: {mb} MB corpus, CPU seconds of the process tree, "
+          f"load average at end {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores\n")
+    print_table(passes, floor, dt)
+    if args.profile:
+        print_profiles(passes, 25)
+    if args.json:
+        args.json.write_text(json.dumps({"passes": passes, "floor": floor, "datatrove": dt}, indent=1))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_stage":
+        child_stage(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
+    elif len(sys.argv) > 1 and sys.argv[1] == "_corpus":
+        build_corpus(int(sys.argv[2]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "_floor":
+        child_floor(sys.argv[2], sys.argv[3])
+    else:
+        main()
