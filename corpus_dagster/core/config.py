@@ -36,7 +36,7 @@ EXECUTION_KEYS = (
 )
 # Sections of stages that read the published corpus and never change it: they have stage keys of their own
 # and stay out of the manifest's config_sha256, so tuning a release or an analysis never republishes shards.
-DOWNSTREAM_SECTIONS = ("analysis", "release")
+DOWNSTREAM_SECTIONS = ("analysis", "release", "review")
 
 
 @cache

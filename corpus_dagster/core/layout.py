@@ -78,6 +78,11 @@ class Layout:
         """analysis/<dataset>/<version>/: the corpus analysis (tables, clusters, figures, REPORT.md)."""
         return self.root / "analysis" / self.dataset / self.version
 
+    @property
+    def review(self) -> Path:
+        """review/<dataset>/<version>/: the review sample (review_sample.parquet and index.html)."""
+        return self.root / "review" / self.dataset / self.version
+
     def release(self, name: str) -> Path:
         """release/<name>/<version>/: a length-bucketed release with its dataset card."""
         return self.root / "release" / name / self.version

@@ -1,0 +1,279 @@
+"""The review stage's driver: all of its reading and writing.
+
+Candidates stream in per file with only the columns that choose the sample (ids, reason codes, values,
+partners): clean rejects per source, the dedup `dropped` table, and the scrubbed files (every kept id; the
+documents with a redaction are counted per PII type from their texts). Then only the chosen rows' texts are
+read back (their row groups only). Outputs: `review/<dataset>/<version>/review_sample.parquet` and
+`index.html`, recorded in `stages/review/_RECORD.json` under a key of the sources' clean and scrub keys,
+the dedup key and the `review` settings (thresholds shown come from the clean, dedup and pii sections,
+which those keys already cover).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from corpus_dagster.clean.cleaner import REASON_CODES
+from corpus_dagster.clean.driver import clean_doc_files, clean_record, reject_files
+from corpus_dagster.core import records
+from corpus_dagster.core.atomic import atomic_write_bytes
+from corpus_dagster.core.config import output_settings
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.parquet import TABLE, write_parquet
+from corpus_dagster.core.records import StageRecord, stage_key
+from corpus_dagster.dedup.driver import dedup_record, dedup_sources, dedup_tables
+from corpus_dagster.review.html import render_page
+from corpus_dagster.review.sample import (
+    KEPT,
+    KEPT_THRESHOLD,
+    StratifiedSample,
+    candidates,
+    clean_threshold,
+    dedup_threshold,
+    excerpt,
+    pii_threshold,
+    pii_windows,
+)
+from corpus_dagster.scrub.api import PII_TYPES, PLACEHOLDERS
+from corpus_dagster.scrub.driver import scrub_record, scrubbed_files
+
+STAGE = "review"
+CODE_VERSION = "1"
+SAMPLE_FILE = "review_sample.parquet"
+HTML_FILE = "index.html"
+DEDUP_REASONS = ("exact", "near", "decontaminated")
+REASON_ORDER = (*REASON_CODES, *DEDUP_REASONS, *PII_TYPES, KEPT)
+BATCH_ROWS = 65536  # rows of the dedup table read at a time
+# One row per sampled document. text/partner_text are excerpts (excerpt_chars); *_chars the full lengths.
+# PII rows: text = one scrubbed window per line, partner_text = the same windows in the clean text.
+REVIEW_SCHEMA = pa.schema([
+    ("source_id", pa.string()),
+    ("stratum", pa.string()),
+    ("reason", pa.string()),
+    ("id", pa.string()),
+    ("url", pa.string()),
+    ("value", pa.float64()),
+    ("threshold", pa.string()),
+    ("partner_id", pa.string()),
+    ("jaccard", pa.float64()),
+    ("detail", pa.string()),
+    ("text", pa.string()),
+    ("text_chars", pa.int64()),
+    ("partner_text", pa.string()),
+    ("partner_chars", pa.int64()),
+])
+
+
+def review_key(layout: Layout, resolved: dict[str, Any], source_ids: list[str]) -> tuple[str, dict[str, Any]]:
+    """(key, inputs) of the review sample: every source's clean and scrub keys, the dedup key, `review` settings."""
+    inputs = {
+        "clean": [[sid, clean_record(layout, sid).key] for sid in source_ids],
+        "dedup": dedup_record(layout).key,
+        "scrub": [[sid, scrub_record(layout, sid).key] for sid in source_ids],
+    }
+    return stage_key(STAGE, CODE_VERSION, inputs, output_settings(resolved, STAGE)), inputs
+
+
+def run_review_stage(layout: Layout, resolved: dict[str, Any], log: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """Sample, read back and write the review sample of every source the last dedup covered.
+
+    Returns stats: `rows`, `strata` (source_id, stratum, reason, available, sampled per group), `sources`,
+    `paths` (parquet, html), `seconds`, plus `cached` and `key`; {"enabled": False, ...} when switched off.
+    """
+    cfg = resolved[STAGE]
+    if not cfg["enabled"]:
+        return {"enabled": False, "cached": False, "key": "disabled", "rows": 0, "strata": [], "sources": []}
+    start = time.monotonic()
+    source_ids = sorted(dedup_sources(layout))
+    key, inputs = review_key(layout, resolved, source_ids)
+    folder = layout.stage(STAGE)
+    out = layout.review
+    paths = {"parquet": str(out / SAMPLE_FILE), "html": str(out / HTML_FILE)}
+    done = records.cached(folder, key)
+    if done is not None:
+        return {**done.stats, "paths": paths, "cached": True, "key": key}
+    records.begin(folder)
+    records.begin(out)
+    sampler = StratifiedSample(cfg["per_stratum"], cfg["seed"])
+    for sid in source_ids:
+        _offer_rejects(sampler, layout, sid)
+        _offer_scrubbed(sampler, layout, sid)
+        if log:
+            log(f"review: {sid} offered")
+    _offer_dedup(sampler, layout, set(source_ids))
+    chosen = sampler.result(REASON_ORDER)
+    strata = sampler.strata(REASON_ORDER)
+    rows = _rows(layout, chosen, resolved)
+    write_parquet(pa.Table.from_pylist(rows, schema=REVIEW_SCHEMA), out / SAMPLE_FILE, TABLE)
+    settings = {k: cfg[k] for k in ("per_stratum", "seed", "excerpt_chars", "pii_context_chars")}
+    title = f"Review sample: {resolved['dataset']} {resolved['version']}"
+    atomic_write_bytes(out / HTML_FILE, render_page(rows, strata, title, settings).encode("utf-8"))
+    stats = {"rows": len(rows), "strata": strata, "sources": source_ids, "seconds": round(time.monotonic() - start, 3)}
+    records.commit(folder, StageRecord(
+        stage=STAGE, key=key, code_version=CODE_VERSION, inputs=inputs, settings=output_settings(resolved, STAGE),
+        output_dir=os.path.relpath(out, folder), outputs=records.describe_outputs(out, [SAMPLE_FILE, HTML_FILE]),
+        files={"review": [SAMPLE_FILE, HTML_FILE]}, stats=stats,
+    ))
+    return {**stats, "paths": paths, "cached": False, "key": key}
+
+
+def review_record(layout: Layout) -> StageRecord:
+    """The record of the last review sample (UpstreamMissing when it never ran)."""
+    return records.require_record(layout.stage(STAGE), "review_sample")
+
+
+# --- Candidates: ids and the few columns that choose the sample ----------------------------------------------
+
+def _offer_rejects(sampler: StratifiedSample, layout: Layout, source_id: str) -> None:
+    for path in reject_files(layout, source_id):
+        t = pq.read_table(path, columns=["id", "reason", "value"])
+        sampler.add(candidates({"id": t["id"], "reason": t["reason"], "value": t["value"]},
+                               source_id=source_id, stratum="clean", file=str(path)))
+
+
+def _offer_dedup(sampler: StratifiedSample, layout: Layout, source_ids: set[str]) -> None:
+    columns = ["id", "reason", "matched_id", "jaccard", "detail"]
+    for batch in pq.ParquetFile(dedup_tables(layout)["dropped"]).iter_batches(BATCH_ROWS, columns=columns):
+        frame = pl.DataFrame(pl.from_arrow(batch))
+        frame = frame.with_columns(source_id=pl.col("id").str.extract(r"^(.*):\d+$", 1)).filter(
+            pl.col("source_id").is_in(sorted(source_ids)))
+        sampler.add(candidates({"source_id": frame["source_id"], "id": frame["id"], "reason": frame["reason"],
+                                "partner_id": frame["matched_id"], "jaccard": frame["jaccard"],
+                                "value": frame["jaccard"], "detail": frame["detail"]}, stratum="dedup"))
+
+
+def _offer_scrubbed(sampler: StratifiedSample, layout: Layout, source_id: str) -> None:
+    """Every kept id (stratum kept) and, per PII type, the documents with a redaction of that type.
+
+    Redactions per type = placeholders in the scrubbed text minus those already in the clean text; only the
+    texts of documents with a redaction are read, one file (and only their row groups) at a time.
+    """
+    scrubbed = scrubbed_files(layout, source_id)
+    clean = clean_doc_files(layout, source_id)
+    for i, path in enumerate(scrubbed):
+        t = pq.read_table(path, columns=["id", "pii_redactions"])
+        sampler.add(candidates({"id": t["id"]}, source_id=source_id, stratum="kept", reason=KEPT, file=str(path)))
+        ids = pc.filter(t["id"], pc.greater(t["pii_redactions"], 0))
+        if not len(ids):
+            continue
+        # the clean file a scrubbed file was made from has the same index; any clean file if that changes
+        before_files = [clean[i]] if len(clean) == len(scrubbed) else clean
+        counts = [pl.col("text").str.count_matches(PLACEHOLDERS[k], literal=True).alias(k) for k in PII_TYPES]
+        after = pl.DataFrame(pl.from_arrow(_read_rows([path], ids, ["text"]))).select("id", *counts)
+        before = pl.DataFrame(pl.from_arrow(_read_rows(before_files, ids, ["text"]))).select("id", *counts)
+        added = after.join(before, on="id", how="left", suffix="_before").fill_null(0)
+        for kind in PII_TYPES:
+            hit = added.select("id", value=pl.col(kind) - pl.col(f"{kind}_before")).filter(pl.col("value") > 0)
+            sampler.add(candidates({"id": hit["id"], "value": hit["value"]}, source_id=source_id, stratum="pii",
+                                   reason=kind, file=str(path)))
+
+
+# --- Reading back the chosen rows' texts ------------------------------------------------------------------
+
+def _read_rows(paths: Iterable[Path], ids: pa.Array | pa.ChunkedArray | list[str], columns: list[str]) -> pa.Table:
+    """The rows of the given ids (id + columns) from document files, reading the id column and only the row
+    groups that hold a wanted id (memory: those row groups, not the files)."""
+    if isinstance(ids, pa.ChunkedArray):
+        ids = ids.combine_chunks()
+    want = pc.unique(ids if isinstance(ids, pa.Array) else pa.array(ids, pa.string()))
+    parts = []
+    found = 0
+    for path in paths:
+        if found == len(want):
+            break
+        pf = pq.ParquetFile(path)
+        rows = np.flatnonzero(pc.is_in(pf.read(columns=["id"])["id"], value_set=want).to_numpy(zero_copy_only=False))
+        if not len(rows):
+            continue
+        starts = np.cumsum([0, *[pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)]])
+        groups = sorted({int(g) for g in np.searchsorted(starts, rows, side="right") - 1})
+        table = pf.read_row_groups(groups, columns=["id", *columns])
+        parts.append(table.filter(pc.is_in(table["id"], value_set=want)))
+        found += len(rows)
+    if not parts:
+        return pa.table({"id": pa.array([], pa.string()), **{c: pa.array([], pa.string()) for c in columns}})
+    return pa.concat_tables(parts)
+
+
+def _fetch(paths: Iterable[Path], ids: Iterable[str], columns: list[str]) -> dict[str, dict[str, Any]]:
+    """{id: row} of the given ids (a sample's few rows) from document files."""
+    return {row["id"]: row for row in _read_rows(paths, sorted(set(ids)), columns).to_pylist()}
+
+
+def _source_of(doc_id: str) -> str:
+    return doc_id.rsplit(":", 1)[0]
+
+
+def _rows(layout: Layout, chosen: pl.DataFrame, resolved: dict[str, Any]) -> list[dict[str, Any]]:
+    """The output rows of the chosen candidates, with texts read back, excerpts, thresholds and windows."""
+    cfg = resolved[STAGE]
+    limit = cfg["excerpt_chars"]
+    picks = chosen.to_dicts()
+    by_file: dict[str, list[str]] = {}
+    for p in picks:
+        if p["file"] is not None:
+            by_file.setdefault(p["file"], []).append(p["id"])
+    # rejects files hold url and text; scrubbed files (kept and pii rows) also the language columns
+    kept_files = {p["file"] for p in picks if p["stratum"] == KEPT}
+    texts: dict[tuple[str, str], dict[str, Any]] = {}  # (file, id) -> row
+    for file, ids in sorted(by_file.items()):
+        cols = ["url", "text", "lang", "lang_score"] if file in kept_files else ["url", "text"]
+        for doc_id, row in _fetch([Path(file)], ids, cols).items():
+            texts[(file, doc_id)] = row
+    # clean texts: dropped duplicates, their kept partners, and the PII documents before the scrub
+    need: dict[str, set[str]] = {}
+    for p in picks:
+        for doc_id in (p["id"], p["partner_id"]) if p["stratum"] in ("dedup", "pii") else ():
+            if doc_id is not None:
+                need.setdefault(_source_of(doc_id), set()).add(doc_id)
+    clean: dict[str, dict[str, Any]] = {}
+    for sid, ids in sorted(need.items()):
+        clean.update(_fetch(clean_doc_files(layout, sid), ids, ["url", "text"]))
+    rows = []
+    for p in picks:
+        row = {k: p[k] for k in ("source_id", "stratum", "reason", "id", "value", "partner_id", "jaccard", "detail")}
+        row.update(url=None, text=None, text_chars=None, partner_text=None, partner_chars=None)
+        stratum, reason = p["stratum"], p["reason"]
+        if stratum == "clean":
+            doc = texts.get((p["file"], p["id"]), {})
+            row.update(threshold=clean_threshold(reason, resolved["clean"]), url=doc.get("url"))
+            _set_text(row, "text", doc.get("text"), limit)
+        elif stratum == "dedup":
+            doc = clean.get(p["id"], {})
+            row.update(threshold=dedup_threshold(reason, resolved["dedup"]), url=doc.get("url"))
+            _set_text(row, "text", doc.get("text"), limit)
+            if p["partner_id"] is not None:
+                _set_text(row, "partner_text", clean.get(p["partner_id"], {}).get("text"), limit)
+        elif stratum == "pii":
+            doc = texts.get((p["file"], p["id"]), {})
+            before = clean.get(p["id"], {}).get("text")
+            row.update(threshold=pii_threshold(reason, resolved["pii"]), url=doc.get("url"))
+            if doc.get("text") is not None and before is not None:
+                left, right, total = pii_windows(before, doc["text"], reason, PLACEHOLDERS, cfg["pii_context_chars"], limit)
+                row.update(text="\n".join(left), text_chars=len(doc["text"]), partner_chars=len(before),
+                           partner_text=None if right is None else "\n".join(right),
+                           detail=f"{len(left)} of {total} redactions of this type shown")
+        else:
+            doc = texts.get((p["file"], p["id"]), {})
+            row.update(threshold=KEPT_THRESHOLD, url=doc.get("url"))
+            if doc.get("lang") is not None:
+                row["detail"] = f"lang {doc['lang']} (score {doc['lang_score']:.3f})"
+            _set_text(row, "text", doc.get("text"), limit)
+        rows.append(row)
+    return rows
+
+
+def _set_text(row: dict[str, Any], column: str, text: str | None, limit: int) -> None:
+    chars = "text_chars" if column == "text" else "partner_chars"
+    row[column] = excerpt(text, limit)
+    row[chars] = None if text is None else len(text)
