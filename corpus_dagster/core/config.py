@@ -26,6 +26,7 @@ EXECUTION_KEYS = (
     "paths",
     "workers",
     "refresh",
+    "progress",
     "tokenize.engine",
     "tokenize.threads_per_worker",
     "tokenize.rebuild_check",

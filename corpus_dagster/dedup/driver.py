@@ -20,6 +20,7 @@ from corpus_dagster.core import records
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.dedup.corpus_dedup import DedupSource, run_dedup
 from corpus_dagster.dedup.protected import protected_set_specs
@@ -86,8 +87,14 @@ def dedup_key(layout: Layout, resolved: dict[str, Any], source_ids: list[str]) -
     return stage_key(DEDUP, DEDUP_CODE_VERSION, inputs, output_settings(resolved, "dedup")), inputs
 
 
-def run_global_dedup(layout: Layout, resolved: dict[str, Any], source_ids: list[str]) -> dict[str, Any]:
-    """Decontaminate, exact- and near-dedup the given sources; tables and stats land in stages/dedup/<key>/."""
+def run_global_dedup(
+    layout: Layout, resolved: dict[str, Any], source_ids: list[str], log: Log | None = None
+) -> dict[str, Any]:
+    """Decontaminate, exact- and near-dedup the given sources; tables and stats land in stages/dedup/<key>/.
+
+    `log` (a callable taking a line) hears a start line, a heartbeat every `progress.interval_s` seconds and a
+    closing line with documents, MB and rate.
+    """
     source_ids = sorted(source_ids)
     key, inputs = dedup_key(layout, resolved, source_ids)
     folder = layout.stage(DEDUP)
@@ -102,7 +109,15 @@ def run_global_dedup(layout: Layout, resolved: dict[str, Any], source_ids: list[
     out_dir = folder / key
     out_dir.mkdir(parents=True, exist_ok=True)
     records.begin(out_dir)
-    stats = run_dedup(sources, resolved["dedup"], out_dir, resolved["workers"])
+    n_docs = sum(clean_record(layout, sid).stats.get("kept", 0) for sid in source_ids)
+    n_bytes = sum(p.stat().st_size for s in sources for p in s.doc_files)
+    progress = Progress(log, "dedup", total_docs=n_docs, interval_s=interval_of(resolved))
+    if log is not None:
+        log(f"dedup: {len(sources)} source(s), {n_docs:,} documents, {n_bytes / 1e6:.1f} MB of clean Parquet")
+    with heartbeat(log, "dedup", interval_of(resolved), f"{n_docs:,} documents"):
+        stats = run_dedup(sources, resolved["dedup"], out_dir, resolved["workers"])
+    progress.update(n_docs, n_bytes)
+    progress.finish()
     stats["sources"] = source_ids
     names = [f"{key}/{t}" for t in TABLES]
     records.commit(folder, StageRecord(

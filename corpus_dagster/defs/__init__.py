@@ -10,6 +10,7 @@ from corpus_dagster.defs.analysis import ANALYSIS_ASSETS, ANALYSIS_CHECKS
 from corpus_dagster.defs.automation import (
     automation_sensor,
     build_corpus_job,
+    explain_document_job,
     ingest_job,
     ledger_sensor,
     refresh_schedule_for,
@@ -35,9 +36,11 @@ def build_definitions(corpus: CorpusConfig) -> dg.Definitions:
     return dg.Definitions(
         assets=ASSETS,
         asset_checks=CHECKS,
-        jobs=[ingest_job, build_corpus_job],
+        jobs=[ingest_job, build_corpus_job, explain_document_job],
         schedules=[refresh_schedule_for(refresh["cron"], refresh["timezone"])],
         sensors=[ledger_sensor, automation_sensor],
         resources={"corpus": corpus},
-        executor=dg.multiprocess_executor.configured({"max_concurrent": max(1, int(resolved["workers"]))}),
+        # One process per run: steps are light wrappers around drivers that parallelize inside (`workers`), and a
+        # process per step (each of the checks included) made UI runs several times slower than the CLI.
+        executor=dg.in_process_executor,
     )

@@ -8,7 +8,8 @@ from corpus_dagster.defs.common import (
     corpus_failure,
     figures_markdown,
     materialized_sources,
-    md_table,
+    table,
+    when_inputs_change,
 )
 from corpus_dagster.defs.resources import CorpusConfig
 
@@ -18,7 +19,7 @@ from corpus_dagster.defs.resources import CorpusConfig
     group_name="analysis",
     kinds={"parquet", "matplotlib"},
     code_version=driver.CODE_VERSION,
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=when_inputs_change(),
 )
 def corpus_analysis(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """Measure the clean (pre-dedup) documents and the published shards: lengths per tokenizer, duplicates, clusters."""
@@ -34,7 +35,7 @@ def corpus_analysis(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> 
         "sources": len(sources),
         "sources_waiting": ", ".join(waiting) or "none",
         "documents": stats.get("steps", {}).get("scan", {}).get("docs", 0),
-        "views": md_table(["view", "affected %", "removable % (lower bound)"], views),
+        "views": table(["view", "affected %", "removable % (lower bound)"], views),
         "cached": stats["cached"],
         "stage_key": stats["key"],
         "report": dg.MetadataValue.path(str(report)),

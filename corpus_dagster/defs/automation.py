@@ -2,12 +2,16 @@
 
 import hashlib
 import json
+import re
 import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import dagster as dg
 
-from corpus_dagster.core.errors import CorpusError
-from corpus_dagster.core.ledger import load_ledger
+from corpus_dagster.core.errors import LedgerError
+from corpus_dagster.core.ledger import Source, load_ledger, parse_ledger_lines
+from corpus_dagster.defs.common import corpus_failure, table
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME, source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
 
@@ -17,11 +21,13 @@ ingest_job = dg.define_asset_job(
     "ingest_sources",
     selection=dg.AssetSelection.assets("raw_documents"),
     description="Fetch one source partition into raw parts; downstream assets follow through automation.",
+    executor_def=dg.in_process_executor,
 )
 build_corpus_job = dg.define_asset_job(
     "build_corpus",
     selection=dg.AssetSelection.assets(*GLOBAL_ASSETS),
     description="The whole-corpus steps (dedup, scrub, shards, manifest, token streams, analysis, release) over every materialized source.",
+    executor_def=dg.in_process_executor,
 )
 
 
@@ -29,20 +35,78 @@ def _row_digest(row: dict) -> str:
     return hashlib.sha256(json.dumps(row, sort_keys=True).encode()).hexdigest()[:16]
 
 
-@dg.sensor(jobs=[ingest_job, build_corpus_job], minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+@dataclass
+class LedgerRows:
+    """The ledger read row by row: valid sources, problems (file, line, JSON path), ids named by bad rows."""
+
+    sources: list[Source] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    named_by_invalid: set[str] = field(default_factory=set)
+    unnamed_invalid: int = 0
+
+
+def read_ledger_rows(path: Path) -> LedgerRows:
+    """Validate each line on its own, so one bad row blocks only itself (a missing file raises LedgerError)."""
+    if not path.exists():
+        load_ledger(path)  # raises the one error that says where the ledger was expected
+    out = LedgerRows()
+    first_line: dict[str, int] = {}
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            (source,) = parse_ledger_lines([line], str(path))
+        except LedgerError as exc:
+            out.problems.extend(re.sub(r"^line 1:", f"line {lineno}:", v) for v in exc.violations)
+            sid = _raw_source_id(line)
+            if sid is None:
+                out.unnamed_invalid += 1
+            else:
+                out.named_by_invalid.add(sid)
+            continue
+        if source.source_id in first_line:
+            out.problems.append(f"line {lineno}: $.source_id: duplicate source_id {source.source_id!r} "
+                                f"(first on line {first_line[source.source_id]})")
+            continue
+        first_line[source.source_id] = lineno
+        out.sources.append(source)
+    return out
+
+
+def _raw_source_id(line: str) -> str | None:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    sid = row.get("source_id") if isinstance(row, dict) else None
+    return sid if isinstance(sid, str) else None
+
+
+@dg.sensor(
+    jobs=[ingest_job, build_corpus_job], minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Keeps one source partition per ledger row: fetches new and changed rows, removes a deleted row's "
+                "partition and outputs and rebuilds without it. An invalid row fails the tick (file, line, JSON path); "
+                "valid rows keep syncing.",
+)
 def ledger_sensor(context: dg.SensorEvaluationContext, corpus: CorpusConfig) -> dg.SensorResult | dg.SkipReason:
     """Sync ledger rows into source partitions: add new ones (and fetch them), refetch a source whose row
-    changed, and for a removed row delete its partition and its stage outputs and rebuild the corpus without it."""
-    try:
-        layout = corpus.layout()
-        sources = load_ledger(layout.ledger)
-    except CorpusError as exc:
-        return dg.SkipReason(f"ledger invalid, nothing synced: {exc}")
-    digests = {s.source_id: _row_digest(s.to_json()) for s in sources}
+    changed, and for a removed row delete its partition and its stage outputs and rebuild the corpus without it.
+
+    Rows are validated one by one: valid rows are synced even when others are broken. A tick that has nothing
+    valid to do but sees invalid rows fails with every problem (file, line, JSON path), so a broken ledger shows
+    as a failed tick in the UI instead of a quiet skip; a tick that syncs valid rows logs the problems as errors
+    and the next tick fails.
+    """
+    layout = corpus.layout()
+    rows = read_ledger_rows(layout.ledger)
+    digests = {s.source_id: _row_digest(s.to_json()) for s in rows.sources}
     known = json.loads(context.cursor) if context.cursor else {}
     existing = set(context.instance.get_dynamic_partitions(SOURCE_PARTITIONS_NAME))
     new = [sid for sid in digests if sid not in existing]
-    removed = sorted(existing - set(digests))
+    removed = sorted(existing - set(digests) - rows.named_by_invalid)
+    if removed and rows.unnamed_invalid:
+        context.log.warning(f"not removing {', '.join(removed)}: {rows.unnamed_invalid} invalid row(s) name no source_id")
+        removed = []
     changed = [sid for sid in digests if sid in existing and known.get(sid) not in (None, digests[sid])]
     requests = []
     if new:
@@ -55,9 +119,15 @@ def ledger_sensor(context: dg.SensorEvaluationContext, corpus: CorpusConfig) -> 
                 shutil.rmtree(folder, ignore_errors=True)
             context.log.info(f"source {sid!r} left the ledger: partition and stage outputs removed")
         runs.append(dg.RunRequest(job_name=build_corpus_job.name, run_key=f"removed:{','.join(removed)}:{_row_digest(digests)}"))
-    if not requests and not runs and known == digests:
+    cursor = {**{k: v for k, v in known.items() if k in rows.named_by_invalid}, **digests}
+    if rows.problems:
+        error = LedgerError(str(layout.ledger), rows.problems)
+        if not requests and not runs:
+            raise error  # a failed tick, shown red in the UI with every problem; valid rows were synced earlier
+        context.log.error(f"synced the valid rows; invalid rows left as they were: {error}")
+    elif not requests and not runs and known == cursor:
         return dg.SkipReason(f"ledger unchanged ({len(digests)} sources)")
-    return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=requests, cursor=json.dumps(digests, sort_keys=True))
+    return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=requests, cursor=json.dumps(cursor, sort_keys=True))
 
 
 def refresh_schedule_for(cron: str, timezone: str) -> dg.ScheduleDefinition:
@@ -84,3 +154,31 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
     "corpus_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
     description="Materializes downstream assets when their upstream changed (eager automation conditions).",
 )
+
+
+class ExplainConfig(dg.Config):
+    """Which document to explain: its id (`<source_id>:<k>`) or its url."""
+
+    document: str
+
+
+@dg.op(description="Print one document's journey (ingest, clean, dedup, scrub, shards, token streams) from stage outputs.")
+def explain_document(context: dg.OpExecutionContext, config: ExplainConfig, corpus: CorpusConfig) -> dg.Output:
+    from corpus_dagster.explain import explain, render
+
+    with corpus_failure("explain"):
+        resolved, layout = corpus.load()
+        answer = explain(layout, resolved, config.document)
+    context.log.info(render(answer))
+    rows = [[name, step["status"], ", ".join(f"{k}={v}" for k, v in step.items() if k != "status")]
+            for name, step in answer["steps"].items()]
+    return dg.Output(None, metadata={"document": answer["id"], "journey": table(["stage", "status", "details"], rows)})
+
+
+@dg.job(
+    description="Explain this document: run with config `ops: {explain_document: {config: {document: <id or url>}}}`; "
+                "reads stage outputs only, nothing reruns. Same as `python -m corpus_dagster.explain <id or url>`.",
+    executor_def=dg.in_process_executor,
+)
+def explain_document_job():
+    explain_document()

@@ -1,9 +1,23 @@
 """clean_documents[source_id] and rejects[source_id]: repaired, filtered documents and every drop explained."""
 
+from typing import Any
+
 import dagster as dg
+import pyarrow.parquet as pq
 
 from corpus_dagster.clean import driver
-from corpus_dagster.defs.common import corpus_failure, md_table, source_for_partition
+from corpus_dagster.clean.cleaner import filter_key
+from corpus_dagster.defs.charts import charts_markdown, stacked_bars
+from corpus_dagster.defs.common import (
+    PREVIEW_ROWS,
+    corpus_failure,
+    short_text,
+    source_for_partition,
+    table,
+    table_metadata,
+    timing,
+    when_inputs_change,
+)
 from corpus_dagster.defs.partitions import source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
 
@@ -19,8 +33,46 @@ def _spec(key: str, description: str) -> dg.AssetSpec:
         kinds={"parquet"},
         description=description,
         code_version=driver.CODE_VERSION,
-        automation_condition=dg.AutomationCondition.eager(),
+        automation_condition=when_inputs_change(),
     )
+
+
+def reason_threshold(reason: str, clean_cfg: dict[str, Any]) -> str:
+    """The configured limit(s) a reason code compares against, read from its `clean` section (`key=value`)."""
+    try:
+        section = clean_cfg.get(filter_key(reason), {})
+    except ValueError:
+        return ""
+    if reason == "lang":
+        return f"allowed={','.join(section.get('allowed', []))}, min_score={section.get('min_score')}"
+    numeric = {k: v for k, v in section.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    words = set(reason.split("_")[1:] if "_" in reason else [])
+    def score(key: str) -> int:
+        return sum(1 for w in words if w in key)
+    best = max((score(k) for k in numeric), default=0)
+    chosen = [k for k in numeric if score(k) == best] if best else list(numeric)
+    return ", ".join(f"{k}={numeric[k]}" for k in chosen)
+
+
+def kept_preview(layout, source_id: str, rows: int = PREVIEW_ROWS) -> dg.MetadataValue:
+    """The first kept documents of a source: id, url, language, length and the start of the text."""
+    files = driver.clean_doc_files(layout, source_id)
+    head = pq.read_table(files[0], columns=["id", "url", "lang", "n_chars", "text"]).slice(0, rows).to_pylist() if files else []
+    return table(["id", "url", "lang", "n_chars", "text"],
+                 [[r["id"], r["url"], r["lang"], r["n_chars"], short_text(r["text"])] for r in head])
+
+
+def rejected_preview(layout, source_id: str, clean_cfg: dict[str, Any]) -> dg.MetadataValue:
+    """Up to EXAMPLES_PER_REASON rejected documents per reason, with the measured value and the threshold."""
+    seen: dict[str, int] = {}
+    rows = []
+    for path in driver.reject_files(layout, source_id):
+        for r in pq.read_table(path, columns=["id", "reason", "value", "text"]).to_pylist():
+            if seen.get(r["reason"], 0) < EXAMPLES_PER_REASON:
+                seen[r["reason"]] = seen.get(r["reason"], 0) + 1
+                rows.append([r["id"], r["reason"], r["value"], reason_threshold(r["reason"], clean_cfg), short_text(r["text"])])
+    return table(["id", "reason", "value", "threshold", "text"], sorted(rows, key=lambda r: (r[1], r[0])),
+                 {"value": "what the rule measured", "threshold": "the configured limit it broke"})
 
 
 @dg.multi_asset(
@@ -35,30 +87,42 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
     with corpus_failure(f"clean_documents[{context.partition_key}]"):
         resolved, layout = corpus.load()
         source = source_for_partition(layout, context.partition_key)
-        stats = driver.run_clean_source(layout, source.source_id, resolved, log=context.log)
-        examples = driver.reject_examples(layout, source.source_id, EXAMPLES_PER_REASON)
+        sid = source.source_id
+        stats = driver.run_clean_source(layout, sid, resolved, log=context.log)
+        kept = kept_preview(layout, sid)
+        rejected = rejected_preview(layout, sid, resolved["clean"])
     version = dg.DataVersion(stats["key"])
+    reasons = stats["reasons"]
+    chart = stacked_bars({sid: {"kept": stats["kept"], **reasons}}, f"{sid}: kept and dropped per reason")
     yield dg.MaterializeResult(
         asset_key="clean_documents",
         data_version=version,
         metadata={
-            "documents_in": stats["docs_in"],
-            "kept": stats["kept"],
-            "bytes_in": stats["bytes_in"],
-            "repairs": md_table(["repair", "documents"], [[k, v] for k, v in stats["repairs"].items()]),
+            **table_metadata(stats["kept"], driver.CLEAN_DOC_SCHEMA),
+            "documents_in": dg.MetadataValue.int(stats["docs_in"]),
+            "kept": dg.MetadataValue.int(stats["kept"]),
+            "rejected": dg.MetadataValue.int(stats["rejected"]),
+            "bytes_in": dg.MetadataValue.int(stats["bytes_in"]),
+            "counts": table(["outcome", "documents"], [["kept", stats["kept"]], *[[f"dropped: {k}", v] for k, v in reasons.items()]]),
+            "repairs": table(["repair", "documents"], [[k, v] for k, v in stats["repairs"].items()]),
+            "languages": table(["lang", "documents"], [[k, v] for k, v in stats.get("langs", {}).items()]),
+            "kept_and_dropped_chart": charts_markdown({f"{sid}: kept and dropped per reason": chart}),
+            "preview": kept,
             "parts": stats["parts"],
             "cached": stats["cached"],
             "stage_key": stats["key"],
-            "seconds": stats["seconds"],
-            "path": dg.MetadataValue.path(str(layout.stage(driver.STAGE, source.source_id))),
+            "seconds": timing(stats["seconds"]),
+            "path": dg.MetadataValue.path(str(layout.stage(driver.STAGE, sid))),
         },
     )
     yield dg.MaterializeResult(
         asset_key="rejects",
         data_version=version,
         metadata={
-            "rejected": stats["rejected"],
-            "by_reason": md_table(["reason", "documents"], [[k, v] for k, v in stats["reasons"].items()]),
-            "examples": md_table(["id", "reason", "value"], examples),
+            **table_metadata(stats["rejected"], driver.REJECT_SCHEMA),
+            "rejected": dg.MetadataValue.int(stats["rejected"]),
+            "by_reason": table(["reason", "documents", "threshold"],
+                               [[k, v, reason_threshold(k, resolved["clean"])] for k, v in reasons.items()]),
+            "examples": rejected,
         },
     )

@@ -1,4 +1,5 @@
-"""Helpers every Dagster definition shares: the one error adapter, the source set of global assets, tables."""
+"""Helpers every Dagster definition shares: the one error adapter, the source set of global assets, tables,
+previews, the automation condition."""
 
 import base64
 from collections.abc import Iterator
@@ -82,3 +83,83 @@ def figures_markdown(paths: list[str], title: str = "") -> dg.MetadataValue:
         data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
         parts.append(f"![{md_escape(Path(path).stem)}](data:image/png;base64,{data})")
     return dg.MetadataValue.md("\n\n".join(parts))
+
+
+PREVIEW_ROWS = 10
+PREVIEW_CHARS = 160
+
+
+def when_inputs_change() -> dg.AutomationCondition:
+    """Eager automation that fires on a dependency's new *data version*, not on any new materialization.
+
+    A refetch of unchanged bytes records a materialization with the same data version (the stage key), so
+    nothing downstream is requested; a changed source, a new partition or a code change still rebuilds.
+    """
+    changed = dg.AutomationCondition.any_deps_match(
+        (dg.AutomationCondition.data_version_changed() & ~dg.AutomationCondition.executed_with_root_target())
+        .with_label("data_version_changed_without_root")
+        | dg.AutomationCondition.will_be_requested()
+    ).with_label("any_deps_data_version_changed")
+    return dg.AutomationCondition.eager().replace("any_deps_updated", changed).with_label("eager_on_new_data")
+
+
+def _column_type(values: list[Any]) -> str:
+    sample = next((v for v in values if v is not None), None)
+    if isinstance(sample, bool):
+        return "bool"
+    if isinstance(sample, int):
+        return "int"
+    if isinstance(sample, float):
+        return "float"
+    return "string"
+
+
+def _cell(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return str(value)
+
+
+def table(columns: list[str], rows: list[list[Any]], descriptions: dict[str, str] | None = None) -> dg.MetadataValue:
+    """A sortable table for the UI (`MetadataValue.table` with a `TableSchema` typed from the values)."""
+    descriptions = descriptions or {}
+    schema = dg.TableSchema(columns=[
+        dg.TableColumn(name, _column_type([r[i] for r in rows]), description=descriptions.get(name))
+        for i, name in enumerate(columns)
+    ])
+    records = [dg.TableRecord({name: _cell(r[i]) for i, name in enumerate(columns)}) for r in rows]
+    return dg.MetadataValue.table(records, schema=schema)
+
+
+def column_schema(arrow_schema: Any) -> dg.TableSchema:
+    """The `dagster/column_schema` of a Parquet/Arrow table: name and Arrow type of every column."""
+    return dg.TableSchema(columns=[dg.TableColumn(f.name, str(f.type)) for f in arrow_schema])
+
+
+def table_metadata(rows: int, arrow_schema: Any | None = None) -> dict[str, Any]:
+    """Dagster's standard row count (and column schema) keys, shown on the asset's overview."""
+    out: dict[str, Any] = {"dagster/row_count": dg.MetadataValue.int(int(rows))}
+    if arrow_schema is not None:
+        out["dagster/column_schema"] = column_schema(arrow_schema)
+    return out
+
+
+def short_text(text: Any, limit: int = PREVIEW_CHARS) -> str:
+    """Document text cut short for a preview, on one line."""
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def size(n_bytes: int | float) -> str:
+    """Bytes as a human size (KiB, MiB, GiB), for labels where Dagster has no byte type."""
+    value = float(n_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def timing(seconds: float) -> dg.MetadataValue:
+    """A duration in seconds: every timing key of every asset is named `seconds` or `seconds_<step>`."""
+    return dg.MetadataValue.float(round(float(seconds), 3))

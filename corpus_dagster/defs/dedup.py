@@ -1,9 +1,20 @@
 """minhash_signatures[source_id] (cached per source) and the global dedup + decontamination step (data.04)."""
 
 import dagster as dg
+import polars as pl
 
+from corpus_dagster.clean.driver import clean_record
 from corpus_dagster.dedup import driver
-from corpus_dagster.defs.common import corpus_failure, materialized_sources, md_table, source_for_partition
+from corpus_dagster.defs.charts import charts_markdown, histogram, stacked_bars
+from corpus_dagster.defs.common import (
+    corpus_failure,
+    materialized_sources,
+    source_for_partition,
+    table,
+    table_metadata,
+    timing,
+    when_inputs_change,
+)
 from corpus_dagster.defs.partitions import source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
 
@@ -14,7 +25,7 @@ from corpus_dagster.defs.resources import CorpusConfig
     group_name="dedup",
     kinds={"parquet", "numpy"},
     code_version=driver.SIGNATURES_CODE_VERSION,
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=when_inputs_change(),
 )
 def minhash_signatures(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """MinHash signatures of one source's clean documents; adding a source hashes only that source."""
@@ -30,14 +41,32 @@ def minhash_signatures(context: dg.AssetExecutionContext, corpus: CorpusConfig) 
     return dg.MaterializeResult(
         data_version=dg.DataVersion(stats["key"]),
         metadata={
+            **table_metadata(stats["docs"]),
             "signatures": stats["docs"] - stats["no_signature"],
             "no_signature": dg.MetadataValue.int(stats["no_signature"]),
             "documents": stats["docs"],
             "cached": stats["cached"],
             "stage_key": stats["key"],
-            "seconds": stats.get("seconds", 0.0),
+            "seconds": timing(stats.get("seconds", 0.0)),
         },
     )
+
+
+def per_source_outcomes(layout, sources: list[str]) -> dict[str, dict[str, int]]:
+    """Per source: documents kept after dedup, dropped by each clean reason, and by each dedup reason."""
+    dropped = pl.read_parquet(driver.dedup_tables(layout)["dropped"], columns=["id", "reason"])
+    by = (dropped.with_columns(pl.col("id").str.replace(r":[^:]*$", "").alias("source"))
+          .group_by("source", "reason").len().sort("source", "reason").rows())
+    dedup_drops: dict[str, dict[str, int]] = {}
+    for sid, reason, n in by:
+        dedup_drops.setdefault(sid, {})[f"dedup: {reason}"] = n
+    out = {}
+    for sid in sources:
+        stats = clean_record(layout, sid).stats
+        gone = dedup_drops.get(sid, {})
+        out[sid] = {"kept": stats["kept"] - sum(gone.values()),
+                    **{f"clean: {k}": v for k, v in stats.get("reasons", {}).items()}, **gone}
+    return out
 
 
 @dg.asset(
@@ -45,7 +74,7 @@ def minhash_signatures(context: dg.AssetExecutionContext, corpus: CorpusConfig) 
     group_name="dedup",
     kinds={"parquet", "scipy"},
     code_version=driver.DEDUP_CODE_VERSION,
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=when_inputs_change(),
 )
 def dedup(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """Decontaminate, exact-dedup and near-dedup (verified Jaccard) across every materialized source."""
@@ -57,24 +86,39 @@ def dedup(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.Materia
         )
     with corpus_failure("dedup"):
         resolved, layout = corpus.load()
-        stats = driver.run_global_dedup(layout, resolved, sources)
+        stats = driver.run_global_dedup(layout, resolved, sources, log=context.log.info)
+        outcomes = per_source_outcomes(layout, sources)
+        sizes = driver.clusters(layout).group_by("cluster_min_id").len()["len"].to_list()
     largest = [[c["cluster_min_id"], c["size"]] for c in stats.get("largest_clusters", [])]
     pairs = [[p["id_a"], p["id_b"], p["jaccard"]] for p in stats.get("example_pairs", [])]
+    seconds = stats.get("seconds", {})
+    charts = {
+        "documents kept and dropped per reason per source": stacked_bars(outcomes, "kept and dropped per source"),
+        "near-duplicate cluster sizes": histogram(sizes, "near-duplicate cluster sizes", "documents in cluster",
+                                                  bins=min(30, max(1, len(set(sizes))))),
+    }
+    reasons = sorted({r for o in outcomes.values() for r in o if r != "kept"})
     return dg.MaterializeResult(
         data_version=dg.DataVersion(stats["key"]),
         metadata={
+            **table_metadata(stats.get("docs", 0)),
             "sources": len(sources),
             "sources_waiting": ", ".join(waiting) or "none",
-            "exact_dropped": stats["exact_dropped"],
-            "near_dropped": stats["near_dropped"],
-            "decontaminated": stats["decontaminated"],
+            "exact_dropped": dg.MetadataValue.int(stats["exact_dropped"]),
+            "near_dropped": dg.MetadataValue.int(stats["near_dropped"]),
+            "decontaminated": dg.MetadataValue.int(stats["decontaminated"]),
             "no_signature": stats.get("no_signature", 0),
             "clusters": stats.get("n_clusters", 0),
-            "largest_clusters": md_table(["cluster_min_id", "size"], largest),
-            "example_pairs": md_table(["id_a", "id_b", "jaccard"], pairs),
+            "drops_per_source": table(["source", "kept", *reasons],
+                                      [[sid, o["kept"], *[o.get(r, 0) for r in reasons]] for sid, o in outcomes.items()]),
+            "largest_clusters": table(["cluster_min_id", "size"], largest, {"cluster_min_id": "the kept document"}),
+            "example_pairs": table(["id_a", "id_b", "jaccard"], pairs),
+            "charts": charts_markdown(charts),
             "cached": stats["cached"],
             "stage_key": stats["key"],
-            "seconds": dg.MetadataValue.json(stats.get("seconds", {})),
+            "seconds": timing(sum(seconds.values()) if isinstance(seconds, dict) else seconds),
+            "seconds_per_step": table(["step", "seconds"], [[k, v] for k, v in seconds.items()]) if isinstance(seconds, dict)
+            else table(["step", "seconds"], []),
             "path": dg.MetadataValue.path(str(layout.stage(driver.DEDUP))),
         },
     )

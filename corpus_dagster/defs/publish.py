@@ -1,8 +1,22 @@
 """shards + manifest (data.06) and the blocking checks that guard everything downstream of them."""
 
 import dagster as dg
+import polars as pl
+import pyarrow.parquet as pq
 
-from corpus_dagster.defs.common import check_result, corpus_failure, md_table
+from corpus_dagster.core.documents import SHARD_SCHEMA
+from corpus_dagster.defs.charts import charts_markdown, histogram
+from corpus_dagster.defs.common import (
+    PREVIEW_ROWS,
+    check_result,
+    corpus_failure,
+    short_text,
+    size,
+    table,
+    table_metadata,
+    timing,
+    when_inputs_change,
+)
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.publish import driver
 
@@ -10,7 +24,7 @@ from corpus_dagster.publish import driver
 def _spec(key: str, deps: list[str], kind: str, description: str) -> dg.AssetSpec:
     return dg.AssetSpec(
         key, deps=deps, group_name="publish", kinds={kind}, description=description,
-        code_version=driver.CODE_VERSION, automation_condition=dg.AutomationCondition.eager(),
+        code_version=driver.CODE_VERSION, automation_condition=when_inputs_change(),
     )
 
 
@@ -26,22 +40,33 @@ def shards_and_manifest(context: dg.AssetExecutionContext, corpus: CorpusConfig)
     """Write the shards and manifest of the sources the dedup covered, byte-identical for any worker count."""
     with corpus_failure("shards"):
         resolved, layout = corpus.load()
-        result = driver.run_publish(layout, resolved)
+        result = driver.run_publish(layout, resolved, log=context.log.info)
+        files = driver.published_shards(layout)
+        lengths = pl.concat([pl.read_parquet(f, columns=["n_chars"]) for f in files])["n_chars"].to_list() if files else []
+        head = pq.read_table(files[0], columns=["id", "source_id", "split", "n_chars", "text"]).slice(0, PREVIEW_ROWS).to_pylist() if files else []
     m = result.manifest
-    rows = [[s["name"], s["rows"], s["sha256"][:16]] for s in m["shards"][:20]]
+    n_bytes = sum((layout.shards / s["name"]).stat().st_size for s in m["shards"])
+    rows = [[s["name"], s["rows"], (layout.shards / s["name"]).stat().st_size, s["sha256"][:16]] for s in m["shards"][:50]]
     version = dg.DataVersion(result.key)
+    chart = histogram(lengths, "length of kept documents", "characters (log scale)", log_x=True)
     yield dg.MaterializeResult(
         asset_key="shards",
         data_version=version,
         metadata={
-            "n_docs": m["n_docs"],
+            **table_metadata(m["n_docs"], SHARD_SCHEMA),
+            "n_docs": dg.MetadataValue.int(m["n_docs"]),
             "n_shards": m["n_shards"],
             "sources": len(result.sources),
-            "bytes": sum((layout.shards / s["name"]).stat().st_size for s in m["shards"]),
-            "shards": md_table(["name", "rows", "sha256"], rows),
+            "bytes": dg.MetadataValue.int(n_bytes),
+            "size": size(n_bytes),
+            "shards": table(["name", "rows", "bytes", "sha256"], rows),
+            "preview": table(["id", "source_id", "split", "n_chars", "text"],
+                              [[r["id"], r["source_id"], r["split"], r["n_chars"], short_text(r["text"])] for r in head]),
+            "length_histogram": charts_markdown({"length of kept documents (characters)": chart}),
             "cached": result.cached,
+            "stage_key": result.key,
             "path": dg.MetadataValue.path(str(layout.shards)),
-            "seconds": round(result.shards.seconds, 3),
+            "seconds": timing(result.shards.seconds),
         },
     )
     yield dg.MaterializeResult(
@@ -51,9 +76,9 @@ def shards_and_manifest(context: dg.AssetExecutionContext, corpus: CorpusConfig)
             "path": dg.MetadataValue.path(str(layout.manifest)),
             "config_sha256": m["config_sha256"],
             "ledger_ref": m["ledger_ref"],
-            "filters": dg.MetadataValue.json(m["filters"]),
+            "filters": table(["filter", "documents"], [[k, v] for k, v in m["filters"].items()]),
             "dedup": dg.MetadataValue.json(m["dedup"]),
-            "pii": dg.MetadataValue.json(m["pii"]),
+            "pii": table(["type", "placeholders"], [[k, v] for k, v in m["pii"].items()]),
         },
     )
 

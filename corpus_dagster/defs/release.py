@@ -2,7 +2,15 @@
 
 import dagster as dg
 
-from corpus_dagster.defs.common import check_result, corpus_failure, figures_markdown, md_table
+from corpus_dagster.defs.common import (
+    check_result,
+    corpus_failure,
+    figures_markdown,
+    md_table,
+    table,
+    table_metadata,
+    when_inputs_change,
+)
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.release import driver
 
@@ -12,7 +20,7 @@ from corpus_dagster.release import driver
     group_name="release",
     kinds={"parquet", "huggingface"},
     code_version=driver.CODE_VERSION,
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=when_inputs_change(),
 )
 def release(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """Bucket the published documents by token length (segments for long ones, caps per source) with a card."""
@@ -25,10 +33,11 @@ def release(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.Mater
     out = layout.release(driver.release_name(resolved))
     buckets = [[k, v] for k, v in sorted(stats.get("docs_per_bucket", {}).items())]
     metadata = {
+        **table_metadata(stats.get("docs", 0)),
         "documents": stats.get("docs", 0),
         "tokens": stats.get("tokens", 0),
         "segments": stats.get("segments", 0),
-        "docs_per_bucket": md_table(["bucket", "documents"], buckets),
+        "docs_per_bucket": table(["bucket", "documents"], buckets),
         "headline": md_table(["", ""], [list(map(str, row)) for row in stats.get("headline", [])]),
         "cached": stats["cached"],
         "stage_key": stats["key"],

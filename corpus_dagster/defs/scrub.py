@@ -3,7 +3,15 @@
 import dagster as dg
 
 from corpus_dagster.core.records import stage_key
-from corpus_dagster.defs.common import corpus_failure, md_table
+from corpus_dagster.defs.common import (
+    corpus_failure,
+    md_table,
+    short_text,
+    table,
+    table_metadata,
+    timing,
+    when_inputs_change,
+)
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.scrub import driver
 from corpus_dagster.scrub.api import PII_TYPES
@@ -14,25 +22,28 @@ from corpus_dagster.scrub.api import PII_TYPES
     group_name="scrub",
     kinds={"parquet"},
     code_version=driver.CODE_VERSION,
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=when_inputs_change(),
 )
 def scrubbed(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """Remove what dedup dropped and scrub PII per source (cached per source), recomputing sha256 and n_chars."""
     with corpus_failure("scrubbed"):
         resolved, layout = corpus.load()
-        per_source = driver.run_scrub(layout, resolved)
+        per_source = driver.run_scrub(layout, resolved, log=context.log.info)
     rows = [[sid, s["docs"], *[s["pii"][t] for t in PII_TYPES], s["cached"]] for sid, s in per_source.items()]
-    examples = [[sid, *e] for sid, s in per_source.items() for e in s["examples"][:3]]
+    examples = [[sid, *e[:2], short_text(e[2]) if len(e) > 2 else ""] for sid, s in per_source.items() for e in s["examples"][:3]]
     totals = {t: sum(s["pii"][t] for s in per_source.values()) for t in PII_TYPES}
     version = stage_key("scrub-all", driver.CODE_VERSION, [[sid, s["key"]] for sid, s in per_source.items()], None)
     return dg.MaterializeResult(
         data_version=dg.DataVersion(version),
         metadata={
-            "redactions": sum(totals.values()),
+            **table_metadata(sum(s["docs"] for s in per_source.values())),
+            "redactions": dg.MetadataValue.int(sum(totals.values())),
             **{f"pii_{t}": n for t, n in totals.items()},
-            "per_source": md_table(["source", "docs", *PII_TYPES, "cached"], rows),
+            "pii_by_type": table(["type", "placeholders"], [[t, n] for t, n in totals.items()]),
+            "per_source": table(["source", "docs", *PII_TYPES, "cached"], rows),
+            # markdown so the UI renders it as text: placeholders such as <EMAIL> are escaped, never dropped as tags
             "examples": md_table(["source", "id", "type", "context"], examples),
             "recomputed_sources": sum(1 for s in per_source.values() if not s["cached"]),
-            "seconds": round(sum(s["seconds"] for s in per_source.values()), 3),
+            "seconds": timing(sum(s["seconds"] for s in per_source.values())),
         },
     )

@@ -5,7 +5,14 @@ from typing import Any
 
 import dagster as dg
 
-from corpus_dagster.defs.common import check_result, corpus_failure
+from corpus_dagster.defs.common import (
+    check_result,
+    corpus_failure,
+    table,
+    table_metadata,
+    timing,
+    when_inputs_change,
+)
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.tokenize import driver
 
@@ -18,25 +25,33 @@ def _markdown_table(manifest: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def _splits_table(manifest: dict[str, Any]) -> dg.MetadataValue:
+    return table(["split", "documents", "tokens", "files", "bytes"], [
+        [split, e["n_docs"], e["n_tokens"], len(e["files"]), sum(p["bin"]["bytes"] for p in e["files"])]
+        for split, e in manifest["splits"].items()
+    ])
+
+
 @dg.asset(
     group_name="tokenize",
     kinds={"numpy", "parquet"},
     deps=["manifest"],
     code_version=driver.CODE_VERSION,
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=when_inputs_change(),
 )
 def token_streams(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """Megatron-LM .bin/.idx token streams per split, with per-document token counts, from the shards."""
     with corpus_failure("token_streams"):  # bad input or an unloadable tokenizer: the message says what to do
         cfg, layout = corpus.load()
-        result, m, cached = driver.run_token_streams(layout, cfg)
+        result, m, cached = driver.run_token_streams(layout, cfg, log=context.log.info)
         key = driver.tokens_key(layout, cfg)[0]
     if result is None:  # unchanged inputs and settings: nothing was rebuilt
         context.log.info(f"token streams unchanged (key {key}); nothing rebuilt")
         return dg.MaterializeResult(
             data_version=dg.DataVersion(key),
-            metadata={"path": dg.MetadataValue.path(str(layout.tokens)), "cached": True, "n_docs": m["n_docs"],
-                      "n_tokens": m["n_tokens"], "tokenizer": m["tokenizer"]["name"], "splits": dg.MetadataValue.md(_markdown_table(m))},
+            metadata={**table_metadata(m["n_docs"]), "path": dg.MetadataValue.path(str(layout.tokens)), "cached": True,
+                      "n_docs": m["n_docs"], "n_tokens": m["n_tokens"], "tokenizer": m["tokenizer"]["name"],
+                      "split_counts": _splits_table(m), "splits": dg.MetadataValue.md(_markdown_table(m))},
         )
     mb = result.text_bytes / 1e6
     context.log.info(
@@ -46,6 +61,7 @@ def token_streams(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg
     return dg.MaterializeResult(
         data_version=dg.DataVersion(key),
         metadata={
+            **table_metadata(m["n_docs"]),
             "path": dg.MetadataValue.path(str(layout.tokens)),
             "cached": cached,
             "tokenizer": m["tokenizer"]["name"],
@@ -59,11 +75,12 @@ def token_streams(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg
             "val_tokens": m["splits"]["val"]["n_tokens"],
             "files": sum(len(e["files"]) for e in m["splits"].values()),
             "bytes": sum(p["bin"]["bytes"] for e in m["splits"].values() for p in e["files"]),
-            "elapsed_s": round(result.elapsed_s, 3),
+            "seconds": timing(result.elapsed_s),
             "mb_per_s": round(mb / result.elapsed_s, 2) if result.elapsed_s else 0.0,
             "tokens_per_s": round(m["n_tokens"] / result.elapsed_s) if result.elapsed_s else 0,
             "workers": result.workers,
             "threads_per_worker": result.threads,
+            "split_counts": _splits_table(m),
             "splits": dg.MetadataValue.md(_markdown_table(m)),
         }
     )

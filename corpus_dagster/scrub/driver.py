@@ -25,6 +25,7 @@ from corpus_dagster.core.hashing import sha256_hex
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
+from corpus_dagster.core.progress import Log, Progress, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.dedup.driver import dedup_sources, dropped_ids
 from corpus_dagster.scrub.api import PII_TYPES, scrub_texts
@@ -70,7 +71,9 @@ def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str
     }
 
 
-def run_scrub_source(layout: Layout, source_id: str, resolved: dict[str, Any], drop: list[str]) -> dict[str, Any]:
+def run_scrub_source(
+    layout: Layout, source_id: str, resolved: dict[str, Any], drop: list[str], progress: Progress | None = None
+) -> dict[str, Any]:
     """Scrub one source's kept documents, unless its inputs and settings are unchanged since last time."""
     inputs = {"clean": clean_record(layout, source_id).key, "dropped_ids": sha256_hex("\n".join(drop).encode())}
     settings = output_settings(resolved, "pii")
@@ -84,7 +87,11 @@ def run_scrub_source(layout: Layout, source_id: str, resolved: dict[str, Any], d
     records.begin(folder / key)
     files = clean_doc_files(layout, source_id)
     jobs = [(path, folder / key / f"docs-{i:05d}.parquet", drop, resolved["pii"]) for i, path in enumerate(files)]
-    parts = list(ordered_map(scrub_file, jobs, resolved["workers"]))
+    parts = []
+    for part in ordered_map(scrub_file, jobs, resolved["workers"]):
+        parts.append(part)
+        if progress is not None:
+            progress.update(part["docs"] + part["dropped"], part["bytes"])
     stats = summarize(parts)
     names = [f"{key}/docs-{i:05d}.parquet" for i in range(len(files))]
     records.commit(folder, StageRecord(
@@ -114,15 +121,22 @@ def summarize(parts: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_scrub(layout: Layout, resolved: dict[str, Any]) -> dict[str, dict]:
-    """Scrub every source the last dedup covered (cached per source); returns stats per source."""
+def run_scrub(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> dict[str, dict]:
+    """Scrub every source the last dedup covered (cached per source); returns stats per source.
+
+    `log` (a callable taking a line) receives progress every `progress.interval_s` seconds and a closing line.
+    """
     source_ids = dedup_sources(layout)
     dropped = dropped_ids(layout)
     ids = dropped.get_column("id").sort().to_list() if dropped.height else []
     by_source: dict[str, list[str]] = {}
     for x in ids:
         by_source.setdefault(x.rsplit(":", 1)[0], []).append(x)
-    return {sid: run_scrub_source(layout, sid, resolved, by_source.get(sid, [])) for sid in source_ids}
+    total = sum(clean_record(layout, sid).stats.get("kept", 0) for sid in source_ids)
+    progress = Progress(log, "scrub", total_docs=total, interval_s=interval_of(resolved))
+    out = {sid: run_scrub_source(layout, sid, resolved, by_source.get(sid, []), progress) for sid in source_ids}
+    progress.finish()
+    return out
 
 
 # --- Reading scrub outputs (the only way the publish stage sees them) -----------------------------------

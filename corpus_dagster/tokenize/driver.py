@@ -32,6 +32,7 @@ from corpus_dagster.core.checks import CheckReport
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.hashing import sha256_hex
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.tokenize.indexed import PartInfo, SplitWriter, token_dtype
 from corpus_dagster.tokenize.manifest import (
@@ -377,8 +378,13 @@ def tokens_key(layout: Layout, resolved: dict[str, Any]) -> tuple[str, dict[str,
     return stage_key(STAGE, CODE_VERSION, inputs, output_settings(resolved, "tokenize")), inputs
 
 
-def run_token_streams(layout: Layout, resolved: dict[str, Any]) -> tuple[BuildResult | None, dict[str, Any], bool]:
-    """Build tokens/<dataset>/<version>/ unless its key is unchanged: (build result or None, manifest, cached)."""
+def run_token_streams(
+    layout: Layout, resolved: dict[str, Any], log: Log | None = None
+) -> tuple[BuildResult | None, dict[str, Any], bool]:
+    """Build tokens/<dataset>/<version>/ unless its key is unchanged: (build result or None, manifest, cached).
+
+    `log` (a callable taking a line) hears a heartbeat every `progress.interval_s` seconds and a closing line.
+    """
     key, inputs = tokens_key(layout, resolved)
     folder = layout.stage(STAGE)
     done = records.cached(folder, key)
@@ -386,7 +392,11 @@ def run_token_streams(layout: Layout, resolved: dict[str, Any]) -> tuple[BuildRe
         return None, json.loads((layout.tokens / MANIFEST_NAME).read_text(encoding="utf-8")), True
     records.begin(folder)
     records.begin(layout.tokens.parent)
-    result = build_token_streams(layout.shards, layout.tokens, resolved["tokenize"], workers=resolved["workers"])
+    with heartbeat(log, "token_streams", interval_of(resolved)):
+        result = build_token_streams(layout.shards, layout.tokens, resolved["tokenize"], workers=resolved["workers"])
+    progress = Progress(log, "token_streams", interval_s=interval_of(resolved))
+    progress.update(result.manifest["n_docs"], result.text_bytes)
+    progress.finish()
     names = sorted(p.name for p in layout.tokens.iterdir() if p.is_file())
     records.commit(folder, StageRecord(
         stage=STAGE, key=key, code_version=CODE_VERSION, inputs=inputs, settings=output_settings(resolved, "tokenize"),

@@ -1,0 +1,33 @@
+"""`python -m corpus_dagster.explain <id or url> [--config FILE] [--json]`: print one document's journey."""
+
+import argparse
+import json
+import os
+import sys
+
+from corpus_dagster.core.config import load_config, packaged_config_path
+from corpus_dagster.core.errors import CorpusError
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.explain import explain, render
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m corpus_dagster.explain", description=__doc__)
+    parser.add_argument("document", help="a document id (<source_id>:<k>) or its url")
+    parser.add_argument("--config", default=os.environ.get("CORPUS_CONFIG") or str(packaged_config_path()),
+                        help="corpus config (default: CORPUS_CONFIG, else the demo config)")
+    parser.add_argument("--artifacts", default=os.environ.get("CORPUS_ARTIFACTS"), help="override paths.artifacts")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    args = parser.parse_args(argv)
+    try:
+        resolved = load_config(args.config, {"paths": {"artifacts": args.artifacts}} if args.artifacts else {})
+        answer = explain(Layout.from_config(resolved), resolved, args.document)
+    except CorpusError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(answer, indent=2, default=str) if args.json else render(answer))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
