@@ -42,6 +42,23 @@ def _fix_surrogates(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
+def _fix_mojibake(text: str) -> str:
+    """ftfy's encoding repair on the lines that hold a non-ASCII character, the rest kept as they are.
+
+    ftfy.fix_text fixes each line (up to and including its `\n`) on its own and returns an ASCII line
+    unchanged under this config, so handing it only the non-ASCII lines gives the same text; a long
+    changelog with a few accented names no longer pays ftfy's per-line cost on every line."""
+    lines = text.split("\n")
+    last = len(lines) - 1
+    for i, line in enumerate(lines):
+        if not line.isascii():
+            fixed = ftfy.fix_text(line if i == last else line + "\n", _FTFY)
+            lines[i] = fixed if i == last else fixed[:-1] if fixed.endswith("\n") else None  # type: ignore[assignment]
+            if lines[i] is None:  # the fix removed the line's newline: give up the shortcut
+                return ftfy.fix_text(text, _FTFY)
+    return "\n".join(lines)
+
+
 def repair_one(text: str, fix_mojibake: bool = True) -> tuple[str, list[str]]:
     """Repair one document; returns the text and the repairs it got, in REPAIR_KINDS order."""
     done: list[str] = []
@@ -58,7 +75,7 @@ def repair_one(text: str, fix_mojibake: bool = True) -> tuple[str, list[str]]:
         if _SURROGATE.search(fixed):
             fixed = _fix_surrogates(fixed)
         if fix_mojibake and _MOJIBAKE_RE.search(fixed):
-            fixed = ftfy.fix_text(fixed, _FTFY)
+            fixed = _fix_mojibake(fixed)
         if fixed != text:
             done.append("mojibake")
             text = fixed
