@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 def temp_sibling(path: Path, suffix_keep: bool = True) -> Path:
@@ -46,33 +50,94 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
 @contextlib.contextmanager
 def atomic_dir(path: str | Path) -> Iterator[Path]:
-    """Yield a temp folder; on success it replaces `path` whole (old content removed), on error it is deleted."""
+    """Yield a temp folder; on success it replaces `path` whole (old content removed), on error it is deleted.
+
+    Readers never see `path` missing: an existing folder is swapped with the new one in one step
+    (`exchange_dirs`), and the old content, now under the temp name, is removed afterwards (or by the next
+    `remove_stale_temps` when the process dies in between).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
     tmp.mkdir()
     try:
         yield tmp
-        old = None
-        if path.exists():
-            old = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:12]}")
-            os.replace(path, old)
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
+        replace_dir(tmp, path)
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
-def remove_stale_temps(folder: str | Path) -> int:
-    """Delete temp leftovers of a killed process (names `.x.tmp-*`, `.x.old-*`); returns how many."""
+def replace_dir(new: Path, path: Path) -> None:
+    """Put folder `new` at `path`. An existing `path` ends up at `new` (the caller removes it).
+
+    On Linux the swap is one `renameat2(RENAME_EXCHANGE)`: `path` exists at every instant. Where that call
+    is missing (other systems, or file systems that refuse it, e.g. some network and FUSE mounts) it falls
+    back to two renames, `path` -> `.<name>.old-*` then `new` -> `path`, with a short window without `path`.
+    """
+    if not path.exists():
+        os.replace(new, path)
+        return
+    if exchange_dirs(new, path):
+        return
+    old = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:12]}")
+    os.replace(path, old)
+    os.replace(new, path)
+    os.replace(old, new)  # hand the old content back under the temp name, for the caller to remove
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_renameat2: Any = None
+
+
+def exchange_dirs(a: str | Path, b: str | Path) -> bool:
+    """Swap two paths atomically with Linux `renameat2(RENAME_EXCHANGE)`; False where that is unavailable."""
+    global _renameat2
+    if _renameat2 is None:
+        _renameat2 = False
+        if sys.platform.startswith("linux"):
+            with contextlib.suppress(OSError, AttributeError):
+                libc = ctypes.CDLL(None, use_errno=True)
+                fn = libc.renameat2
+                fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+                fn.restype = ctypes.c_int
+                _renameat2 = fn
+    if not _renameat2:
+        return False
+    if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False  # the file system cannot exchange: use the rename pair
+    raise OSError(err, f"cannot swap {a} and {b}: {os.strerror(err)}", str(b))
+
+
+# Work folders that are not `.x.tmp-*` names but are equally temp leftovers when a process dies.
+WORK_PREFIXES = (".dedup-work-", ".corpus-rebuild-")
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether a file or folder name is a temp leftover: `.x.tmp-*`, `.x.old-*` or a known work folder."""
+    return name.startswith(".") and (".tmp-" in name or ".old-" in name or name.startswith(WORK_PREFIXES))
+
+
+def remove_stale_temps(folder: str | Path, depth: int = 0) -> int:
+    """Delete temp leftovers of a killed process in `folder` (and `depth` levels of sub-folders below it).
+
+    Only call this while holding the stage's lock (`core.locks`): a concurrent writer's temps look the same.
+    Returns how many were removed.
+    """
     folder = Path(folder)
-    if not folder.exists():
+    if not folder.is_dir():
         return 0
     n = 0
-    for p in folder.iterdir():
-        if p.name.startswith(".") and (".tmp-" in p.name or ".old-" in p.name):
-            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    for p in sorted(folder.iterdir()):
+        if is_temp_name(p.name):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
             n += 1
+        elif depth > 0 and p.is_dir() and not p.is_symlink():
+            n += remove_stale_temps(p, depth - 1)
     return n

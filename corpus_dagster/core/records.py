@@ -86,17 +86,35 @@ def require_record(folder: Path, stage: str, source_id: str | None = None) -> St
 
 
 def describe_outputs(folder: Path, names: list[str]) -> dict[str, dict[str, Any]]:
-    """{name: {sha256, bytes}} of output files relative to `folder`, in the order given."""
-    return {n: {"sha256": sha256_file(folder / n), "bytes": (folder / n).stat().st_size} for n in names}
+    """{name: {sha256, bytes, mtime_ns}} of output files relative to `folder`, in the order given.
+
+    `mtime_ns` only lets `outputs_intact` skip re-hashing a file nobody wrote to since; it never enters a key.
+    """
+    out = {}
+    for n in names:
+        st = (folder / n).stat()
+        out[n] = {"sha256": sha256_file(folder / n), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+    return out
+
+
+def output_intact(path: Path, entry: dict[str, Any]) -> bool:
+    """One output matches its record entry: same size, and same mtime or (when touched, copied or edited
+    in place) the same sha256."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    if st.st_size != entry["bytes"]:
+        return False
+    if entry.get("mtime_ns") == st.st_mtime_ns:
+        return True
+    return sha256_file(path) == entry["sha256"]
 
 
 def outputs_intact(folder: Path, record: StageRecord) -> bool:
-    """Every output the record lists exists with its recorded size (cheap; `verify_outputs` hashes)."""
-    for name, entry in record.outputs.items():
-        path = record.base(folder) / name
-        if not path.exists() or path.stat().st_size != entry["bytes"]:
-            return False
-    return True
+    """Every output the record lists exists with its recorded size and content (hashed only when its mtime
+    moved since it was written), so a truncated, deleted or edited output makes its stage recompute."""
+    return all(output_intact(record.base(folder) / name, entry) for name, entry in record.outputs.items())
 
 
 def verify_outputs(folder: Path, record: StageRecord) -> list[str]:
@@ -119,10 +137,12 @@ def cached(folder: Path, key: str) -> StageRecord | None:
     return None
 
 
-def begin(folder: Path) -> None:
-    """Prepare a stage folder for a run: create it and clear temp leftovers of a killed process."""
+def begin(folder: Path) -> int:
+    """Prepare a stage folder for a run: create it and clear temp leftovers of a killed process, in the
+    folder and its key folders one level down (temp files, `.x.tmp-*` folders, dedup work folders).
+    Returns how many leftovers were removed."""
     Path(folder).mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(folder)
+    return remove_stale_temps(folder, depth=1)
 
 
 def commit(folder: Path, record: StageRecord, prune: bool = True) -> None:

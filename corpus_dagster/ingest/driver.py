@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus_dagster.core import records
-from corpus_dagster.core.atomic import atomic_dir, atomic_path, atomic_write_bytes
+from corpus_dagster.core.atomic import atomic_dir, atomic_path, atomic_write_bytes, remove_stale_temps
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.errors import ChecksumMismatch, SourceError, StageOutputError
 from corpus_dagster.core.hashing import sha256_file
@@ -98,11 +98,15 @@ def resolve_files(source: Source, timeout_s: float = 300) -> list[ResolvedFile]:
         try:
             if globmod.has_magic(path):
                 entries = fs.glob(path, detail=True)
-                paths = [p for p, info in entries.items() if info.get("type") == "file"]
+                paths = [p for p, info in sorted(entries.items()) if _is_file(source, fs, p, info)]
                 if not paths:
-                    raise SourceError(source.source_id, f"no file matches {url}")
+                    kinds = Counter(str(info.get("type")) for info in entries.values())
+                    seen = f" (matched only: {dict(sorted(kinds.items()))})" if entries else ""
+                    raise SourceError(source.source_id, f"no file matches {url}{seen}")
             else:
-                if not fs.exists(path) or fs.isdir(path):
+                if _is_local(fs) and os.path.islink(path):
+                    _is_file(source, fs, path, {"type": "other", "islink": True})  # a broken link fails here
+                elif not fs.exists(path) or fs.isdir(path):
                     raise SourceError(source.source_id, f"file not found: {url} does not exist")
                 paths = [path]
         except SourceError:
@@ -111,8 +115,42 @@ def resolve_files(source: Source, timeout_s: float = 300) -> list[ResolvedFile]:
             raise SourceError(source.source_id, f"cannot list {url}: {type(exc).__name__}: {exc}") from exc
         for p in paths:
             file_url = fs.unstrip_protocol(p)
-            found.setdefault(file_url, ResolvedFile(file_url, fs, p))
+            _check_name(source, file_url)
+            # A symlink keeps its own URL (ids and document URLs name what the ledger matched) but is read,
+            # hashed and stat'ed through its target, so a retargeted link or an edited target is seen.
+            target = os.path.realpath(p) if _is_local(fs) and os.path.islink(p) else p
+            found.setdefault(file_url, ResolvedFile(file_url, fs, target))
     return [found[u] for u in sorted(found)]
+
+
+def _is_local(fs: Any) -> bool:
+    return "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
+
+
+def _is_file(source: Source, fs: Any, path: str, info: dict[str, Any]) -> bool:
+    """Whether a listed entry is a file to read: plain files, and symlinks (fsspec lists those as `other`)
+    whose target is a file. A symlink whose target is missing is an error naming both."""
+    if info.get("type") == "file":
+        return True
+    if not (info.get("islink") and _is_local(fs)):
+        return False
+    if not os.path.exists(path):
+        raise SourceError(
+            source.source_id,
+            f"broken symlink: {fs.unstrip_protocol(path)} points to {os.readlink(path)!r}, which does not exist; "
+            f"fetch the target (e.g. `git annex get`, `dvc pull`) or remove the link",
+        )
+    return os.path.isfile(path)
+
+
+def _check_name(source: Source, file_url: str) -> None:
+    """A file name that is not valid UTF-8 cannot become a document URL: name it instead of failing later."""
+    try:
+        file_url.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise SourceError(
+            source.source_id, f"file name is not valid UTF-8: {file_url.encode('utf-8', 'backslashreplace')!r}; rename it"
+        ) from exc
 
 
 def file_ukey(rf: ResolvedFile) -> str:
@@ -174,6 +212,7 @@ def fetch_source(
     result = FetchResult(source.source_id, date, files=len(files))
 
     # 1. Make every file local and known by checksum, verifying pins before anything is written.
+    remove_stale_temps(layout.downloads(source.source_id))  # half-downloaded files of a killed run
     locals_: list[tuple[ResolvedFile, str, str, str]] = []  # (file, local path, sha256, ukey)
     for rf in files:
         ukey = file_ukey(rf)
@@ -219,7 +258,7 @@ def fetch_source(
     quarantined: Counter[str] = Counter()
     with atomic_dir(raw_dir / date) as tmp:
         writer = PartWriter(tmp, ingest_cfg["part_max_bytes"], ingest_cfg["part_max_docs"])
-        with open(tmp / QUARANTINE_FILE, "w", encoding="utf-8") as qfh:
+        with open(tmp / QUARANTINE_FILE, "w", encoding="utf-8", errors="backslashreplace") as qfh:
             stream_documents(
                 locals_, source, selection, ingest_cfg["max_doc_bytes"], fetched_at, writer, qfh, quarantined
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -58,10 +59,29 @@ class Quarantined:
 Item = Doc | Quarantined
 
 
+SIZE_CHUNK = 1 << 20  # characters encoded at a time to measure a long text without copying it whole
+SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
 def _excerpt(data: bytes | str) -> str:
+    """The start of a record for the quarantine file, always encodable (lone surrogates shown escaped)."""
     if isinstance(data, bytes):
         data = data[: EXCERPT_CHARS * 4].decode("utf-8", errors="replace")
-    return data[:EXCERPT_CHARS]
+    return data[:EXCERPT_CHARS].encode("utf-8", errors="backslashreplace").decode("utf-8")
+
+
+def utf8_size(text: str) -> int:
+    """Bytes of `text` in UTF-8 (a lone surrogate counted as 3), without holding a full encoded copy."""
+    if text.isascii():  # O(1) in CPython: the string knows it is ASCII
+        return len(text)
+    return sum(
+        len(text[i : i + SIZE_CHUNK].encode("utf-8", errors="surrogatepass")) for i in range(0, len(text), SIZE_CHUNK)
+    )
+
+
+def has_surrogates(text: str) -> bool:
+    """True when `text` holds a lone surrogate (a `\\ud800` escape in JSON): it has no UTF-8 form."""
+    return not text.isascii() and SURROGATE.search(text) is not None
 
 
 def _check_text(text: object, file_url: str, line: int, field: str, max_doc_bytes: int, raw: bytes | str) -> Item | None:
@@ -71,16 +91,33 @@ def _check_text(text: object, file_url: str, line: int, field: str, max_doc_byte
         return Quarantined(file_url, line, "non_string_text", f"field {field!r} is {type(text).__name__}", _excerpt(raw))
     if not text.strip():
         return Quarantined(file_url, line, "empty_text", f"field {field!r} is empty or whitespace", _excerpt(raw))
-    size = len(text.encode("utf-8", errors="surrogatepass"))
+    if len(text) > max_doc_bytes:  # every character is at least one byte: too large without measuring
+        return Quarantined(
+            file_url, line, "too_large", f"{len(text)}+ bytes of text > ingest.max_doc_bytes={max_doc_bytes}",
+            _excerpt(text),
+        )
+    size = utf8_size(text)
     if size > max_doc_bytes:
         return Quarantined(
             file_url, line, "too_large", f"{size} bytes of text > ingest.max_doc_bytes={max_doc_bytes}", _excerpt(text)
         )
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return Quarantined(file_url, line, "invalid_utf8", "text holds lone surrogates", _excerpt(text))
+    if has_surrogates(text):
+        return Quarantined(
+            file_url, line, "invalid_utf8", f"field {field!r} holds a lone surrogate (e.g. a \\ud800 escape)",
+            _excerpt(text),
+        )
     return None
+
+
+def _bad_value(value: object) -> bool:
+    """True when a field value (string, or list/dict of them) holds a lone surrogate."""
+    if isinstance(value, str):
+        return has_surrogates(value)
+    if isinstance(value, list):
+        return any(_bad_value(v) for v in value)
+    if isinstance(value, dict):
+        return any(_bad_value(k) or _bad_value(v) for k, v in value.items())
+    return False
 
 
 def iter_jsonl(
@@ -106,21 +143,21 @@ def iter_jsonl(
             if len(raw) > 6 * max_doc_bytes + 65536:  # even fully escaped, the text cannot fit the limit
                 yield Quarantined(file_url, lineno, "too_large", f"{len(raw)} bytes of JSON line", _excerpt(raw))
                 continue
-            try:
-                line = raw.decode("utf-8")
+            try:  # parsing the bytes (not a decoded copy) keeps one big line to two copies, not three
+                obj = json.loads(raw)
             except UnicodeDecodeError as exc:
                 yield Quarantined(file_url, lineno, "invalid_utf8", str(exc), _excerpt(raw))
                 continue
-            try:
-                obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                yield Quarantined(file_url, lineno, "invalid_json", f"{exc.msg} at column {exc.colno}", _excerpt(line))
+                yield Quarantined(file_url, lineno, "invalid_json", f"{exc.msg} at column {exc.colno}", _excerpt(raw))
                 continue
             if not isinstance(obj, dict):
-                yield Quarantined(file_url, lineno, "invalid_json", "line is not a JSON object", _excerpt(line))
+                yield Quarantined(file_url, lineno, "invalid_json", "line is not a JSON object", _excerpt(raw))
                 continue
             text = obj.get(source.text_field)
-            bad = _check_text(text, file_url, lineno, source.text_field, max_doc_bytes, line)
+            bad = _check_text(text, file_url, lineno, source.text_field, max_doc_bytes, raw)
+            if bad is None:
+                bad = _check_fields(obj, source, wanted, file_url, lineno, raw)
             if bad is not None:
                 yield bad
                 continue
@@ -134,6 +171,20 @@ def iter_jsonl(
         raise SourceError(
             source.source_id, f"cannot decompress: {type(exc).__name__}: {exc}", file=file_url, line=last_line + 1
         ) from exc
+
+
+def _check_fields(
+    obj: dict, source: Source, wanted: tuple[str, ...], file_url: str, line: int, raw: bytes
+) -> Quarantined | None:
+    """The URL field and the fields a selection keeps must have a UTF-8 form too (no lone surrogates)."""
+    names = ([source.url_field] if source.url_field else []) + list(wanted)
+    for name in names:
+        if _bad_value(obj.get(name)):
+            return Quarantined(
+                file_url, line, "invalid_utf8", f"field {name!r} holds a lone surrogate (e.g. a \\ud800 escape)",
+                _excerpt(raw),
+            )
+    return None
 
 
 def _doc_url(obj: dict, source: Source, file_url: str, position: int) -> str:
