@@ -17,7 +17,7 @@ import pytest
 from corpus_dagster.clean.driver import run_clean_source
 from corpus_dagster.core import atomic, records
 from corpus_dagster.core.config import load_config
-from corpus_dagster.core.errors import ConfigError, LedgerError, RawPartError, SourceError
+from corpus_dagster.core.errors import ConfigError, LedgerError, SourceError, StageOutputError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source, parse_ledger_lines
 from corpus_dagster.core.locks import LockTimeout, hold_lock, lock_path, read_holder
@@ -98,8 +98,8 @@ def test_damaged_raw_part_is_refetched(env, damage):
         paths[1].write_bytes(good[: len(good) // 2])
     else:
         paths[1].write_bytes(good[:-8] + bytes(b ^ 0xFF for b in good[-8:]))
-    with pytest.raises(RawPartError, match="rerun raw_documents"):
-        run_clean_source(layout, "a", resolved)
+    with pytest.raises(StageOutputError, match="part-00001.jsonl.zst.*rerun that stage"):
+        run_clean_source(layout, "a", resolved)  # the damaged part is never read
     res = fetch(layout, resolved, source)  # what the error says to do
     assert res.unchanged is False and res.docs == 7
     assert paths[1].read_bytes() == good

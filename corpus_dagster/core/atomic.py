@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from corpus_dagster.core.errors import CorpusError
+
 
 def temp_sibling(path: Path, suffix_keep: bool = True) -> Path:
     """A unique temp path beside `path`. Keeps the real suffix last (np.save appends `.npy` otherwise)."""
@@ -24,18 +26,49 @@ def temp_sibling(path: Path, suffix_keep: bool = True) -> Path:
     return path.with_name(f".{path.name}.tmp-{tag}")
 
 
+class WriteError(CorpusError):
+    """An output could not be written for lack of room or a read-only or failing disk; names the path."""
+
+
+STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
+STORAGE_MESSAGES = ("No space left on device", "Disk quota exceeded", "Read-only file system", "File too large")
+
+
+def storage_error(exc: BaseException, path: Path) -> WriteError | None:
+    """A WriteError naming `path` when `exc` says the disk is full, read-only or failing, else None.
+
+    Arrow and zstd report these as OSError subclasses with the errno only in the message, so both are read.
+    """
+    if not isinstance(exc, OSError):
+        return None
+    text = str(exc)
+    if exc.errno not in STORAGE_ERRNOS and not any(m in text for m in STORAGE_MESSAGES):
+        return None
+    reason = os.strerror(exc.errno) if exc.errno in STORAGE_ERRNOS else text.splitlines()[0] if text else type(exc).__name__
+    return WriteError(
+        f"cannot write {path}: {reason}; free space on (or fix) the file system holding it and rerun: "
+        f"completed stages are kept, the half-written file was removed"
+    )
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temp path to write; on success rename it onto `path`, on error delete it."""
+    """Yield a temp path to write; on success rename it onto `path`, on error delete it.
+
+    A full, read-only or failing disk becomes a WriteError naming `path`.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(path)
     try:
         yield tmp
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        error = storage_error(exc, path)
+        if error is not None:
+            raise error from exc
         raise
 
 
@@ -63,6 +96,11 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     try:
         yield tmp
         replace_dir(tmp, path)
+    except OSError as exc:
+        error = storage_error(exc, path)
+        if error is not None:
+            raise error from exc
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -138,11 +138,22 @@ def cached(folder: Path, key: str) -> StageRecord | None:
 
 
 def begin(folder: Path) -> int:
-    """Prepare a stage folder for a run: create it and clear temp leftovers of a killed process, in the
-    folder and its key folders one level down (temp files, `.x.tmp-*` folders, dedup work folders).
-    Returns how many leftovers were removed."""
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    return remove_stale_temps(folder, depth=1)
+    """Prepare a stage folder for a run: create it, clear temp leftovers of a killed process in the folder
+    and its key folders one level down (temp files, `.x.tmp-*` folders, dedup work folders), and delete
+    outputs of the last record that no longer match it, so a stage that resumes completed units (clean
+    parts) recomputes a damaged one instead of keeping it. Outputs outside the stage folder (published
+    folders, replaced whole) are left alone. Returns how many leftovers and damaged files were removed."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    removed = remove_stale_temps(folder, depth=1)
+    record = read_record(folder)
+    if record is not None and record.output_dir == ".":
+        for name, entry in record.outputs.items():
+            path = folder / name
+            if path.exists() and not output_intact(path, entry):
+                path.unlink()
+                removed += 1
+    return removed
 
 
 def commit(folder: Path, record: StageRecord, prune: bool = True) -> None:
@@ -155,9 +166,20 @@ def commit(folder: Path, record: StageRecord, prune: bool = True) -> None:
 
 
 def record_files(folder: Path, record: StageRecord, kind: str) -> list[Path]:
-    """Absolute paths of a named output list of a record (e.g. `docs`), checked to exist."""
-    paths = [record.base(folder) / name for name in record.files.get(kind, [])]
+    """Absolute paths of a named output list of a record (e.g. `docs`), checked against the record.
+
+    A missing, truncated or edited file is never handed to the next stage: StageOutputError names it, and
+    rerunning the stage that wrote it recomputes it (its cache check fails the same way).
+    """
+    names = record.files.get(kind, [])
+    paths = [record.base(folder) / name for name in names]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise StageOutputError(f"stage {record.stage!r}: outputs missing on disk: {missing[:3]}; rerun that stage")
+    damaged = [str(p) for p, n in zip(paths, names, strict=True) if n in record.outputs and not output_intact(p, record.outputs[n])]
+    if damaged:
+        raise StageOutputError(
+            f"stage {record.stage!r}: {damaged[:3]} changed since the stage wrote them (size or sha256 differ from "
+            f"{Path(folder) / RECORD}); rerun that stage to recompute them"
+        )
     return paths

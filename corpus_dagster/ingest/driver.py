@@ -19,7 +19,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus_dagster.core import records
-from corpus_dagster.core.atomic import atomic_dir, atomic_path, atomic_write_bytes, remove_stale_temps
+from corpus_dagster.core.atomic import (
+    WriteError,
+    atomic_dir,
+    atomic_path,
+    atomic_write_bytes,
+    remove_stale_temps,
+)
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.errors import ChecksumMismatch, SourceError, StageOutputError
 from corpus_dagster.core.hashing import sha256_file
@@ -171,8 +177,14 @@ def download(rf: ResolvedFile, target: Path, source_id: str) -> str:
             while chunk := src.read(1 << 20):
                 h.update(chunk)
                 dst.write(chunk)
+    except WriteError:
+        raise  # the local disk, not the source: the error names the cache path
     except Exception as exc:
-        raise SourceError(source_id, f"download failed: {type(exc).__name__}: {exc}", file=rf.url) from exc
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise SourceError(
+            source_id, f"download failed: {type(exc).__name__}: {first}; nothing of it was kept, rerun to fetch it again",
+            file=rf.url,
+        ) from exc
     return h.hexdigest()
 
 
