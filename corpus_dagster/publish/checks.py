@@ -14,8 +14,9 @@ import pyarrow.parquet as pq
 
 from corpus_dagster.core.documents import SHARD_SCHEMA, shard_name
 from corpus_dagster.core.hashing import sha256_file
+from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.publish.manifest import manifest_violations
-from corpus_dagster.publish.shards import split_column
+from corpus_dagster.publish.shards import Annotations, SourceDocs, shard_jobs, split_column, write_shard
 
 MAX_PROBLEMS = 20
 
@@ -158,3 +159,39 @@ def compare_folders(a: Path, b: Path) -> list[str]:
     if names_a != names_b:
         return [f"file lists differ: {names_a[:5]} vs {names_b[:5]}"]
     return [f"{n}: bytes differ" for n in names_a if (a / n).read_bytes() != (b / n).read_bytes()][:MAX_PROBLEMS]
+
+
+def sample_units(n: int, k: int, seed: str) -> list[int]:
+    """k distinct unit indices out of n, drawn by a generator seeded from `seed` (sorted; all when k >= n).
+
+    The seed is the caller's (a run id, a date): each run checks other units, and a run's sample can be
+    drawn again from its seed to reproduce a failure."""
+    if k >= n:
+        return list(range(n))
+    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(seed.encode("utf-8")).digest()[:8], "little"))
+    return sorted(int(i) for i in rng.choice(n, size=k, replace=False))
+
+
+def check_rebuild_sample(
+    sources: list[SourceDocs], annotations: Annotations, published: Path, scratch: Path, resolved: dict,
+    workers: int, sample_shards: int, seed: str,
+) -> list[str]:
+    """Rebuild a seeded sample of shards into `scratch` with `workers` processes; each must equal its published bytes.
+
+    The plan (every id sorted across sources, clusters, shard boundaries) is recomputed in full, so which
+    documents a shard holds is checked for every shard; the rows of `sample_shards` shards are gathered and
+    written again and compared byte for byte. With `manifest_consistent` proving every published shard has
+    the sha256 the manifest lists, a run costs sample_shards / n_shards of a full rebuild; 0 (or >= the
+    shard count) rebuilds every shard, as a scheduled full check should.
+    """
+    jobs = shard_jobs(sources, annotations, scratch, resolved)
+    on_disk = sorted(p.name for p in shard_paths(published))
+    planned = [job[4].name for job in jobs]
+    if on_disk != planned:
+        return [f"published shards {on_disk[:3]}... != planned {planned[:3]}... ({len(on_disk)} vs {len(planned)})"]
+    picks = sample_units(len(jobs), sample_shards if sample_shards > 0 else len(jobs), seed)
+    problems = []
+    for i, entry in zip(picks, ordered_map(write_shard, [jobs[i] for i in picks], workers), strict=True):
+        if sha256_file(published / entry["name"]) != entry["sha256"]:
+            problems.append(f"{entry['name']} (shard {i}): bytes differ from a rebuild with workers={workers}")
+    return problems[:MAX_PROBLEMS]

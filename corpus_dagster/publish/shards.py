@@ -194,11 +194,10 @@ def row_group_cuts(sizes: np.ndarray, limit: int) -> list[int]:
     return cuts
 
 
-def build_shards(
-    sources: list[SourceDocs], annotations: Annotations, out_dir: Path, resolved: dict[str, Any], workers: int
-) -> ShardsResult:
-    """Write every shard into out_dir (which the caller swaps into place atomically)."""
-    start = time.monotonic()
+def shard_jobs(
+    sources: list[SourceDocs], annotations: Annotations, out_dir: Path, resolved: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """The `write_shard` arguments of every shard, in shard order (the plan is global: ids sorted across sources)."""
     files = ordered_files(sources)
     plan = plan_rows(files)
     mc = cluster_index(plan, annotations)
@@ -215,9 +214,18 @@ def build_shards(
             (files, file_idx[a:b], row_idx[a:b], mc[a:b], out_dir / shard_name(i, count),
              resolved["val_permille"], pub["row_group_max_bytes"], pub["zstd_level"])
         )
+    return jobs
+
+
+def build_shards(
+    sources: list[SourceDocs], annotations: Annotations, out_dir: Path, resolved: dict[str, Any], workers: int
+) -> ShardsResult:
+    """Write every shard into out_dir (which the caller swaps into place atomically)."""
+    start = time.monotonic()
+    jobs = shard_jobs(sources, annotations, out_dir, resolved)
     result = ShardsResult()
     for entry in ordered_map(write_shard, jobs, workers):
         result.shards.append(entry)
-    result.n_docs = n
+    result.n_docs = sum(len(job[1]) for job in jobs)
     result.seconds = time.monotonic() - start
     return result

@@ -5,6 +5,7 @@ Each check returns a CheckReport (passed, problems, metadata) so the Dagster lay
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import uuid
 from pathlib import Path
@@ -16,7 +17,16 @@ import pyarrow.parquet as pq
 from corpus_dagster.core.checks import CheckReport
 from corpus_dagster.core.errors import CorpusError, TokenStreamError
 from corpus_dagster.core.hashing import sha256_file
-from corpus_dagster.tokenize.driver import SPLITS, build_token_streams, read_shards_manifest
+from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.tokenize.driver import (
+    SPLITS,
+    ShardTask,
+    ShardTokens,
+    build_token_streams,
+    read_shards_manifest,
+    shard_tasks,
+    tokenize_shard,
+)
 from corpus_dagster.tokenize.indexed import DTYPE_CODES, IndexData, read_index, read_sequence
 from corpus_dagster.tokenize.manifest import COUNTS_NAME, MANIFEST_NAME, read_manifest
 from corpus_dagster.tokenize.tokenizer import load_tokenizer
@@ -248,4 +258,103 @@ def check_rebuild(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     report.metadata.update(n_tokens=manifest["n_tokens"])
+    return report
+
+
+def sample_units(n: int, k: int, seed: str) -> list[int]:
+    """k distinct unit indices out of n, drawn by a generator seeded from `seed` (sorted; all when k >= n).
+
+    The seed is the caller's (a run id, a date): each run checks other units, and a run's sample can be
+    drawn again from its seed to reproduce a failure."""
+    if k >= n:
+        return list(range(n))
+    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(seed.encode("utf-8")).digest()[:8], "little"))
+    return sorted(int(i) for i in rng.choice(n, size=k, replace=False))
+
+
+def _tokenize_for_check(task: ShardTask, tok_cfg: dict[str, Any], dtype: str) -> ShardTokens:
+    """One shard tokenized from scratch in whichever process runs it (a rebuild unit of the sampled check)."""
+    return tokenize_shard(task, load_tokenizer(tok_cfg, threads=1), np.dtype(dtype), int(tok_cfg["batch_docs"]))
+
+
+def _stream_range(tokens_dir: Path, parts: list[tuple[dict[str, Any], IndexData]], start: int, count: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens, lengths) of sequences start..start+count-1 of a split spread over several parts."""
+    toks, lens = [], []
+    for part, index in parts:
+        n = index.lengths.size
+        if count and start < n:
+            stop = min(n, start + count)
+            first = int(index.pointers[start])
+            size = int(index.lengths[start:stop].astype(np.int64).sum()) * index.dtype.itemsize
+            mm = np.memmap(tokens_dir / part["bin"]["name"], dtype=np.uint8, mode="r")
+            toks.append(np.frombuffer(mm[first:first + size].tobytes(), dtype=index.dtype.newbyteorder("<")))
+            lens.append(index.lengths[start:stop].astype(np.int64))
+            count -= stop - start
+            start = n
+        start -= n
+    if not toks:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(toks), np.concatenate(lens)
+
+
+def check_rebuild_sample(
+    shards_dir: str | Path, tokens_dir: str | Path, tok_cfg: dict[str, Any], workers: int, sample_shards: int,
+    seed: str,
+) -> CheckReport:
+    """Retokenize a seeded sample of shards with another worker count; their tokens must equal the streams'.
+
+    The unit is a shard: its documents sit at known consecutive positions of each split's streams (from
+    the counts table and the shard row counts), so a rebuilt shard is compared token for token and length
+    for length with exactly the slice the full build wrote. `check_counts` already proves every file
+    matches the sha256 in `_TOKENS.json`; together they keep the full rebuild's guarantee for the sampled
+    shards at sample_shards / n_shards of its cost. `sample_shards` 0 (or >= the shard count) falls back to
+    the full rebuild (`check_rebuild`), which is what a scheduled run should do now and then.
+    """
+    shards_dir, tokens_dir = Path(shards_dir), Path(tokens_dir)
+    report = CheckReport()
+    try:
+        manifest = read_manifest(tokens_dir)
+        shards, _ = read_shards_manifest(shards_dir)
+        tasks = shard_tasks(shards_dir, shards)
+    except TokenStreamError as exc:
+        report.fail(str(exc))
+        return report
+    if sample_shards <= 0 or sample_shards >= len(tasks):
+        full = check_rebuild(shards_dir, tokens_dir, tok_cfg, workers)
+        full.metadata.update(mode="full", shards_rebuilt=len(tasks))
+        return full
+    picks = sample_units(len(tasks), sample_shards, seed)
+    counts = pq.read_table(tokens_dir / COUNTS_NAME, columns=["id", "split"])
+    splits = np.asarray(counts.column("split").to_pylist(), dtype=object)
+    shard_ends = np.cumsum([t.rows for t in tasks])
+    if shard_ends.size and int(shard_ends[-1]) != len(splits):
+        report.fail(f"{COUNTS_NAME} has {len(splits)} documents, the shards {int(shard_ends[-1])}")
+        return report
+    before = {s: np.concatenate([[0], np.cumsum(splits == s)]) for s in SPLITS}  # split docs before row g
+    indexes = {s: [(p, read_index(tokens_dir / p["idx"]["name"])) for p in manifest["splits"][s]["files"]]
+               for s in SPLITS}
+    other = other_worker_count(workers)
+    dtype = str(indexes[SPLITS[0]][0][1].dtype) if indexes[SPLITS[0]] else "uint32"
+    jobs = [(tasks[i], tok_cfg, dtype) for i in picks]
+    try:
+        rebuilt = list(ordered_map(_tokenize_for_check, jobs, other))
+    except CorpusError as exc:
+        report.fail(f"rebuild failed: {exc}")
+        return report
+    for i, shard in zip(picks, rebuilt, strict=True):
+        a, b = (int(shard_ends[i - 1]) if i else 0), int(shard_ends[i])
+        name = tasks[i].path.name
+        if shard.ids.to_pylist() != counts.column("id")[a:b].to_pylist():
+            report.fail(f"{name}: document ids differ from {COUNTS_NAME}")
+            continue
+        for s in SPLITS:
+            start, count = int(before[s][a]), int(before[s][b] - before[s][a])
+            toks, lens = _stream_range(tokens_dir, indexes[s], start, count)
+            if not np.array_equal(lens, shard.lengths[s].astype(np.int64)):
+                report.fail(f"{name}: {s} document lengths differ from a rebuild with workers={other}")
+            elif not np.array_equal(toks.astype(np.int64), shard.tokens[s].astype(np.int64)):
+                report.fail(f"{name}: {s} tokens differ from a rebuild with workers={other}")
+    report.metadata.update(mode="sample", shards_rebuilt=len(picks), shards=len(tasks), rebuild_workers=other,
+                           seed=seed, sampled=[tasks[i].path.name for i in picks][:20])
     return report
