@@ -213,7 +213,8 @@ def _text_stats(files: list[Path]) -> tuple[int, int]:
     return docs, nbytes
 
 
-SAMPLE_SHARDS = 4  # shards the sampled determinism checks rebuild per run
+SAMPLE_SHARDS = 4  # shards the sampled shard rebuild writes again per run
+SAMPLE_BATCHES = 4  # batches of tokenize.batch_docs documents the sampled token check encodes again per run
 
 
 def _sampled_publish_check(layout: Any, resolved: dict[str, Any], sids: list[str]) -> list[str]:
@@ -294,7 +295,7 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
         "publish sampled check": (checks(("sample", lambda: not _sampled_publish_check(layout, resolved, sids))),
                                   shards_in),
         "tokens sampled check": (checks(("sample", lambda: tokens_checks.check_rebuild_sample(
-            layout.shards, layout.tokens, resolved["tokenize"], resolved["workers"], SAMPLE_SHARDS, "bench"))),
+            layout.shards, layout.tokens, resolved["tokenize"], resolved["workers"], SAMPLE_BATCHES, "bench"))),
                                  shards_in),
         "analysis": (lambda: (analysis.run_analysis_stage(layout, resolved, sids),
                               [analysis.verify_analysis(layout, resolved, w)

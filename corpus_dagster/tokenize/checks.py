@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus_dagster.core.checks import CheckReport
@@ -21,11 +22,10 @@ from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.tokenize.driver import (
     SPLITS,
     ShardTask,
-    ShardTokens,
     build_token_streams,
+    group_by_split,
     read_shards_manifest,
     shard_tasks,
-    tokenize_shard,
 )
 from corpus_dagster.tokenize.indexed import DTYPE_CODES, IndexData, read_index, read_sequence
 from corpus_dagster.tokenize.manifest import COUNTS_NAME, MANIFEST_NAME, read_manifest
@@ -272,9 +272,26 @@ def sample_units(n: int, k: int, seed: str) -> list[int]:
     return sorted(int(i) for i in rng.choice(n, size=k, replace=False))
 
 
-def _tokenize_for_check(task: ShardTask, tok_cfg: dict[str, Any], dtype: str) -> ShardTokens:
-    """One shard tokenized from scratch in whichever process runs it (a rebuild unit of the sampled check)."""
-    return tokenize_shard(task, load_tokenizer(tok_cfg, threads=1), np.dtype(dtype), int(tok_cfg["batch_docs"]))
+def _tokenize_rows_for_check(task: ShardTask, ranges: list[tuple[int, int]], tok_cfg: dict[str, Any], dtype: str
+                             ) -> list[tuple[list[str], dict[str, np.ndarray], dict[str, np.ndarray]]]:
+    """Rows [a, b) of one shard (sha256 checked) tokenized from scratch in whichever process runs this:
+    per range its ids and its tokens and lengths per split (a rebuild unit of the sampled check)."""
+    data = task.path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != task.sha256:
+        raise TokenStreamError(f"{task.path}: sha256 differs from the shards manifest; rematerialize `shards`")
+    table = pq.read_table(pa.BufferReader(data), columns=["id", "text", "split"])
+    tok = load_tokenizer(tok_cfg, threads=1)
+    out = []
+    for a, b in ranges:
+        part = table.slice(a, b - a)
+        tokens, lengths = tok.encode_documents(part.column("text").to_pylist(), np.dtype(dtype))
+        split = np.asarray(part.column("split").to_pylist(), dtype=object)
+        codes = np.full(len(split), 255, dtype=np.uint8)
+        for k, name in enumerate(SPLITS):
+            codes[split == name] = k
+        by_split, len_split = group_by_split(tokens, lengths, codes)
+        out.append((part.column("id").to_pylist(), by_split, len_split))
+    return out
 
 
 def _stream_range(tokens_dir: Path, parts: list[tuple[dict[str, Any], IndexData]], start: int, count: int
@@ -299,17 +316,18 @@ def _stream_range(tokens_dir: Path, parts: list[tuple[dict[str, Any], IndexData]
 
 
 def check_rebuild_sample(
-    shards_dir: str | Path, tokens_dir: str | Path, tok_cfg: dict[str, Any], workers: int, sample_shards: int,
+    shards_dir: str | Path, tokens_dir: str | Path, tok_cfg: dict[str, Any], workers: int, sample_batches: int,
     seed: str,
 ) -> CheckReport:
-    """Retokenize a seeded sample of shards with another worker count; their tokens must equal the streams'.
+    """Retokenize a seeded sample of document batches with another worker count; they must equal the streams.
 
-    The unit is a shard: its documents sit at known consecutive positions of each split's streams (from
-    the counts table and the shard row counts), so a rebuilt shard is compared token for token and length
-    for length with exactly the slice the full build wrote. `check_counts` already proves every file
-    matches the sha256 in `_TOKENS.json`; together they keep the full rebuild's guarantee for the sampled
-    shards at sample_shards / n_shards of its cost. `sample_shards` 0 (or >= the shard count) falls back to
-    the full rebuild (`check_rebuild`), which is what a scheduled run should do now and then.
+    The unit is a batch of `tokenize.batch_docs` consecutive rows of one shard: its documents sit at known
+    consecutive positions of each split's streams (from the counts table and the shard row counts), so a
+    rebuilt batch is compared token for token and length for length with exactly the slice the full build
+    wrote. `check_counts` proves every file matches the sha256 in `_TOKENS.json`; with it, a run keeps the
+    full rebuild's guarantee for the sampled batches at a fixed cost (sample_batches x batch_docs documents,
+    whatever the corpus size), and successive seeds cover other batches. `sample_batches` 0 (or at least
+    the number of batches) runs the full rebuild (`check_rebuild`), as a scheduled run should now and then.
     """
     shards_dir, tokens_dir = Path(shards_dir), Path(tokens_dir)
     report = CheckReport()
@@ -320,41 +338,48 @@ def check_rebuild_sample(
     except TokenStreamError as exc:
         report.fail(str(exc))
         return report
-    if sample_shards <= 0 or sample_shards >= len(tasks):
+    size = int(tok_cfg["batch_docs"])
+    units = [(i, a, min(t.rows, a + size)) for i, t in enumerate(tasks) for a in range(0, t.rows, size)]
+    if sample_batches <= 0 or sample_batches >= len(units):
         full = check_rebuild(shards_dir, tokens_dir, tok_cfg, workers)
-        full.metadata.update(mode="full", shards_rebuilt=len(tasks))
+        full.metadata.update(mode="full", batches_rebuilt=len(units))
         return full
-    picks = sample_units(len(tasks), sample_shards, seed)
+    picks = [units[u] for u in sample_units(len(units), sample_batches, seed)]
     counts = pq.read_table(tokens_dir / COUNTS_NAME, columns=["id", "split"])
     splits = np.asarray(counts.column("split").to_pylist(), dtype=object)
-    shard_ends = np.cumsum([t.rows for t in tasks])
-    if shard_ends.size and int(shard_ends[-1]) != len(splits):
-        report.fail(f"{COUNTS_NAME} has {len(splits)} documents, the shards {int(shard_ends[-1])}")
+    base = np.concatenate([[0], np.cumsum([t.rows for t in tasks])]).astype(np.int64)
+    if int(base[-1]) != len(splits):
+        report.fail(f"{COUNTS_NAME} has {len(splits)} documents, the shards {int(base[-1])}")
         return report
     before = {s: np.concatenate([[0], np.cumsum(splits == s)]) for s in SPLITS}  # split docs before row g
     indexes = {s: [(p, read_index(tokens_dir / p["idx"]["name"])) for p in manifest["splits"][s]["files"]]
                for s in SPLITS}
     other = other_worker_count(workers)
-    dtype = str(indexes[SPLITS[0]][0][1].dtype) if indexes[SPLITS[0]] else "uint32"
-    jobs = [(tasks[i], tok_cfg, dtype) for i in picks]
+    dtype = next((str(ix[0][1].dtype) for ix in indexes.values() if ix), "uint32")
+    by_shard: dict[int, list[tuple[int, int]]] = {}
+    for i, a, b in picks:
+        by_shard.setdefault(i, []).append((a, b))
+    jobs = [(tasks[i], ranges, tok_cfg, dtype) for i, ranges in sorted(by_shard.items())]
     try:
-        rebuilt = list(ordered_map(_tokenize_for_check, jobs, other))
+        rebuilt = list(ordered_map(_tokenize_rows_for_check, jobs, other))
     except CorpusError as exc:
         report.fail(f"rebuild failed: {exc}")
         return report
-    for i, shard in zip(picks, rebuilt, strict=True):
-        a, b = (int(shard_ends[i - 1]) if i else 0), int(shard_ends[i])
-        name = tasks[i].path.name
-        if shard.ids.to_pylist() != counts.column("id")[a:b].to_pylist():
-            report.fail(f"{name}: document ids differ from {COUNTS_NAME}")
-            continue
-        for s in SPLITS:
-            start, count = int(before[s][a]), int(before[s][b] - before[s][a])
-            toks, lens = _stream_range(tokens_dir, indexes[s], start, count)
-            if not np.array_equal(lens, shard.lengths[s].astype(np.int64)):
-                report.fail(f"{name}: {s} document lengths differ from a rebuild with workers={other}")
-            elif not np.array_equal(toks.astype(np.int64), shard.tokens[s].astype(np.int64)):
-                report.fail(f"{name}: {s} tokens differ from a rebuild with workers={other}")
-    report.metadata.update(mode="sample", shards_rebuilt=len(picks), shards=len(tasks), rebuild_workers=other,
-                           seed=seed, sampled=[tasks[i].path.name for i in picks][:20])
+    for (i, ranges), results in zip(sorted(by_shard.items()), rebuilt, strict=True):
+        for (a, b), (ids, toks_by_split, lens_by_split) in zip(ranges, results, strict=True):
+            where = f"{tasks[i].path.name} rows {a}..{b - 1}"
+            g0, g1 = int(base[i]) + a, int(base[i]) + b
+            if ids != counts.column("id")[g0:g1].to_pylist():
+                report.fail(f"{where}: document ids differ from {COUNTS_NAME}")
+                continue
+            for s in SPLITS:
+                start, count = int(before[s][g0]), int(before[s][g1] - before[s][g0])
+                toks, lens = _stream_range(tokens_dir, indexes[s], start, count)
+                if not np.array_equal(lens, lens_by_split[s].astype(np.int64)):
+                    report.fail(f"{where}: {s} document lengths differ from a rebuild with workers={other}")
+                elif not np.array_equal(toks.astype(np.int64), toks_by_split[s].astype(np.int64)):
+                    report.fail(f"{where}: {s} tokens differ from a rebuild with workers={other}")
+    report.metadata.update(mode="sample", batches_rebuilt=len(picks), batches=len(units), batch_docs=size,
+                           rebuild_workers=other, seed=seed,
+                           sampled=[f"{tasks[i].path.name}:{a}" for i, a, _ in picks][:20])
     return report
