@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: install demo test lint ui bench clean
+.PHONY: install demo test test-e2e lint ui bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,14 @@ demo: install
 
 test: install lint
 	$(VENV)/bin/pytest
+
+# The UI in a real browser: dagster dev on 127.0.0.1 and Debian's chromium (installed here when missing; never a
+# browser download). Screenshots land in tests/e2e/artifacts/.
+test-e2e: install
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; } || \
+	  { sudo apt-get update -qq && sudo apt-get install -y -qq chromium; } || echo "chromium could not be installed"
+	$(PY) -c 'import playwright' 2>/dev/null || $(PY) -m pip install -q playwright
+	CORPUS_E2E=1 $(VENV)/bin/pytest -p no:cacheprovider tests/e2e -rs
 
 lint: install
 	$(VENV)/bin/ruff check corpus_dagster tests bench

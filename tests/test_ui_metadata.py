@@ -14,7 +14,7 @@ from corpus_dagster.defs import build_definitions
 from corpus_dagster.defs.automation import build_corpus_job, ledger_sensor, refresh_schedule_for
 from corpus_dagster.defs.common import md_table, table
 from corpus_dagster.defs.resources import CorpusConfig
-from corpus_dagster.defs.runner import materialize_global, materialize_sources
+from corpus_dagster.defs.runner import check_results, materialize_global, materialize_sources
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -45,6 +45,7 @@ def built(tmp_path_factory):
         per_source = {k: _meta(instance, k, "alpha") for k in keys}
         glob = {k: _meta(instance, k) for k in ["dedup", "scrubbed", "shards", "manifest", "token_streams"]}
         logs = [e.user_message for e in instance.all_logs(result.run_id) if e.user_message]
+        glob["checks"] = {(a, name): meta for a, name, _passed, meta in check_results(result)}
         yield {**per_source, **glob}, logs
 
 
@@ -139,3 +140,12 @@ def test_sensors_schedule_and_jobs_have_descriptions_and_runs_are_one_process():
     for name in ("ingest_sources", "build_corpus"):
         assert defs.resolve_job_def(name).description
     assert defs.resolve_job_def(build_corpus_job.name).executor_def.name == "in_process"
+
+
+def test_check_metadata_says_what_was_checked_and_how_much(built):
+    meta, _ = built
+    n_docs = meta["shards"]["n_docs"].value
+    for name in ("ids_sorted", "hashes_match_text", "no_pii_in_shards"):
+        check = meta["checks"][("shards", name)]
+        assert check["rows_checked"] == n_docs and check["files_checked"] >= 1 and check["bytes_checked"] > 0, name
+        assert check["checked"].startswith("shard-")

@@ -67,9 +67,10 @@ def md_escape(value: Any) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|").replace("\n", " ")
 
 
-def check_result(report: CheckReport) -> dg.AssetCheckResult:
-    """The one translation of a CheckReport into a Dagster check result."""
-    metadata: dict[str, Any] = dict(report.metadata)
+def check_result(report: CheckReport, scope: dict[str, Any] | None = None) -> dg.AssetCheckResult:
+    """The one translation of a CheckReport into a Dagster check result; `scope` says what was checked and how
+    much (rows, files, bytes) when the report does not."""
+    metadata: dict[str, Any] = {**(scope or {}), **report.metadata}
     metadata["problems"] = report.n_problems
     if report.problems:
         metadata["details"] = dg.MetadataValue.md("\n".join(f"- {md_escape(p)}" for p in report.problems))

@@ -86,7 +86,13 @@ def shards_and_manifest(context: dg.AssetExecutionContext, corpus: CorpusConfig)
 def _check(corpus: CorpusConfig, name: str, run) -> dg.AssetCheckResult:
     with corpus_failure(name):
         resolved, layout = corpus.load()
-        return check_result(run(layout, resolved))
+        report = run(layout, resolved)
+        m = driver.read_manifest(layout)
+        n_bytes = sum((layout.shards / s["name"]).stat().st_size for s in m["shards"])
+        scope = {"checked": ", ".join(s["name"] for s in m["shards"][:3]) + (" ..." if m["n_shards"] > 3 else ""),
+                 "files_checked": m["n_shards"], "rows_checked": dg.MetadataValue.int(m["n_docs"]),
+                 "bytes_checked": dg.MetadataValue.int(n_bytes), "size_checked": size(n_bytes)}
+        return check_result(report, scope)
 
 
 @dg.asset_check(asset="shards", blocking=True, description="Column names, order and Arrow types; zstd; row groups within 64 MiB.")

@@ -1,0 +1,6 @@
+"""Browser tests import their setup helpers from this folder."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))

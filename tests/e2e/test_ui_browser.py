@@ -1,0 +1,117 @@
+"""The Dagster UI as a person uses it: `dagster dev` on 127.0.0.1 with a fresh DAGSTER_HOME, headless Chromium
+(Debian's package, launched through Playwright's `executable_path`; never a browser download).
+
+Runs in `make test-e2e` (CORPUS_E2E=1); screenshots land in tests/e2e/artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from ui_setup import build_corpus, free_port, start_dagster_dev, stop
+
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+
+pytestmark = pytest.mark.skipif(os.environ.get("CORPUS_E2E") != "1", reason="browser test: run `make test-e2e`")
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no chromium at {CHROMIUM}: `apt-get install -y chromium` (make test-e2e does it) or set CHROMIUM")
+    ARTIFACTS.mkdir(exist_ok=True)
+    root = tmp_path_factory.mktemp("e2e")
+    config, home = build_corpus(root)
+    port = free_port()
+    proc = start_dagster_dev(config, home, port, ARTIFACTS / "dagster-dev.log")
+    try:
+        yield f"http://127.0.0.1:{port}", home
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="module")
+def page(ui):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        yield page
+        browser.close()
+
+
+def _open(page, url: str) -> None:
+    page.goto(url, wait_until="networkidle")
+    skip = page.get_by_role("button", name="Skip")  # the first-visit newsletter dialog
+    if skip.count():
+        skip.click()
+
+
+def _runs(home: Path):
+    import dagster as dg
+
+    os.environ["DAGSTER_HOME"] = str(home)
+    with dg.DagsterInstance.get() as instance:
+        return instance.get_runs()
+
+
+def test_lineage_materialize_a_partition_checks_placeholders_and_charts(ui, page):
+    base, home = ui
+    _open(page, f"{base}/asset-groups")
+    for group in ("ingest", "clean", "dedup", "scrub", "publish", "tokenize"):
+        page.get_by_text(group, exact=True).first.wait_for()
+    page.screenshot(path=str(ARTIFACTS / "01-lineage.png"))
+
+    # materialize one source partition from the UI and wait for its run
+    before = {r.run_id for r in _runs(home)}
+    _open(page, f"{base}/assets/raw_documents")
+    page.get_by_role("button", name="Materialize…").first.click()
+    page.get_by_text("Select a partition or create one").click()
+    page.get_by_placeholder("Filter partitions").fill("alpha")
+    page.locator("span:text-is('alpha')").first.click()
+    page.keyboard.press("Escape")
+    page.get_by_role("button", name="Launch 1 run").click()
+    deadline = time.monotonic() + 180
+    run = None
+    while time.monotonic() < deadline:
+        new = [r for r in _runs(home) if r.run_id not in before]
+        if new and new[0].is_finished:
+            run = new[0]
+            break
+        time.sleep(2)
+    assert run is not None, "the run launched from the UI did not finish within 180 s"
+    assert run.status.value == "SUCCESS" and run.tags.get("dagster/partition") == "alpha"
+    _open(page, f"{base}/runs/{run.run_id}")
+    page.get_by_text("Success").first.wait_for()
+    page.screenshot(path=str(ARTIFACTS / "02-run-from-ui.png"))
+
+    # the blocking checks of the shards show as passed
+    _open(page, f"{base}/assets/shards?view=checks")
+    page.get_by_text("ids_sorted").first.wait_for()
+    body = page.inner_text("body")
+    assert "Passed" in body and "Failed" not in body.split("Checks", 1)[-1]
+    page.screenshot(path=str(ARTIFACTS / "03-shards-checks.png"))
+
+    # a PII placeholder stays visible as <EMAIL> in the scrub examples
+    _open(page, f"{base}/assets/scrubbed")
+    page.get_by_text("examples").first.wait_for()
+    assert "<EMAIL>" in page.inner_text("body")
+    page.get_by_text("<EMAIL>").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "04-scrub-examples.png"))
+
+    # a chart image loads
+    _open(page, f"{base}/assets/dedup")
+    page.locator("tr", has_text="charts").get_by_text("[Show Markdown]").first.click()
+    chart = page.locator("img[src^='data:image/png']").first
+    chart.wait_for()
+    chart.scroll_into_view_if_needed()
+    assert page.evaluate("(img) => img.complete && img.naturalWidth > 100", chart.element_handle())
+    page.screenshot(path=str(ARTIFACTS / "05-dedup-chart.png"))
