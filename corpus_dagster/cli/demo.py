@@ -7,13 +7,14 @@ where the machine has it (skipped with a message where not).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 import sysconfig
 from pathlib import Path
 
-from corpus_dagster.cli.run import default_dagster_home, run_pipeline
+from corpus_dagster.cli.run import EXIT_CODES, default_dagster_home, run_pipeline
 from corpus_dagster.core.atomic import atomic_write_bytes
 from corpus_dagster.core.config import load_config, packaged_config_path
 from corpus_dagster.core.layout import Layout
@@ -49,18 +50,27 @@ def demo_sources(inputs: Path) -> list[Source]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write the demo ledger and run the whole graph; returns the exit code."""
-
-    argv = argv if argv is not None else sys.argv[1:]
+    """Write the demo ledger and run the whole graph; returns the exit code (the same as corpus_dagster.run)."""
+    parser = argparse.ArgumentParser(prog="python -m corpus_dagster.cli.demo", epilog=EXIT_CODES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     description="Write a ledger of real text found on this machine and build it.")
+    parser.add_argument("config", nargs="?", default=None, help="corpus config (default: the packaged demo config)")
+    parser.add_argument("--keep-going", action="store_true", help="build every source it can; report failures at the end")
+    parser.add_argument("--log-file", type=Path, default=None, help="default: ARTIFACTS/logs/run-<time>.log")
+    try:
+        args = parser.parse_args(argv if argv is not None else sys.argv[1:])
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    log_file = args.log_file.resolve() if args.log_file else None
+    config_path = str(Path(args.config).resolve()) if args.config else str(packaged_config_path())
     home = default_dagster_home()
     os.chdir(home.parent)  # artifacts and Dagster state of the demo live in the checkout (or the working folder)
-    config_path = argv[0] if argv else str(packaged_config_path())
     os.environ.setdefault("DAGSTER_HOME", str(home))
     layout = Layout.from_config(load_config(config_path))
     sources = demo_sources(layout.root / "demo-inputs")
     write_ledger(layout.ledger, sources)
     print(f"demo: ledger {layout.ledger} with {len(sources)} sources: {', '.join(s.source_id for s in sources)}")
-    return run_pipeline(config_path, prefix="demo")
+    return run_pipeline(config_path, prefix="demo", keep_going=args.keep_going, log_file=log_file)
 
 
 if __name__ == "__main__":

@@ -1,28 +1,54 @@
-"""`python -m corpus_dagster.cli.run CONFIG`: materialize every source, then the global assets, and report.
+"""`python -m corpus_dagster.run CONFIG [--keep-going] [--log-file PATH]`: build the corpus through Dagster.
 
-The same graph `dagster dev` shows, run in-process against the SQLite instance in DAGSTER_HOME, so the
-runs appear in the UI afterwards.
+One `build_source` run per ledger source (`workers` at a time, each on Dagster's multiprocess executor), then
+one `build_corpus` run over the sources that are materialized, against the instance in DAGSTER_HOME, so the
+runs appear in the UI afterwards. The console shows one line per finished step; Dagster's event stream and
+every traceback go to the log file.
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime as dt
 import json
+import logging
 import os
 import sys
 import time
+import traceback
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-
-from corpus_dagster.core.config import load_config
-from corpus_dagster.core.layout import Layout
+from typing import TextIO
 
 CHECKOUT = Path(__file__).resolve().parents[2]
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_BAD_INPUT = 2
+EXIT_SOURCE_FAILED = 3
+EXIT_CHECK_FAILED = 4
+EXIT_CODES = f"""exit codes:
+  {EXIT_OK}  every source and step succeeded and every check passed
+  {EXIT_BAD_INPUT}  bad config or ledger (the message names the file, line and JSON path), or bad usage
+  {EXIT_SOURCE_FAILED}  a source failed (or a corpus-wide step did): one line each says where and what to do
+  {EXIT_CHECK_FAILED}  every step ran but an asset check failed
+  {EXIT_INTERNAL}  an unexpected error (a bug): the traceback is in the log file
+"""
+
+
+HINTS = {
+    "source": "fix the source or its ledger row and rerun; --keep-going builds the others meanwhile",
+    "step": "fix what the message names and rerun; sources already built are not redone",
+    "check": "a published output is wrong: see the check in the UI or the log file",
+}
 
 
 def default_dagster_home() -> Path:
     """`.dagster_home` of the checkout when running from one (make demo, make ui), else of the working folder."""
     base = CHECKOUT if (CHECKOUT / "pyproject.toml").is_file() and (CHECKOUT / "corpus_dagster").is_dir() else Path.cwd()
     return base / ".dagster_home"
-SHOWN_KEYS = ("documents", "quarantined", "kept", "rejected", "signatures", "no_signature", "redactions")
 
 
 def ensure_dagster_home(home: Path) -> None:
@@ -33,66 +59,160 @@ def ensure_dagster_home(home: Path) -> None:
         cfg.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
 
 
-def run_pipeline(config_path: str, prefix: str = "run") -> int:
-    """Run everything for a config; prints progress, outputs and check results. Exit code 1 if a check failed."""
+def default_log_file(artifacts_root: Path) -> Path:
+    """`logs/run-<UTC time>.log` under the artifacts root (a log may carry a time; data outputs never do)."""
+    return artifacts_root / "logs" / f"run-{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%SZ')}.log"
+
+
+def parse_args(argv: list[str], prog: str = "python -m corpus_dagster.run") -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Fetch, clean, deduplicate, scrub, publish and tokenize a corpus through Dagster.",
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("config", help="corpus config (YAML or JSON)")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="process every source it can, build the corpus over the ones that succeeded, "
+                             "and report every failure at the end (default: stop at the first failing source)")
+    parser.add_argument("--log-file", type=Path, default=None,
+                        help="where Dagster's event stream and tracebacks go (default: ARTIFACTS/logs/run-<time>.log)")
+    return parser.parse_args(argv)
+
+
+def _error(prefix: str, message: str) -> None:
+    print(f"{prefix}: error: {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _logging_to(log: TextIO) -> Iterator[None]:
+    """This process's Python logging and warnings go to the log file (never the console) while the run lasts."""
+    handler = logging.StreamHandler(log)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    logging.captureWarnings(True)
+    try:
+        yield
+    finally:
+        logging.captureWarnings(False)
+        root.handlers[:], level = saved
+        root.setLevel(level)
+
+
+def run_pipeline(config_path: str, prefix: str = "run", keep_going: bool = False, log_file: Path | None = None) -> int:
+    """Run everything for a config with a compact progress display; returns the exit code (see EXIT_CODES)."""
+    from corpus_dagster.core.config import load_config
+    from corpus_dagster.core.errors import ConfigError, LedgerError
+    from corpus_dagster.core.layout import Layout
+
+    start = time.monotonic()
+    config_path = str(Path(config_path).resolve())
+    try:
+        resolved = load_config(config_path)
+    except ConfigError as exc:
+        _error(prefix, one_line_error(exc))
+        return EXIT_BAD_INPUT
+    layout = Layout.from_config(resolved)
+    log_path = (log_file or default_log_file(layout.root)).resolve()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = log_path.open("a", encoding="utf-8")
+    print(f"{prefix}: log {log_path}", flush=True)
+    try:
+        with _logging_to(log):
+            return _run(config_path, resolved, layout, prefix, keep_going, log, log_path, start)
+    except (ConfigError, LedgerError) as exc:
+        log.write(traceback.format_exc())
+        _error(prefix, one_line_error(exc))
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # noqa: BLE001 - a bug: one line here, the traceback in the log
+        log.write(traceback.format_exc())
+        _error(prefix, f"{type(exc).__name__}: {one_line_error(exc)} (traceback in {log_path})")
+        return EXIT_INTERNAL
+    finally:
+        log.close()
+
+
+def one_line_error(exc: BaseException) -> str:
+    from corpus_dagster.cli.progress_display import one_line
+
+    return one_line(str(exc))
+
+
+def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool, log: TextIO, log_path: Path,
+         start: float) -> int:
     import dagster as dg
 
+    from corpus_dagster.cli.progress_display import SESSION_TAG, RunWatcher
     from corpus_dagster.core.ledger import load_ledger
     from corpus_dagster.defs.resources import CorpusConfig
-    from corpus_dagster.defs.runner import check_results, materialize_global, materialize_sources
+    from corpus_dagster.defs.runner import GLOBAL_JOB, SOURCE_JOB, check_step_keys, source_pool
 
+    sources = [s.source_id for s in load_ledger(layout.ledger)]  # LedgerError names file, line and JSON path
     os.environ.setdefault("DAGSTER_HOME", str(default_dagster_home()))
     ensure_dagster_home(Path(os.environ["DAGSTER_HOME"]))
-    start = time.monotonic()
-    resolved = load_config(config_path)
-    layout = Layout.from_config(resolved)
-    sources = [s.source_id for s in load_ledger(layout.ledger)]
-    corpus = CorpusConfig(config_path=str(Path(config_path).resolve()))
-
-    def report(sid: str, res: dg.ExecuteInProcessResult) -> None:
-        for mat in res.get_asset_materialization_events():
-            meta = mat.materialization.metadata
-            shown = {k: getattr(meta[k], "value", meta[k]) for k in SHOWN_KEYS if k in meta}
-            print(f"{prefix}: {sid:>18} {mat.asset_key.to_user_string():<20} {shown}", flush=True)
-
+    corpus = CorpusConfig(config_path=config_path)
+    session = uuid.uuid4().hex[:12]
+    tags = {SESSION_TAG: session}
+    workers = max(1, int(resolved["workers"]))
+    print(f"{prefix}: {len(sources)} source(s), {min(workers, len(sources))} at a time ({SOURCE_JOB} runs), "
+          f"then {GLOBAL_JOB}; DAGSTER_HOME={os.environ['DAGSTER_HOME']}", flush=True)
     with dg.DagsterInstance.get() as instance:
-        materialize_sources(corpus, instance, sources, on_result=report)
-        print(f"{prefix}: global assets (dedup, scrub, shards, manifest, tokens, analysis, release)", flush=True)
-        result = materialize_global(corpus, instance)
-        checks = check_results(result)
-    print(f"{prefix}: shards   {layout.shards}")
-    for shard in sorted(layout.shards.glob("shard-*.parquet")):
-        print(f"{prefix}:   {shard.name}  {shard.stat().st_size:>12,} bytes")
-    manifest = json.loads(layout.manifest.read_text())
-    print(f"{prefix}: manifest {layout.manifest}  ({manifest['n_docs']} documents in {manifest['n_shards']} shards)")
-    for key in ("filters", "repairs", "dedup", "pii"):
-        if key in manifest:
-            print(f"{prefix}:   {key}: {json.dumps(manifest[key])}")
+        watcher = RunWatcher(instance, session, log, prefix=prefix, check_steps=check_step_keys())
+        with source_pool(corpus, instance, sources, output=str(log_path)) as pool:
+            outcomes = pool.run_sources(sources, keep_going=keep_going, tags=tags, poll=watcher.poll)
+            ok = [o.partition for o in outcomes if o.success]
+            not_run = [o.partition for o in outcomes if o.run_id is None]
+            if not_run:
+                print(f"{prefix}: not run after the first failure (use --keep-going to try them): {', '.join(not_run)}")
+            if len(ok) == len(sources) or (keep_going and ok):
+                if len(ok) < len(sources):
+                    print(f"{prefix}: building the corpus over the {len(ok)} source(s) that succeeded", flush=True)
+                pool.run_global(tags=tags, poll=watcher.poll)
+    failures = watcher.failures
+    failed_checks = [c for c in watcher.checks if not c.passed]
+    if not failures:
+        _print_outputs(layout, resolved, prefix)
+    for f in failures:
+        if not f.said_by_check:
+            _error(prefix, f"{f.message}  [{HINTS[f.kind]}]")
+    for c in failed_checks:
+        _error(prefix, f"check {c.asset}/{c.name} failed: {c.detail}  [{HINTS['check']}]")
+    n_checks = len(watcher.checks)
+    built = f"{n_checks - len(failed_checks)}/{n_checks} checks passed" if watcher.ran_global else "corpus not built"
+    print(f"{prefix}: done in {time.monotonic() - start:.1f} s; {len(ok)}/{len(sources)} sources; {built}; "
+          f"log {log_path}; open the UI with `make ui`", flush=True)
+    if any(f.kind in ("source", "step") for f in failures) or len(ok) < len(sources):
+        return EXIT_SOURCE_FAILED
+    if failed_checks or failures:
+        return EXIT_CHECK_FAILED
+    return EXIT_OK
+
+
+def _print_outputs(layout, resolved: dict, prefix: str) -> None:
+    """Where the outputs are, in a few lines."""
+    if layout.manifest.exists():
+        manifest = json.loads(layout.manifest.read_text())
+        print(f"{prefix}: shards   {layout.shards}  ({manifest['n_docs']:,} documents in {manifest['n_shards']} shards)")
     tokens = layout.tokens / "_TOKENS.json"
     if tokens.exists():
         info = json.loads(tokens.read_text())
-        per_split = ", ".join(f"{k}: {v['n_tokens']:,} tokens / {v['n_docs']:,} docs" for k, v in info["splits"].items())
-        print(f"{prefix}: tokens   {layout.tokens}  ({per_split}; tokenizer {info['tokenizer']['name']})")
+        per_split = ", ".join(f"{k}: {v['n_tokens']:,} tokens" for k, v in info["splits"].items())
+        print(f"{prefix}: tokens   {layout.tokens}  ({per_split}; {info['tokenizer']['name']})")
     report = layout.analysis / "REPORT.md"
     if report.exists():
         print(f"{prefix}: analysis {report}")
     card = layout.release(resolved["release"]["name"] or resolved["dataset"]) / "README.md"
     if card.exists():
-        print(f"{prefix}: release  {card.parent}  (dataset card {card})")
-    for asset, name, passed, meta in checks:
-        print(f"{prefix}: check {asset}/{name}: {'PASSED' if passed else 'FAILED ' + str(meta)}")
-    failed = [c for c in checks if not c[2]]
-    print(f"{prefix}: done in {time.monotonic() - start:.1f} s; {len(checks) - len(failed)}/{len(checks)} checks passed; "
-          f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} (open the UI with `make ui`)")
-    return 1 if failed else 0
+        print(f"{prefix}: release  {card.parent}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = argv if argv is not None else sys.argv[1:]
-    if len(argv) != 1:
-        print("usage: python -m corpus_dagster.run CONFIG.yaml", file=sys.stderr)
-        return 2
-    return run_pipeline(argv[0])
+    try:
+        args = parse_args(argv if argv is not None else sys.argv[1:])
+    except SystemExit as exc:  # argparse: --help exits 0, a usage error 2
+        return int(exc.code or 0)
+    return run_pipeline(args.config, keep_going=args.keep_going, log_file=args.log_file)
 
 
 if __name__ == "__main__":

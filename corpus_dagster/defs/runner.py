@@ -1,12 +1,31 @@
-"""Run the whole graph in-process through Dagster: every source partition, then the global assets."""
+"""Run the graph through named Dagster jobs: one `build_source` run per source partition, then `build_corpus`.
 
+Two ways: `materialize_sources` / `materialize_global` run in this process, one after another (tests; one
+result object each); `run_sources` / `run_global` launch runs from a bounded pool of processes, sources
+`workers` at a time, each `build_source` run on Dagster's multiprocess executor (what the CLI and demo do).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 
 from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 from corpus_dagster.defs.resources import CorpusConfig
+
+SOURCE_JOB = "build_source"
+GLOBAL_JOB = "build_corpus"
+PARTITION_TAG = "dagster/partition"
+# The console logger stays quiet: every event is still stored in the instance (the UI and the CLI's log
+# file read it from there), only Dagster's DEBUG stream on stderr is switched off.
+QUIET_CONSOLE: dict = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def per_source_assets() -> list[dg.AssetsDefinition]:
@@ -29,6 +48,51 @@ def all_checks() -> list:
     return list(CHECKS)
 
 
+def source_job(workers: int) -> dg.UnresolvedAssetJobDefinition:
+    """Every per-source asset of one source partition (fetch, clean, sign), each step in its own process.
+
+    Step processes fork from a forkserver that has imported this project once, so a step costs no import.
+    """
+    return dg.define_asset_job(
+        SOURCE_JOB,
+        selection=dg.AssetSelection.assets(*[k for a in per_source_assets() for k in a.keys]),
+        description="Fetch, clean and sign one source partition (raw_documents, clean_documents, minhash_signatures); "
+                    "the CLI runs one per source, `workers` at a time.",
+        executor_def=dg.multiprocess_executor.configured(
+            {"max_concurrent": max(1, workers), "start_method": {"forkserver": {"preload_modules": [__name__]}}}),
+    )
+
+
+def runner_definitions(corpus: CorpusConfig) -> dg.Definitions:
+    """The code location's definitions, plus the `build_source` job when they do not define it yet."""
+    from corpus_dagster.defs import build_definitions
+
+    defs = build_definitions(corpus)  # validates the config
+    names = {getattr(j, "name", None) for j in defs.jobs or []}
+    if SOURCE_JOB in names:
+        return defs
+    return dg.Definitions.merge(defs, dg.Definitions(jobs=[source_job(int(corpus.resolved()["workers"]))]))
+
+
+def resolve_job(corpus: CorpusConfig, name: str) -> dg.JobDefinition:
+    """A named job of the definitions built for this corpus config."""
+    return runner_definitions(corpus).resolve_job_def(name)
+
+
+def reconstruct_job(config_path: str, artifacts: str | None, workers: int | None, job_name: str) -> dg.JobDefinition:
+    """Rebuild a named job in a step process of the multiprocess executor (arguments are JSON values)."""
+    return resolve_job(CorpusConfig(config_path=config_path, artifacts=artifacts, workers=workers), job_name)
+
+
+def reconstructable_job(corpus: CorpusConfig, name: str):
+    """A job the multiprocess executor can rebuild in its step processes."""
+    return dg.build_reconstructable_job(
+        __name__, reconstruct_job.__name__,
+        reconstructable_kwargs={"config_path": corpus.config_path, "artifacts": corpus.artifacts,
+                                "workers": corpus.workers, "job_name": name},
+    )
+
+
 def sync_partitions(instance: dg.DagsterInstance, source_ids: list[str]) -> None:
     """Add missing source partitions (what the ledger sensor does on a schedule)."""
     existing = set(instance.get_dynamic_partitions(SOURCE_PARTITIONS_NAME))
@@ -41,31 +105,133 @@ def materialize_sources(
     corpus: CorpusConfig, instance: dg.DagsterInstance, source_ids: list[str] | None = None,
     on_result: Callable[[str, dg.ExecuteInProcessResult], None] | None = None,
 ) -> dict[str, dg.ExecuteInProcessResult]:
-    """Materialize the per-source assets of each source partition (one run per source)."""
+    """Run `build_source` in this process for each source partition, one after another; raise on failure."""
     ids = source_ids if source_ids is not None else [s.source_id for s in load_ledger(corpus.layout().ledger)]
     sync_partitions(instance, ids)
+    job = resolve_job(corpus, SOURCE_JOB)
     results = {}
-    assets = per_source_assets()
     for sid in ids:
-        res = dg.materialize(assets, partition_key=sid, instance=instance, resources={"corpus": corpus}, raise_on_error=True)
+        res = job.execute_in_process(partition_key=sid, instance=instance, run_config=QUIET_CONSOLE, raise_on_error=True)
         results[sid] = res
         if on_result:
             on_result(sid, res)
     return results
 
 
-def materialize_global(corpus: CorpusConfig, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
-    """Materialize the whole-corpus assets with their checks (sources must be materialized first)."""
-    parts = per_source_assets()
-    glob = global_assets()
-    selection = dg.AssetSelection.assets(*[k for a in glob for k in a.keys])
-    return dg.materialize(
-        [*parts, *glob, *all_checks()],
-        selection=selection,
-        instance=instance,
-        resources={"corpus": corpus},
-        raise_on_error=True,
-    )
+def materialize_global(corpus: CorpusConfig, instance: dg.DagsterInstance, raise_on_error: bool = True,
+                       tags: dict[str, str] | None = None) -> dg.ExecuteInProcessResult:
+    """Run `build_corpus` (the whole-corpus assets and their checks) in this process, over the materialized sources."""
+    job = resolve_job(corpus, GLOBAL_JOB)
+    return job.execute_in_process(instance=instance, run_config=QUIET_CONSOLE, raise_on_error=raise_on_error, tags=tags)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How one run ended; run_id is None when it was never started (stopped after an earlier failure)."""
+
+    job: str
+    partition: str | None
+    run_id: str | None
+    success: bool
+
+
+def _send_output_to(path: str | None) -> None:
+    """Pool-process initializer: stdout and stderr (also of the step processes it starts) append to the log file."""
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+
+
+def execute_run(instance_ref: Any, corpus_kwargs: dict[str, Any], job_name: str, partition: str | None,
+                tags: dict[str, str]) -> RunOutcome:
+    """Execute one named run in this pool process on the job's own executor; events go to the instance only."""
+    instance = dg.DagsterInstance.from_ref(instance_ref)
+    corpus = CorpusConfig(**corpus_kwargs)
+    run_tags = {**tags, **({PARTITION_TAG: partition} if partition else {})}
+    try:
+        with dg.execute_job(reconstructable_job(corpus, job_name), instance=instance, run_config=QUIET_CONSOLE,
+                            tags=run_tags) as result:
+            return RunOutcome(job_name, partition, result.run_id, result.success)
+    finally:
+        instance.dispose()
+
+
+class RunPool:
+    """A bounded pool of run processes, each executing whole runs: a failing source costs only its own run.
+
+    Runs are handed out one at a time as processes come free, so a stop after a failure starts nothing more;
+    `poll` is called about every `poll_seconds` while runs go, so the caller can show progress.
+    """
+
+    def __init__(self, corpus: CorpusConfig, instance: dg.DagsterInstance, processes: int, output: str | None = None):
+        self.corpus_kwargs = {"config_path": corpus.config_path, "artifacts": corpus.artifacts, "workers": corpus.workers}
+        self.instance_ref = instance.get_ref()
+        self.processes = processes
+        self.pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=_send_output_to, initargs=(output,))
+
+    def run_all(self, job_name: str, partitions: list[str | None], tags: dict[str, str], keep_going: bool = True,
+                poll: Callable[[], None] | None = None, poll_seconds: float = 0.5) -> list[RunOutcome]:
+        """Run every partition, `processes` at a time; without keep_going the first failure starts no more runs."""
+        outcomes: dict[int, RunOutcome] = {}
+        running: dict[Future, int] = {}
+        queue = list(enumerate(partitions))
+        stopped = False
+        while queue or running:
+            while queue and len(running) < self.processes and not stopped:
+                i, part = queue.pop(0)
+                running[self.pool.submit(execute_run, self.instance_ref, self.corpus_kwargs, job_name, part, tags)] = i
+            if stopped and not running:
+                break
+            done, _ = wait(running, timeout=poll_seconds, return_when=FIRST_COMPLETED)
+            for fut in done:
+                outcome = outcomes[running.pop(fut)] = fut.result()  # a crash of the run process is a bug: raise
+                stopped = stopped or (not outcome.success and not keep_going)
+            if poll:
+                poll()
+        if poll:
+            poll()
+        return [outcomes.get(i, RunOutcome(job_name, part, None, False)) for i, part in enumerate(partitions)]
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> RunPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run_sources(self, source_ids: list[str], keep_going: bool = False, tags: dict[str, str] | None = None,
+                    poll: Callable[[], None] | None = None) -> list[RunOutcome]:
+        """One `build_source` run per source (ledger order); the pool's size bounds how many run at once."""
+        return self.run_all(SOURCE_JOB, list(source_ids), tags or {}, keep_going=keep_going, poll=poll)
+
+    def run_global(self, tags: dict[str, str] | None = None, poll: Callable[[], None] | None = None) -> RunOutcome:
+        """One `build_corpus` run over the materialized sources (in-process executor: light steps around
+        drivers that parallelize inside)."""
+        return self.run_all(GLOBAL_JOB, [None], tags or {}, poll=poll)[0]
+
+
+def source_pool(corpus: CorpusConfig, instance: dg.DagsterInstance, source_ids: list[str],
+                output: str | None = None) -> RunPool:
+    """A run pool of `workers` processes (at most one per source), with the source partitions added.
+
+    Needs a persistent instance: the run processes write their events to it. `output`: a file that takes the
+    run processes' stdout and stderr (warnings of libraries), else they share this process's.
+    """
+    sync_partitions(instance, source_ids)
+    workers = max(1, int(corpus.resolved()["workers"]))
+    return RunPool(corpus, instance, min(workers, max(1, len(source_ids))), output)
+
+
+def run_sources(corpus: CorpusConfig, instance: dg.DagsterInstance, source_ids: list[str], keep_going: bool = False,
+                tags: dict[str, str] | None = None) -> list[RunOutcome]:
+    """One `build_source` run per source on the multiprocess executor, `workers` runs at a time."""
+    with source_pool(corpus, instance, source_ids) as pool:
+        return pool.run_sources(source_ids, keep_going=keep_going, tags=tags)
 
 
 def check_results(result: dg.ExecuteInProcessResult) -> list[tuple[str, str, bool, dict]]:
@@ -75,3 +241,8 @@ def check_results(result: dg.ExecuteInProcessResult) -> list[tuple[str, str, boo
         meta = {k: getattr(v, "value", v) for k, v in ev.metadata.items()}
         out.append((ev.asset_key.to_user_string(), ev.check_name, ev.passed, meta))
     return out
+
+
+def check_step_keys() -> set[str]:
+    """Step keys of the asset checks (a failing one is a failed check, not a failed step)."""
+    return {c.node_def.name for c in all_checks()}
