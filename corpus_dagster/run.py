@@ -1,4 +1,4 @@
-"""`python -m corpus_dagster.run CONFIG`: the stable entry point; the command lives in corpus_dagster.cli.run."""
+"""`python -m corpus_dagster.run CONFIG [--keep-going] [--log-file PATH]`: the stable entry point (see cli/run.py)."""
 
 import sys
 
