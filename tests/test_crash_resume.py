@@ -108,10 +108,11 @@ def run(tmp: Path, config: Path, crash_at: str | None) -> subprocess.CompletedPr
 
 
 def files_under(root: Path) -> dict[str, tuple[int, int]]:
-    """Every file (not temp) under the artifacts root -> (inode, mtime_ns)."""
+    """Every output file (not temp, not a lock file: locks are rewritten by every holder) -> (inode, mtime_ns)."""
     out = {}
     for p in root.rglob("*"):
-        if p.is_file() and not any(is_temp_name(part) for part in p.relative_to(root).parts):
+        parts = p.relative_to(root).parts
+        if p.is_file() and parts[0] != ".locks" and not any(is_temp_name(part) for part in parts):
             st = p.stat()
             out[str(p.relative_to(root))] = (st.st_ino, st.st_mtime_ns)
     return out

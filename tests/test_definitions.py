@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
+from corpus_dagster.core.errors import LedgerError
 from corpus_dagster.defs import ASSETS, CHECKS, build_definitions
 from corpus_dagster.defs.automation import ledger_sensor, refresh_schedule_for
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
@@ -76,12 +78,12 @@ def test_ledger_sensor_adds_removes_and_refetches_changed(setup_dir):
     assert list(delete.partition_keys) == ["alpha"]
 
 
-def test_ledger_sensor_skips_invalid_ledger(setup_dir):
+def test_ledger_sensor_fails_the_tick_on_an_invalid_ledger(setup_dir):
     corpus = CorpusConfig(config_path=str(setup_dir))
     corpus.layout().ledger.write_text('{"source_id": "../x"}\n')
     ctx = dg.build_sensor_context(instance=dg.DagsterInstance.ephemeral(), resources={"corpus": corpus})
-    result = ledger_sensor(ctx)
-    assert isinstance(result, dg.SkipReason) and "ledger invalid" in result.skip_message
+    with pytest.raises(LedgerError, match=r"line 1: \$\.source_id"):
+        ledger_sensor(ctx)
 
 
 def test_refresh_schedule_requests_every_source():
@@ -121,6 +123,8 @@ def test_adding_a_source_never_recomputes_other_sources(setup_dir):
         # Automation: after gamma's raw documents change again, only gamma's downstream partitions are requested.
         defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS, resources={"corpus": corpus})
         cursor = dg.evaluate_automation_conditions(defs=defs, instance=instance).cursor
+        doc = sorted((setup_dir.parent / "sources" / "gamma").glob("*.txt"))[0]
+        doc.write_text(doc.read_text() + " One more sentence.", encoding="utf-8")  # new bytes: a new data version
         dg.materialize([a for a in ASSETS if a.partitions_def is not None][:1], partition_key="gamma", instance=instance,
                        resources={"corpus": corpus})
         result = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)

@@ -933,6 +933,7 @@ def _graph_inputs(layout: Layout, source_ids: list[str]) -> tuple[CorpusFiles, C
     return documents, lengths, signatures, [p for p in counts if p.exists()], inputs
 
 
+@records.locked(lambda a: "analysis")
 def run_analysis_stage(layout: Layout, resolved: dict[str, Any], source_ids: list[str], log: Callable | None = None) -> dict[str, Any]:
     """Analyse the clean (pre-dedup) documents of `source_ids` and the published shards into analysis/<ds>/<ver>/.
 

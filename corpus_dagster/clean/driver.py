@@ -112,6 +112,7 @@ def clean_key(layout: Layout, source_id: str, resolved: dict[str, Any]) -> tuple
     return stage_key(STAGE, CODE_VERSION, inputs, output_settings(resolved, "clean")), inputs
 
 
+@records.locked(lambda a: f"clean.{a['source_id']}")
 def run_clean_source(layout: Layout, source_id: str, resolved: dict[str, Any], log: Any = None) -> dict[str, Any]:
     """Clean every raw part of a source (in parallel over parts), resuming parts that already completed.
 

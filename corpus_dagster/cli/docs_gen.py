@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from corpus_dagster.core.config import load_schema
+from corpus_dagster.core.config import DOWNSTREAM_SECTIONS, EXECUTION_KEYS, load_schema
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 DOC = CHECKOUT / "docs" / "config.md"
@@ -28,13 +28,11 @@ HEADER = """# Config reference
 
 One YAML (or JSON) file configures a corpus build; `configs/demo.yaml` is the embedded default. Every
 key is optional and has the default shown. Loading validates the file against
-`schemas/corpus-config.schema.json` and reports every violation with its JSON path. The keys under
-`paths`, `workers`, `refresh`, `tokenize.engine`, `tokenize.threads_per_worker`,
-`tokenize.rebuild_check`, `dedup.batch_bytes`, `dedup.verify_batch_shingles`, `analysis.batch_bytes` and
-`analysis.verify_batch_shingles` say where and how fast to run, never what to build, so they are left out
-of the manifest's `config_sha256` and of every stage key. The `analysis` and `release` sections configure
-stages that read the published corpus without changing it: they key those stages only and are left out of
-`config_sha256` too.
+`schemas/corpus-config.schema.json` and reports every violation with its JSON path. The execution keys
+(`EXECUTION_KEYS`: """ + "{execution}" + """) say where and how fast to run, never what to build, so
+they are left out of the manifest's `config_sha256` and of every stage key. The sections of downstream
+stages (""" + "{downstream}" + """) configure stages that read the published corpus without changing it:
+they key those stages only and are left out of `config_sha256` too.
 
 | key | type | default | description |
 |---|---|---|---|
@@ -79,7 +77,9 @@ def rows(schema: dict[str, Any], prefix: str = "") -> list[str]:
 
 def render() -> str:
     """The full docs/config.md text."""
-    return HEADER + "\n".join(rows(load_schema("corpus-config.schema.json"))) + "\n"
+    header = HEADER.replace("{execution}", ", ".join(f"`{k}`" for k in EXECUTION_KEYS)).replace(
+        "{downstream}", ", ".join(f"`{k}`" for k in DOWNSTREAM_SECTIONS))
+    return header + "\n".join(rows(load_schema("corpus-config.schema.json"))) + "\n"
 
 
 def main() -> int:

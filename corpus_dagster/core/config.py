@@ -24,6 +24,7 @@ PACKAGE_DATA = resources.files("corpus_dagster")
 # must produce the same manifest).
 EXECUTION_KEYS = (
     "paths",
+    "locks",
     "workers",
     "refresh",
     "progress",

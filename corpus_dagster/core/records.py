@@ -11,18 +11,24 @@ outputs are intact does nothing.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
 import json
 import shutil
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from corpus_dagster.core.atomic import atomic_write_bytes, remove_stale_temps
 from corpus_dagster.core.config import canonical_json
 from corpus_dagster.core.errors import StageOutputError, UpstreamMissing
 from corpus_dagster.core.hashing import sha256_file, sha256_hex
+from corpus_dagster.core.locks import hold_lock
 
 RECORD = "_RECORD.json"
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def stage_key(stage: str, code_version: str, inputs: Any, settings: Any) -> str:
@@ -183,3 +189,34 @@ def record_files(folder: Path, record: StageRecord, kind: str) -> list[Path]:
             f"{Path(folder) / RECORD}); rerun that stage to recompute them"
         )
     return paths
+
+
+@contextlib.contextmanager
+def stage_lock(root: Path, name: str, resolved: dict[str, Any], what: str | None = None) -> Iterator[None]:
+    """Hold the exclusive lock of one stage unit (e.g. `clean.alpha`, `publish`) from its cache check to its
+    record: a concurrent run on the same root waits, then finds the output cached and does nothing."""
+    with hold_lock(root, name, what or name, timeout_s=float(resolved["locks"]["timeout_s"])):
+        yield
+
+
+def locked(unit: Callable[[dict[str, Any]], str]) -> Callable[[F], F]:
+    """Run a stage entry function (arguments `layout` and `resolved`) under the lock of the unit it writes.
+
+    `unit` names the unit from the call's arguments, e.g. `lambda a: f"clean.{a['source_id']}"`.
+    """
+
+    def decorate(fn: F) -> F:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = bound.arguments
+            name = unit(arguments)
+            with stage_lock(arguments["layout"].root, name, arguments["resolved"], what=f"{fn.__name__} ({name})"):
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

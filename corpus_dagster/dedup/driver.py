@@ -40,6 +40,7 @@ def signature_key(layout: Layout, source_id: str, resolved: dict[str, Any]) -> t
     return stage_key(SIGNATURES, SIGNATURES_CODE_VERSION, inputs, settings), inputs
 
 
+@records.locked(lambda a: f"minhash.{a['source_id']}")
 def run_signatures(layout: Layout, source_id: str, resolved: dict[str, Any]) -> dict[str, Any]:
     """Hash one source's clean documents, unless the same clean output was hashed with the same settings."""
     key, inputs = signature_key(layout, source_id, resolved)
@@ -87,6 +88,7 @@ def dedup_key(layout: Layout, resolved: dict[str, Any], source_ids: list[str]) -
     return stage_key(DEDUP, DEDUP_CODE_VERSION, inputs, output_settings(resolved, "dedup")), inputs
 
 
+@records.locked(lambda a: "dedup")
 def run_global_dedup(
     layout: Layout, resolved: dict[str, Any], source_ids: list[str], log: Log | None = None
 ) -> dict[str, Any]:

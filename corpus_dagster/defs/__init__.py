@@ -21,11 +21,12 @@ from corpus_dagster.defs.ingest import raw_documents
 from corpus_dagster.defs.publish import PUBLISH_CHECKS, shards_and_manifest
 from corpus_dagster.defs.release import RELEASE_ASSETS, RELEASE_CHECKS
 from corpus_dagster.defs.resources import CorpusConfig
+from corpus_dagster.defs.review import REVIEW_ASSETS
 from corpus_dagster.defs.scrub import scrubbed
 from corpus_dagster.defs.tokens import TOKEN_ASSETS, TOKEN_CHECKS
 
 ASSETS = [raw_documents, clean_documents, minhash_signatures, dedup, scrubbed, shards_and_manifest, *TOKEN_ASSETS,
-          *ANALYSIS_ASSETS, *RELEASE_ASSETS]
+          *ANALYSIS_ASSETS, *RELEASE_ASSETS, *REVIEW_ASSETS]
 CHECKS = [*PUBLISH_CHECKS, *TOKEN_CHECKS, *ANALYSIS_CHECKS, *RELEASE_CHECKS]
 
 

@@ -15,7 +15,7 @@ from corpus_dagster.defs.common import corpus_failure, table
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME, source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
 
-GLOBAL_ASSETS = ["dedup", "scrubbed", "shards", "manifest", "token_streams", "corpus_analysis", "release"]
+GLOBAL_ASSETS = ["dedup", "scrubbed", "shards", "manifest", "token_streams", "corpus_analysis", "release", "review_sample"]
 
 ingest_job = dg.define_asset_job(
     "ingest_sources",

@@ -88,6 +88,7 @@ def manifest_for(layout: Layout, resolved: dict[str, Any], shards: list[dict[str
     )
 
 
+@records.locked(lambda a: "publish")
 def run_publish(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> PublishResult:
     """Publish into corpus/<dataset>/<version>/ (replaced whole and atomically) unless the key is unchanged.
 

@@ -677,6 +677,7 @@ def release_key(layout: Layout, resolved: Mapping[str, Any]) -> tuple[str, dict[
     return stage_key(STAGE, CODE_VERSION, inputs, settings), inputs
 
 
+@records.locked(lambda a: "release")
 def run_release_stage(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, Any]:
     """Build the release folder unless its key is unchanged; returns build_release's stats plus cached and key."""
     key, inputs = release_key(layout, resolved)

@@ -84,6 +84,7 @@ def review_key(layout: Layout, resolved: dict[str, Any], source_ids: list[str]) 
     return stage_key(STAGE, CODE_VERSION, inputs, output_settings(resolved, STAGE)), inputs
 
 
+@records.locked(lambda a: "review")
 def run_review_stage(layout: Layout, resolved: dict[str, Any], log: Callable[[str], Any] | None = None) -> dict[str, Any]:
     """Sample, read back and write the review sample of every source the last dedup covered.
 

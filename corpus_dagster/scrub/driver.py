@@ -71,6 +71,7 @@ def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str
     }
 
 
+@records.locked(lambda a: f"scrub.{a['source_id']}")
 def run_scrub_source(
     layout: Layout, source_id: str, resolved: dict[str, Any], drop: list[str], progress: Progress | None = None
 ) -> dict[str, Any]:

@@ -378,6 +378,7 @@ def tokens_key(layout: Layout, resolved: dict[str, Any]) -> tuple[str, dict[str,
     return stage_key(STAGE, CODE_VERSION, inputs, output_settings(resolved, "tokenize")), inputs
 
 
+@records.locked(lambda a: "tokens")
 def run_token_streams(
     layout: Layout, resolved: dict[str, Any], log: Log | None = None
 ) -> tuple[BuildResult | None, dict[str, Any], bool]:
