@@ -30,7 +30,7 @@ test-e2e: install
 	CORPUS_E2E=1 $(VENV)/bin/pytest -p no:cacheprovider tests/e2e -rs
 
 lint: install
-	$(VENV)/bin/ruff check corpus_dagster tests bench
+	$(VENV)/bin/ruff check corpus_dagster tests bench verify
 
 ui: install
 	$(PY) -c 'from pathlib import Path; from corpus_dagster.cli.run import ensure_dagster_home as e; e(Path("$(DAGSTER_HOME)"))'

@@ -12,9 +12,11 @@ import sys
 from itertools import combinations
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from verify._reference import corpus_files, jaccard, shingle_set, texts_of  # noqa: E402
+if __package__ in (None, ""):  # run as a script: python verify/<name>.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _reference import corpus_files, jaccard, shingle_set, texts_of  # noqa: E402
+else:  # imported as verify.<name> (a checkout) or corpus_dagster.verify.<name> (the installed wheel)
+    from ._reference import corpus_files, jaccard, shingle_set, texts_of  # noqa: E402
 
 TOLERANCE = 1e-6  # the files round Jaccard to 6 decimals
 

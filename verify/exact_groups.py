@@ -11,9 +11,11 @@ import json
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from verify._reference import corpus_files, iter_documents  # noqa: E402
+if __package__ in (None, ""):  # run as a script: python verify/<name>.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _reference import corpus_files, iter_documents  # noqa: E402
+else:  # imported as verify.<name> (a checkout) or corpus_dagster.verify.<name> (the installed wheel)
+    from ._reference import corpus_files, iter_documents  # noqa: E402
 
 
 def check_exact_groups(files: list[Path], groups_file: str | Path) -> dict:

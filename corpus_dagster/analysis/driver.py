@@ -13,7 +13,6 @@ import importlib
 import json
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -969,15 +968,12 @@ def analysis_record(layout: Layout) -> Any:
 
 
 def _verify_module(name: str) -> Any:
-    """A module of the top-level verify/ package, which shares no code with the pipeline (a checkout ships it)."""
-    checkout = Path(__file__).resolve().parents[2]
-    if (checkout / "verify" / "__init__.py").is_file() and str(checkout) not in sys.path:
-        sys.path.append(str(checkout))
+    """A module of the independent verification scripts (top-level verify/, shipped in the wheel as
+    corpus_dagster.verify): they share no code with the pipeline."""
     try:
-        return importlib.import_module(f"verify.{name}")
+        return importlib.import_module(f"corpus_dagster.verify.{name}")
     except ImportError as exc:
-        raise AnalysisError(f"the independent verification scripts (verify/{name}.py) are not importable: {exc}; "
-                            "run from a checkout of the project") from exc
+        raise AnalysisError(f"the independent verification scripts (verify/{name}.py) are not importable: {exc}") from exc
 
 
 def verify_analysis(layout: Layout, resolved: dict[str, Any], which: str) -> Any:
