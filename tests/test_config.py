@@ -53,9 +53,11 @@ def test_bands_must_divide_num_perm():
 def test_config_sha256_is_canonical_json_without_execution_keys():
     resolved = load_config(None, {"dataset": "x"})
     body = {k: v for k, v in resolved.items() if k not in ("paths", "locks", "workers", "refresh", "progress", "analysis", "release", "review")}
-    body["tokenize"] = {k: v for k, v in body["tokenize"].items() if k not in ("engine", "threads_per_worker", "rebuild_check")}
+    body["tokenize"] = {k: v for k, v in body["tokenize"].items()
+                        if k not in ("engine", "threads_per_worker", "rebuild_check", "rebuild_check_batches")}
+    body["publish"] = {k: v for k, v in body["publish"].items() if k != "rebuild_check_shards"}
     body["dedup"] = {k: v for k, v in body["dedup"].items() if k not in ("batch_bytes", "verify_batch_shingles")}
-    assert len(EXECUTION_KEYS) == 12
+    assert len(EXECUTION_KEYS) == 14
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     assert config_sha256(resolved) == hashlib.sha256(canon).hexdigest()
     other = load_config(None, {"dataset": "x", "workers": 4, "paths": {"artifacts": "/elsewhere"},

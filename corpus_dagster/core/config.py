@@ -31,6 +31,8 @@ EXECUTION_KEYS = (
     "tokenize.engine",
     "tokenize.threads_per_worker",
     "tokenize.rebuild_check",
+    "tokenize.rebuild_check_batches",
+    "publish.rebuild_check_shards",
     "dedup.batch_bytes",
     "dedup.verify_batch_shingles",
     "analysis.batch_bytes",

@@ -100,7 +100,9 @@ _PLACEHOLDER = re.compile(
 # digits, plain numbers, or fragments of one or two characters. Random secrets mix case and digits inside
 # one long piece.
 _SEPARATORS = re.compile(r"[/:.=_\-\\]+")
-_WORD_PIECE = re.compile(r"[a-z]+[0-9]*|[A-Z]+[0-9]*|(?:[A-Z]?[a-z]+)+[0-9]*|[0-9]+")
+# camelCase pieces as `[A-Z]?[a-z]+(?:[A-Z][a-z]+)*`, never `(?:[A-Z]?[a-z]+)+`: the nested quantifier backtracks
+# exponentially on long runs of letters that end in a non-match (minutes on one 0.8 MB log). Same language.
+_WORD_PIECE = re.compile(r"[a-z]+[0-9]*|[A-Z]+[0-9]*|[A-Z]?[a-z]+(?:[A-Z][a-z]+)*[0-9]*|[0-9]+")
 _CALL = re.compile(r"^[A-Za-z_][\w.]*\(")
 
 

@@ -430,7 +430,12 @@ def check_streams_decode(layout: Layout, resolved: dict[str, Any]) -> CheckRepor
 
 
 def check_streams_rebuild(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
-    """A rebuild with another worker count gives byte-identical files."""
-    from corpus_dagster.tokenize.checks import check_rebuild
+    """A rebuild with another worker count gives the same streams: a seeded sample of document batches
+    (`tokenize.rebuild_check_batches`, seeded by the stage key) or, with 0, every file byte for byte."""
+    from corpus_dagster.tokenize.checks import check_rebuild, check_rebuild_sample
 
-    return check_rebuild(layout.shards, layout.tokens, resolved["tokenize"], resolved["workers"])
+    sample = int(resolved["tokenize"]["rebuild_check_batches"])
+    if not sample:
+        return check_rebuild(layout.shards, layout.tokens, resolved["tokenize"], resolved["workers"])
+    seed = records.require_record(layout.stage(STAGE), "token_streams").key
+    return check_rebuild_sample(layout.shards, layout.tokens, resolved["tokenize"], resolved["workers"], sample, seed)
