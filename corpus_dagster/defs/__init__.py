@@ -32,12 +32,14 @@ CHECKS = [*PUBLISH_CHECKS, *TOKEN_CHECKS, *ANALYSIS_CHECKS, *RELEASE_CHECKS]
 
 def build_definitions(corpus: CorpusConfig) -> dg.Definitions:
     """Every definition for one corpus config; the refresh cron and executor come from the loaded config."""
+    from corpus_dagster.defs.runner import source_job
+
     resolved = corpus.resolved()  # raises ConfigError naming the file and JSON path of every violation
     refresh = resolved["refresh"]
     return dg.Definitions(
         assets=ASSETS,
         asset_checks=CHECKS,
-        jobs=[ingest_job, build_corpus_job, explain_document_job],
+        jobs=[ingest_job, build_corpus_job, explain_document_job, source_job(int(resolved["workers"]))],
         schedules=[refresh_schedule_for(refresh["cron"], refresh["timezone"])],
         sensors=[ledger_sensor, automation_sensor],
         resources={"corpus": corpus},
