@@ -53,10 +53,11 @@ from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import ParquetSettings, write_parquet
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.dedup.driver import signature_file
-from corpus_dagster.dedup.jaccard import ShingleStore, shingle_sets
+from corpus_dagster.dedup.jaccard import ShingleStore
 from corpus_dagster.dedup.lsh import band_hashes
 from corpus_dagster.dedup.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.dedup.minhash import batch_signatures, permutations
+from corpus_dagster.dedup.near import shingle_sets_task
 from corpus_dagster.dedup.signatures import byte_batches
 from corpus_dagster.dedup.text import tokenize_batch
 from corpus_dagster.publish.driver import read_manifest
@@ -461,16 +462,6 @@ def _step_candidates(ctx: _Ctx) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------- step: jaccard
 
 
-def _sets_task(path: str, rg: int, rows: np.ndarray, shingle_size: int, batch_bytes: int):
-    texts = pq.ParquetFile(path).read_row_group(rg, columns=["text"]).column("text").combine_chunks().take(rows)
-    values, lengths = [np.zeros(0, np.uint64)], [np.zeros(0, np.int64)]
-    for start, stop in byte_batches(texts, batch_bytes):
-        v, n = shingle_sets(texts.slice(start, stop - start), shingle_size)
-        values.append(v)
-        lengths.append(n)
-    return np.concatenate(values), np.concatenate(lengths)
-
-
 def _text_jobs(ctx: _Ctx, docs: pa.Table, nodes: np.ndarray) -> tuple[list[tuple], list[np.ndarray]]:
     """Per (file, row group): the local rows to read and the node numbers they fill, in file order."""
     file_no = docs.column("file_no").to_numpy()[nodes]
@@ -501,7 +492,7 @@ def _step_jaccard(ctx: _Ctx) -> dict[str, Any]:
         store = ShingleStore(store_path, len(nodes))
         try:
             jobs, slots = _text_jobs(ctx, docs, nodes)
-            for slot, (values, lengths) in zip(slots, ordered_map(_sets_task, jobs, ctx.workers), strict=True):
+            for slot, (values, lengths) in zip(slots, ordered_map(shingle_sets_task, jobs, ctx.workers), strict=True):
                 store.append(slot, values, lengths)
             store.close()
             pn = np.searchsorted(nodes, pairs)

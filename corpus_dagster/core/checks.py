@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 MAX_PROBLEMS = 20  # problems listed in a report; the count is always exact
 
@@ -36,3 +39,14 @@ class CheckReport:
 def report_of(problems: list[str], **metadata: Any) -> CheckReport:
     """A report from a list of problems and what was checked."""
     return CheckReport(metadata=dict(metadata)).extend(problems)
+
+
+def sample_units(n: int, k: int, seed: str) -> list[int]:
+    """k distinct unit indices out of n, drawn by a generator seeded from `seed` (sorted; all when k >= n).
+
+    The seed is the caller's (a stage key, a run id): a new build checks other units, and a sample can be
+    drawn again from its seed to reproduce a failure."""
+    if k >= n:
+        return list(range(n))
+    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(seed.encode("utf-8")).digest()[:8], "little"))
+    return sorted(int(i) for i in rng.choice(n, size=k, replace=False))

@@ -64,7 +64,7 @@ def lsh_candidates(
     return candidate_pairs(keys, gids), len(gids), no_signature
 
 
-def _sets_task(path: str, row_group: int, rows: np.ndarray, shingle_size: int, batch_bytes: int):
+def shingle_sets_task(path: str, row_group: int, rows: np.ndarray, shingle_size: int, batch_bytes: int):
     """Sorted unique shingle fingerprints of the given rows of one row group (runs in a worker)."""
     texts = pq.ParquetFile(path).read_row_group(row_group, columns=["text"]).column("text").combine_chunks()
     texts = texts.take(rows)
@@ -89,7 +89,7 @@ def build_store(
         if len(rows):
             jobs.append((job.path, job.row_group, rows, cfg["shingle_size"], cfg["batch_bytes"]))
             job_nodes.append(slot[rows])
-    for node_ids, (values, lengths) in zip(job_nodes, ordered_map(_sets_task, jobs, workers), strict=True):
+    for node_ids, (values, lengths) in zip(job_nodes, ordered_map(shingle_sets_task, jobs, workers), strict=True):
         store.append(node_ids, values, lengths)
     store.close()
     return store

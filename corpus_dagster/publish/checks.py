@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from corpus_dagster.core.checks import sample_units
 from corpus_dagster.core.documents import SHARD_SCHEMA, shard_name
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.parallel import ordered_map
@@ -159,17 +160,6 @@ def compare_folders(a: Path, b: Path) -> list[str]:
     if names_a != names_b:
         return [f"file lists differ: {names_a[:5]} vs {names_b[:5]}"]
     return [f"{n}: bytes differ" for n in names_a if (a / n).read_bytes() != (b / n).read_bytes()][:MAX_PROBLEMS]
-
-
-def sample_units(n: int, k: int, seed: str) -> list[int]:
-    """k distinct unit indices out of n, drawn by a generator seeded from `seed` (sorted; all when k >= n).
-
-    The seed is the caller's (a run id, a date): each run checks other units, and a run's sample can be
-    drawn again from its seed to reproduce a failure."""
-    if k >= n:
-        return list(range(n))
-    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(seed.encode("utf-8")).digest()[:8], "little"))
-    return sorted(int(i) for i in rng.choice(n, size=k, replace=False))
 
 
 def check_rebuild_sample(

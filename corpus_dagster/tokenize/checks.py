@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpus_dagster.core.checks import CheckReport
+from corpus_dagster.core.checks import CheckReport, sample_units
 from corpus_dagster.core.errors import CorpusError, TokenStreamError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.parallel import ordered_map
@@ -32,14 +32,21 @@ from corpus_dagster.tokenize.manifest import COUNTS_NAME, MANIFEST_NAME, read_ma
 from corpus_dagster.tokenize.tokenizer import load_tokenizer
 
 
+def _start(tokens_dir: Path) -> tuple[CheckReport, dict[str, Any] | None]:
+    """A new report and the streams' manifest (None, with the problem reported, when it cannot be read)."""
+    report = CheckReport()
+    try:
+        return report, read_manifest(tokens_dir)
+    except TokenStreamError as exc:
+        report.fail(str(exc))
+        return report, None
+
+
 def check_counts(tokens_dir: str | Path) -> CheckReport:
     """Manifest totals = per-document counts = `.idx` sizes; files match their recorded size and sha256."""
     tokens_dir = Path(tokens_dir)
-    report = CheckReport()
-    try:
-        manifest = read_manifest(tokens_dir)
-    except TokenStreamError as exc:
-        report.fail(str(exc))
+    report, manifest = _start(tokens_dir)
+    if manifest is None:
         return report
     itemsize = np.dtype(manifest["dtype"]).itemsize
     idx_lengths: dict[str, np.ndarray] = {}
@@ -235,11 +242,8 @@ def check_rebuild(
 ) -> CheckReport:
     """Rebuild the streams with another worker count into a scratch folder and compare every file's sha256."""
     tokens_dir = Path(tokens_dir)
-    report = CheckReport()
-    try:
-        manifest = read_manifest(tokens_dir)
-    except TokenStreamError as exc:
-        report.fail(str(exc))
+    report, manifest = _start(tokens_dir)
+    if manifest is None:
         return report
     scratch = tokens_dir.parent / f".{tokens_dir.name}.rebuild-{uuid.uuid4().hex[:12]}"
     other = other_worker_count(workers)
@@ -259,17 +263,6 @@ def check_rebuild(
         shutil.rmtree(scratch, ignore_errors=True)
     report.metadata.update(n_tokens=manifest["n_tokens"])
     return report
-
-
-def sample_units(n: int, k: int, seed: str) -> list[int]:
-    """k distinct unit indices out of n, drawn by a generator seeded from `seed` (sorted; all when k >= n).
-
-    The seed is the caller's (a run id, a date): each run checks other units, and a run's sample can be
-    drawn again from its seed to reproduce a failure."""
-    if k >= n:
-        return list(range(n))
-    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(seed.encode("utf-8")).digest()[:8], "little"))
-    return sorted(int(i) for i in rng.choice(n, size=k, replace=False))
 
 
 def _tokenize_rows_for_check(task: ShardTask, ranges: list[tuple[int, int]], tok_cfg: dict[str, Any], dtype: str
