@@ -4,6 +4,7 @@ import hashlib
 import json
 import re
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,6 +119,7 @@ def ledger_sensor(context: dg.SensorEvaluationContext, corpus: CorpusConfig) -> 
             for folder in layout.source_outputs(sid):
                 shutil.rmtree(folder, ignore_errors=True)
             context.log.info(f"source {sid!r} left the ledger: partition and stage outputs removed")
+        forget_automation_history(context.instance)
         runs.append(dg.RunRequest(job_name=build_corpus_job.name, run_key=f"removed:{','.join(removed)}:{_row_digest(digests)}"))
     cursor = {**{k: v for k, v in known.items() if k in rows.named_by_invalid}, **digests}
     if rows.problems:
@@ -128,6 +130,19 @@ def ledger_sensor(context: dg.SensorEvaluationContext, corpus: CorpusConfig) -> 
     elif not requests and not runs and known == cursor:
         return dg.SkipReason(f"ledger unchanged ({len(digests)} sources)")
     return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=requests, cursor=json.dumps(cursor, sort_keys=True))
+
+
+def forget_automation_history(instance: dg.DagsterInstance) -> None:
+    """Drop the stored automation evaluations once a source partition is deleted.
+
+    Stored evaluations keep the partition keys they evaluated; after a dynamic partition is deleted the UI's
+    Automation tab fails on them (HTTP 500, "Partition range ... is not a valid range. Nonexistent partition
+    keys", dagster-io/dagster#33910, open for Dagster 1.11-1.13). Until Dagster skips deleted keys, the history
+    of evaluations is the price of a healthy tab; the automation cursor itself handles deleted keys.
+    """
+    storage = instance.schedule_storage
+    if storage is not None:
+        storage.purge_asset_evaluations(before=time.time() + 1)
 
 
 def refresh_schedule_for(cron: str, timezone: str) -> dg.ScheduleDefinition:

@@ -4,6 +4,7 @@ import datetime as dt
 
 import dagster as dg
 
+from corpus_dagster.core.progress import interval_of
 from corpus_dagster.defs.common import (
     corpus_failure,
     size,
@@ -32,7 +33,8 @@ def raw_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg
     with corpus_failure(f"raw_documents[{context.partition_key}]"):
         resolved, layout = corpus.load()
         source = source_for_partition(layout, context.partition_key)
-        result = driver.fetch_source(source, layout, resolved["ingest"], log=context.log)
+        result = driver.fetch_source(source, layout, resolved["ingest"], log=context.log,
+                                     progress_interval_s=interval_of(resolved))
         key = driver.raw_parts(layout, source.source_id)[2].key
     folder = layout.raw_source(source.source_id) / result.date
     quarantined = sum(result.quarantined.values())

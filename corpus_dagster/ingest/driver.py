@@ -32,6 +32,7 @@ from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
 from corpus_dagster.core.parquet import TABLE, write_parquet
+from corpus_dagster.core.progress import Progress
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.ingest.raw_parts import PartWriter, part_name
 from corpus_dagster.ingest.readers import Doc, iter_file, text_selection_error
@@ -202,7 +203,8 @@ def load_record(path: Path) -> dict[str, Any] | None:
 
 
 def fetch_source(
-    source: Source, layout: Layout, ingest_cfg: dict[str, Any], now: dt.datetime | None = None, log: Any = None
+    source: Source, layout: Layout, ingest_cfg: dict[str, Any], now: dt.datetime | None = None, log: Any = None,
+    progress_interval_s: float | None = None,
 ) -> FetchResult:
     """Fetch one source into corpus/raw/<source_id>/<yyyymmdd>/ parts. Resumable and atomic.
 
@@ -271,9 +273,12 @@ def fetch_source(
     with atomic_dir(raw_dir / date) as tmp:
         writer = PartWriter(tmp, ingest_cfg["part_max_bytes"], ingest_cfg["part_max_docs"])
         with open(tmp / QUARANTINE_FILE, "w", encoding="utf-8", errors="backslashreplace") as qfh:
+            progress = Progress(log.info if log and progress_interval_s else None, f"fetch {source.source_id}",
+                                interval_s=progress_interval_s or 0.0)
             stream_documents(
-                locals_, source, selection, ingest_cfg["max_doc_bytes"], fetched_at, writer, qfh, quarantined
+                locals_, source, selection, ingest_cfg["max_doc_bytes"], fetched_at, writer, qfh, quarantined, progress
             )
+            progress.finish()
         part_docs = writer.close()
         if selection is not None and selection.keep_fields:
             write_parquet(selection.fields_table(), tmp / FIELDS_FILE, TABLE)
@@ -317,6 +322,7 @@ def stream_documents(
     writer: PartWriter,
     quarantine: Any,
     quarantined: Counter[str],
+    progress: Progress | None = None,
 ) -> None:
     """Read every file of a source in order into `writer`; unreadable records go to the quarantine file.
 
@@ -324,6 +330,7 @@ def stream_documents(
     a batch at once, and only the documents it keeps are written (so only they get ids).
     """
     batch: list[Doc] = []
+    progress = progress or Progress(None, "fetch")
 
     def flush() -> None:
         assert selection is not None
@@ -331,6 +338,7 @@ def stream_documents(
         for doc, kept in zip(batch, keep, strict=True):
             if kept:
                 writer.write(doc.url, fetched_at, source.license_spdx, doc.text)
+                progress.update(1, len(doc.text))
         batch.clear()
 
     for rf, local_path, _sha, _uk in locals_:
@@ -340,6 +348,7 @@ def stream_documents(
                 quarantine.write(json.dumps(item.to_json(source.source_id), ensure_ascii=False) + "\n")
             elif selection is None:
                 writer.write(item.url, fetched_at, source.license_spdx, item.text)
+                progress.update(1, len(item.text))
             else:
                 batch.append(item)
                 if len(batch) >= BATCH_ROWS:
