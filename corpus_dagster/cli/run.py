@@ -204,7 +204,7 @@ def _print_outputs(layout, resolved: dict, prefix: str) -> None:
         print(f"{prefix}: analysis {report}")
     card = layout.release(resolved["release"]["name"] or resolved["dataset"]) / "README.md"
     if card.exists():
-        print(f"{prefix}: release  {card.parent}")
+        print(f"{prefix}: release  {card.parent}  (dataset card {card})")
 
 
 def main(argv: list[str] | None = None) -> int:
