@@ -205,6 +205,9 @@ def _print_outputs(layout, resolved: dict, prefix: str) -> None:
     card = layout.release(resolved["release"]["name"] or resolved["dataset"]) / "README.md"
     if card.exists():
         print(f"{prefix}: release  {card.parent}  (dataset card {card})")
+    review = layout.review / "index.html"
+    if review.exists():
+        print(f"{prefix}: review   {review}")
 
 
 def main(argv: list[str] | None = None) -> int:

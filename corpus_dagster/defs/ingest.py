@@ -4,7 +4,6 @@ import datetime as dt
 
 import dagster as dg
 
-from corpus_dagster.core.progress import interval_of
 from corpus_dagster.defs.common import (
     corpus_failure,
     size,
@@ -33,9 +32,7 @@ def raw_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg
     with corpus_failure(f"raw_documents[{context.partition_key}]"):
         resolved, layout = corpus.load()
         source = source_for_partition(layout, context.partition_key)
-        result = driver.fetch_source(source, layout, resolved["ingest"], log=context.log,
-                                     progress_interval_s=interval_of(resolved))
-        key = driver.raw_parts(layout, source.source_id)[2].key
+        result = driver.run_fetch(source, layout, resolved, log=context.log)
     folder = layout.raw_source(source.source_id) / result.date
     quarantined = sum(result.quarantined.values())
     if quarantined:
@@ -50,7 +47,7 @@ def raw_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg
     except ValueError:
         fetched_at = dg.MetadataValue.text(result.date)
     return dg.MaterializeResult(
-        data_version=dg.DataVersion(key),
+        data_version=dg.DataVersion(result.key),
         metadata={
             **table_metadata(result.docs),
             "counts": table(["what", "count"], [
@@ -69,7 +66,7 @@ def raw_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg
             "quarantined": quarantined,
             "quarantine_reasons": table(["reason", "documents"], [[k, v] for k, v in result.quarantined.items()]),
             "fetch_date": fetched_at,
-            "stage_key": key,
+            "stage_key": result.key,
             "path": dg.MetadataValue.path(str(folder)),
             "seconds": timing(result.seconds),
         },

@@ -1,8 +1,8 @@
 """Run the graph through named Dagster jobs: one `build_source` run per source partition, then `build_corpus`.
 
 Two ways: `materialize_sources` / `materialize_global` run in this process, one after another (tests; one
-result object each); `run_sources` / `run_global` launch runs from a bounded pool of processes, sources
-`workers` at a time, each `build_source` run on Dagster's multiprocess executor (what the CLI and demo do).
+result object each); `RunPool.run_sources` / `run_global` launch runs from a bounded pool of processes,
+sources `workers` at a time, each `build_source` run on Dagster's multiprocess executor (the CLI and demo).
 """
 
 from __future__ import annotations
@@ -35,13 +35,6 @@ def per_source_assets() -> list[dg.AssetsDefinition]:
     return [a for a in ASSETS if a.partitions_def is not None]
 
 
-def global_assets() -> list[dg.AssetsDefinition]:
-    """Unpartitioned assets (whole-corpus steps)."""
-    from corpus_dagster.defs import ASSETS
-
-    return [a for a in ASSETS if a.partitions_def is None]
-
-
 def all_checks() -> list:
     from corpus_dagster.defs import CHECKS
 
@@ -63,20 +56,11 @@ def source_job(workers: int) -> dg.UnresolvedAssetJobDefinition:
     )
 
 
-def runner_definitions(corpus: CorpusConfig) -> dg.Definitions:
-    """The code location's definitions, plus the `build_source` job when they do not define it yet."""
+def resolve_job(corpus: CorpusConfig, name: str) -> dg.JobDefinition:
+    """A named job of the definitions built for this corpus config (`build_source`, `build_corpus`, ...)."""
     from corpus_dagster.defs import build_definitions
 
-    defs = build_definitions(corpus)  # validates the config
-    names = {getattr(j, "name", None) for j in defs.jobs or []}
-    if SOURCE_JOB in names:
-        return defs
-    return dg.Definitions.merge(defs, dg.Definitions(jobs=[source_job(int(corpus.resolved()["workers"]))]))
-
-
-def resolve_job(corpus: CorpusConfig, name: str) -> dg.JobDefinition:
-    """A named job of the definitions built for this corpus config."""
-    return runner_definitions(corpus).resolve_job_def(name)
+    return build_definitions(corpus).resolve_job_def(name)
 
 
 def reconstruct_job(config_path: str, artifacts: str | None, workers: int | None, job_name: str) -> dg.JobDefinition:
@@ -225,13 +209,6 @@ def source_pool(corpus: CorpusConfig, instance: dg.DagsterInstance, source_ids: 
     sync_partitions(instance, source_ids)
     workers = max(1, int(corpus.resolved()["workers"]))
     return RunPool(corpus, instance, min(workers, max(1, len(source_ids))), output)
-
-
-def run_sources(corpus: CorpusConfig, instance: dg.DagsterInstance, source_ids: list[str], keep_going: bool = False,
-                tags: dict[str, str] | None = None) -> list[RunOutcome]:
-    """One `build_source` run per source on the multiprocess executor, `workers` runs at a time."""
-    with source_pool(corpus, instance, source_ids) as pool:
-        return pool.run_sources(source_ids, keep_going=keep_going, tags=tags)
 
 
 def check_results(result: dg.ExecuteInProcessResult) -> list[tuple[str, str, bool, dict]]:

@@ -43,8 +43,7 @@ def token_streams(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg
     """Megatron-LM .bin/.idx token streams per split, with per-document token counts, from the shards."""
     with corpus_failure("token_streams"):  # bad input or an unloadable tokenizer: the message says what to do
         cfg, layout = corpus.load()
-        result, m, cached = driver.run_token_streams(layout, cfg, log=context.log.info)
-        key = driver.tokens_key(layout, cfg)[0]
+        result, m, cached, key = driver.run_token_streams(layout, cfg, log=context.log.info)
     if result is None:  # unchanged inputs and settings: nothing was rebuilt
         context.log.info(f"token streams unchanged (key {key}); nothing rebuilt")
         return dg.MaterializeResult(

@@ -32,7 +32,7 @@ from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
 from corpus_dagster.core.parquet import TABLE, write_parquet
-from corpus_dagster.core.progress import Progress
+from corpus_dagster.core.progress import Progress, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.ingest.raw_parts import PartWriter, part_name
 from corpus_dagster.ingest.readers import Doc, iter_file, text_selection_error
@@ -73,6 +73,7 @@ class FetchResult:
     quarantined: dict[str, int] = field(default_factory=dict)
     excluded_by_where: int = 0
     seconds: float = 0.0
+    key: str = ""  # the ingest stage key (the asset's data version)
 
 
 def storage_options(url: str, timeout_s: float) -> dict[str, Any]:
@@ -202,6 +203,13 @@ def load_record(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+@records.locked(lambda a: f"ingest.{a['source'].source_id}")
+def run_fetch(source: Source, layout: Layout, resolved: dict[str, Any], log: Any = None) -> FetchResult:
+    """`fetch_source` as the graph runs it: the config's ingest section and progress interval, under the
+    source's ingest lock (a second run on the same root waits, then finds the parts unchanged)."""
+    return fetch_source(source, layout, resolved["ingest"], log=log, progress_interval_s=interval_of(resolved))
+
+
 def fetch_source(
     source: Source, layout: Layout, ingest_cfg: dict[str, Any], now: dt.datetime | None = None, log: Any = None,
     progress_interval_s: float | None = None,
@@ -252,6 +260,7 @@ def fetch_source(
     settings = output_settings({"ingest": ingest_cfg}, "ingest", SETTINGS)
     file_entries = [{"url": rf.url, "sha256": sha, "bytes": _size(lp), "ukey": uk} for rf, lp, sha, uk in locals_]
     key = stage_key("ingest", CODE_VERSION, ingest_inputs(source, file_entries), settings)
+    result.key = key
     raw_dir = layout.raw_source(source.source_id)
     records.begin(raw_dir)
     done = records.cached(raw_dir, key)

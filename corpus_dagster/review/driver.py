@@ -128,11 +128,6 @@ def run_review_stage(layout: Layout, resolved: dict[str, Any], log: Callable[[st
     return {**stats, "paths": paths, "cached": False, "key": key}
 
 
-def review_record(layout: Layout) -> StageRecord:
-    """The record of the last review sample (UpstreamMissing when it never ran)."""
-    return records.require_record(layout.stage(STAGE), "review_sample")
-
-
 # --- Candidates: ids and the few columns that choose the sample ----------------------------------------------
 
 def _offer_rejects(sampler: StratifiedSample, layout: Layout, source_id: str) -> None:

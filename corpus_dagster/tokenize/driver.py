@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -378,11 +378,18 @@ def tokens_key(layout: Layout, resolved: dict[str, Any]) -> tuple[str, dict[str,
     return stage_key(STAGE, CODE_VERSION, inputs, output_settings(resolved, "tokenize")), inputs
 
 
+class StreamsRun(NamedTuple):
+    """One materialization of the stage: the build (None when the key was unchanged), the manifest, the key."""
+
+    result: BuildResult | None
+    manifest: dict[str, Any]
+    cached: bool
+    key: str
+
+
 @records.locked(lambda a: "tokens")
-def run_token_streams(
-    layout: Layout, resolved: dict[str, Any], log: Log | None = None
-) -> tuple[BuildResult | None, dict[str, Any], bool]:
-    """Build tokens/<dataset>/<version>/ unless its key is unchanged: (build result or None, manifest, cached).
+def run_token_streams(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> StreamsRun:
+    """Build tokens/<dataset>/<version>/ unless its key is unchanged.
 
     `log` (a callable taking a line) hears a heartbeat every `progress.interval_s` seconds and a closing line.
     """
@@ -390,7 +397,7 @@ def run_token_streams(
     folder = layout.stage(STAGE)
     done = records.cached(folder, key)
     if done is not None:
-        return None, json.loads((layout.tokens / MANIFEST_NAME).read_text(encoding="utf-8")), True
+        return StreamsRun(None, json.loads((layout.tokens / MANIFEST_NAME).read_text(encoding="utf-8")), True, key)
     records.begin(folder)
     records.begin(layout.tokens.parent)
     with heartbeat(log, "token_streams", interval_of(resolved)):
@@ -404,13 +411,14 @@ def run_token_streams(
         output_dir=os.path.relpath(layout.tokens, folder), outputs=records.describe_outputs(layout.tokens, names),
         files={"streams": names}, stats={"n_docs": result.manifest["n_docs"], "n_tokens": result.manifest["n_tokens"]},
     ))
-    return result, result.manifest, False
+    return StreamsRun(result, result.manifest, False, key)
 
 
 def token_counts_file(layout: Layout) -> Path:
     """The per-document token counts of the current token streams (id, n_tokens, tokenizer, split)."""
     record = records.require_record(layout.stage(STAGE), "token_streams")
-    return records.record_files(layout.stage(STAGE), record, "streams")[0].parent / COUNTS_NAME
+    streams = records.record_files(layout.stage(STAGE), record, "streams")  # checked against the record
+    return next(p for p in streams if p.name == COUNTS_NAME)
 
 
 # --- Checks of the built streams, as the Dagster layer runs them (the check logic is in tokenize.checks) ----
