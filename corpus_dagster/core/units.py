@@ -1,0 +1,57 @@
+"""Units: the independent pieces a global stage splits into, so any executor can run them anywhere.
+
+A global stage with units offers three kinds of entry in its driver:
+
+- plan: decide the stage key; when the stage is cached return its stats and no units, else prepare the
+  shared inputs of the units under the artifacts root and name the units (sorted, stable names);
+- run one unit: read and write only under the artifacts root, keyed by the stage key, atomically and
+  idempotently (a unit whose output is already there and intact does nothing), so a unit can run in any
+  process on any machine that mounts the artifacts root, and a killed run redoes only unfinished units;
+- finish: merge the units' outputs in unit order (never completion order) and commit the stage record.
+
+The in-process path (`run_units`) runs the units through a process pool of `workers`; the Dagster graph
+spreads groups of units (`unit_groups`) over executor steps. Neither changes a byte of output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from corpus_dagster.core.parallel import ordered_map
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a stage's plan step decided: its key, and either its cached stats or the units still to run."""
+
+    key: str
+    units: tuple[str, ...] = ()
+    cached: dict[str, Any] | None = None
+    info: dict[str, Any] = field(default_factory=dict)  # plain JSON values the finish step may want
+
+
+def unit_groups(units: Sequence[str], fan_out: int) -> list[list[str]]:
+    """Split units into at most `fan_out` contiguous groups of near-equal size, in unit order.
+
+    Always at least one group (possibly empty), so a graph step downstream always runs.
+    """
+    units = list(units)
+    n = max(1, min(int(fan_out), len(units)))
+    size, extra = divmod(len(units), n)
+    groups, start = [], 0
+    for i in range(n):
+        stop = start + size + (1 if i < extra else 0)
+        groups.append(units[start:stop])
+        start = stop
+    return groups
+
+
+def run_units(run_unit: Callable[..., Any], args: tuple[Any, ...], units: Sequence[str], workers: int) -> None:
+    """Run `run_unit(*args, unit)` for every unit through a pool of `workers` processes (inline for 1).
+
+    `run_unit` must be a module-level function (it is pickled to the pool's processes).
+    """
+    for _ in ordered_map(run_unit, [(*args, unit) for unit in units], workers):
+        pass
