@@ -185,3 +185,24 @@ def test_unknown_region_is_a_config_error(cfg: dict) -> None:
     bad["phones"]["regions"] = ["AU", "XX"]
     with pytest.raises(ConfigError, match=r"pii\.phones\.regions(.|\n)*'XX'"):
         phones("Tel: 0415 645 206", bad)
+
+
+def test_a_placeholder_is_not_a_phone_cue(cfg: dict) -> None:
+    """`<PHONE>` before a table of decimals must not read as the cue word `phone`: a real PDF content
+    stream (`0\\n11.529216\\n0\\n12.669696`) lost one more number per re-check pass that way."""
+    assert phones("<PHONE>\n0\n11.529216\n0\n12.669696\n", cfg) == []
+    assert phones("phone\n0\n11.529216\n", cfg) == ["11.529216"]  # the word itself still cues
+
+
+def test_scrubbing_a_number_before_a_decimal_table_is_idempotent(cfg: dict) -> None:
+    from corpus_dagster.scrub import scrub_text
+    from corpus_dagster.scrub.api import PLACEHOLDERS
+    from corpus_dagster.scrub.context import PLACEHOLDER_PATTERN
+
+    text = "202-555-0143\n0\n11.529216\n0\n12.669696\n0\n8.066304\n"
+    once, counts = scrub_text(text, cfg)
+    assert once == "<PHONE>\n0\n11.529216\n0\n12.669696\n0\n8.066304\n" and counts["phones"] == 1
+    assert find_pii(once, cfg) == [] and scrub_text(once, cfg)[0] == once
+    import re
+
+    assert all(re.fullmatch(PLACEHOLDER_PATTERN, p) for p in PLACEHOLDERS.values())

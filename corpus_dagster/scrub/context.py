@@ -15,7 +15,11 @@ from __future__ import annotations
 
 import re
 
-_WORD = re.compile(r"[^\W\d_]+")
+# A placeholder the scrub inserted (`<PHONE>`) is not a word: were it read as `phone`, a number after a
+# redacted one would find a phone cue that the original text never had, and every re-check pass would
+# redact one more number of a table (the scrub must be idempotent). Same names as scrub.api.PLACEHOLDERS.
+PLACEHOLDER_PATTERN = r"<(?:EMAIL|PHONE|CARD|IP|KEY)>"
+_WORD = re.compile(PLACEHOLDER_PATTERN + r"|[^\W\d_]+")
 CUE_REACH = 4  # words before a number a payment or phone cue may stand at
 
 ID_WORDS = frozenset(
@@ -50,7 +54,8 @@ _VERSION_OPERATORS = (">=", "<=", "==", "~=", "!=")
 
 def _last_words(text: str, start: int, window: int, n: int) -> list[str]:
     """The last n words (lowercase) of the `window` characters before `start`, nearest last."""
-    return [w.lower() for w in _WORD.findall(text, max(0, start - window), start)[-n:]]
+    words = [w for w in _WORD.findall(text, max(0, start - window), start) if w[0] != "<"]
+    return [w.lower() for w in words[-n:]]
 
 
 def id_context(text: str, start: int, window: int, kind: str) -> bool:
