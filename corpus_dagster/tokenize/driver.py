@@ -15,7 +15,7 @@ import multiprocessing
 import os
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -310,12 +310,70 @@ def resolve_parallelism(tok_cfg: dict[str, Any], workers: int, n_tasks: int) -> 
     return workers, int(threads)
 
 
+def write_streams(
+    folder: Path,
+    results: Iterable[ShardTokens],
+    *,
+    tok_cfg: dict[str, Any],
+    info: TokenizerInfo,
+    vocab_sha256: str,
+    dtype: np.dtype,
+    shards_manifest: dict[str, Any],
+    shards_raw: bytes,
+    n_shards: int,
+) -> tuple[dict[str, Any], int]:
+    """Write tokenized shards (in shard order) into `folder` as split files, counts table and _TOKENS.json.
+
+    The one writer of the streams' bytes, whichever path tokenized the shards. Each shard's arrays are
+    dropped before the next is read, so memory holds one shard. Returns (manifest, text bytes).
+    """
+    text_bytes = 0
+    last_id: str | None = None
+    writers = {s: SplitWriter(folder, s, dtype, tok_cfg["max_file_bytes"]) for s in SPLITS}
+    counts = _CountsWriter(folder / COUNTS_NAME, info.name)
+    for res in results:
+        if len(res.ids):
+            first = res.ids[0].as_py()
+            if last_id is not None and not first > last_id:
+                raise TokenStreamError(f"shard ids out of order: {first!r} follows {last_id!r}")
+            last_id = res.ids[-1].as_py()
+        for s in SPLITS:
+            writers[s].add(res.tokens[s], res.lengths[s])
+        counts.add(res.ids, res.n_tokens, res.split_codes)
+        text_bytes += res.text_bytes
+        del res  # before the next shard is read
+    parts: dict[str, list[PartInfo]] = {s: writers[s].close() for s in SPLITS}
+    counts_entry = counts.close()
+    manifest = build_manifest(
+        dataset=shards_manifest["dataset"],
+        version=shards_manifest["version"],
+        tokenizer=info,
+        vocab_sha256=vocab_sha256,
+        dtype=dtype.name,
+        max_file_bytes=tok_cfg["max_file_bytes"],
+        splits=parts,
+        counts=counts_entry,
+        source={
+            "manifest_sha256": hashlib.sha256(shards_raw).hexdigest(),
+            "n_shards": n_shards,
+            "config_sha256": shards_manifest.get("config_sha256"),
+        },
+    )
+    violations = manifest_violations(manifest)
+    if violations:  # a bug here, not bad input: refuse to publish it
+        raise TokenStreamError(f"built {MANIFEST_NAME} breaks its schema: {violations}")
+    (folder / MANIFEST_NAME).write_bytes(dump_manifest(manifest))
+    return manifest, text_bytes
+
+
 def build_token_streams(
     shards_dir: str | Path, out_dir: str | Path, tok_cfg: dict[str, Any], *, workers: int = 1
 ) -> BuildResult:
     """Tokenize every published shard into `out_dir` (replaced whole, atomically) and return the manifest.
 
     `tok_cfg` is the resolved `tokenize` config section. Output bytes are identical for any `workers`.
+    The shards stay in memory (at most `workers + 1` at once) instead of going through unit files: the
+    rebuild check uses this path to prove the stage's unit path gives the same bytes.
     """
     start = time.perf_counter()
     shards_manifest, shards_raw = read_shards_manifest(shards_dir)
@@ -324,42 +382,18 @@ def build_token_streams(
     set_thread_budget(threads)
     tok = load_tokenizer(tok_cfg, threads=threads)
     dtype = token_dtype(tok.info.vocab_size)
-    text_bytes = 0
-    last_id: str | None = None
     with atomic_dir(out_dir) as tmp:
-        writers = {s: SplitWriter(tmp, s, dtype, tok_cfg["max_file_bytes"]) for s in SPLITS}
-        counts = _CountsWriter(tmp / COUNTS_NAME, tok.info.name)
-        for res in _results(tasks, tok, tok_cfg, dtype, tok_cfg["batch_docs"], workers, threads):
-            if len(res.ids):
-                first = res.ids[0].as_py()
-                if last_id is not None and not first > last_id:
-                    raise TokenStreamError(f"shard ids out of order: {first!r} follows {last_id!r}")
-                last_id = res.ids[-1].as_py()
-            for s in SPLITS:
-                writers[s].add(res.tokens[s], res.lengths[s])
-            counts.add(res.ids, res.n_tokens, res.split_codes)
-            text_bytes += res.text_bytes
-        parts: dict[str, list[PartInfo]] = {s: writers[s].close() for s in SPLITS}
-        counts_entry = counts.close()
-        manifest = build_manifest(
-            dataset=shards_manifest["dataset"],
-            version=shards_manifest["version"],
-            tokenizer=tok.info,
+        manifest, text_bytes = write_streams(
+            tmp,
+            _results(tasks, tok, tok_cfg, dtype, tok_cfg["batch_docs"], workers, threads),
+            tok_cfg=tok_cfg,
+            info=tok.info,
             vocab_sha256=tok.impl.vocab_sha256(),
-            dtype=dtype.name,
-            max_file_bytes=tok_cfg["max_file_bytes"],
-            splits=parts,
-            counts=counts_entry,
-            source={
-                "manifest_sha256": hashlib.sha256(shards_raw).hexdigest(),
-                "n_shards": len(tasks),
-                "config_sha256": shards_manifest.get("config_sha256"),
-            },
+            dtype=dtype,
+            shards_manifest=shards_manifest,
+            shards_raw=shards_raw,
+            n_shards=len(tasks),
         )
-        violations = manifest_violations(manifest)
-        if violations:  # a bug here, not bad input: refuse to publish it
-            raise TokenStreamError(f"built {MANIFEST_NAME} breaks its schema: {violations}")
-        (tmp / MANIFEST_NAME).write_bytes(dump_manifest(manifest))
     elapsed = time.perf_counter() - start
     return BuildResult(Path(out_dir), manifest, tok.engine, workers, threads, elapsed, text_bytes)
 
