@@ -1,10 +1,13 @@
 """The tokenize stage's driver: published shards -> per-split Megatron datasets, token counts, _TOKENS.json.
 
-Shards are the unit of work. Each worker process reads one shard (checking its sha256 against the
-shards' manifest), encodes it in batches with the library's batch path and returns its token arrays;
-the parent writes results strictly in shard order, so the output bytes never depend on the worker
-count or on which worker finished first. At most `workers + 1` shards are in flight, so memory is
-bounded by a few shards, never the corpus.
+Shards are the unit of work. The stage runs as plan / units / finish (`core.units`): the plan writes the
+shard list (names, sha256, rows) and the tokenizer's identity into a work folder keyed by the stage key;
+each unit reads one shard (checking its sha256), encodes it in batches and writes its token arrays per
+split into that folder, in any process on any machine that mounts the artifacts root; the finish step
+streams the units' arrays strictly in shard order through one writer (`write_streams`), one unit in
+memory at a time, so the output bytes never depend on the worker count, the executor or which unit
+finished first. `build_token_streams` feeds the same writer from an in-memory pool (at most
+`workers + 1` shards in flight); the rebuild check uses it to prove the unit path's bytes.
 """
 
 from __future__ import annotations
@@ -483,11 +486,13 @@ def _unit_marker(units: Path, unit: str, key: str) -> dict[str, Any] | None:
 
 
 def _remove_work_folders(layout: Layout, keep: str | None) -> None:
-    """Remove work folders of other keys (a changed input or setting made their units useless)."""
+    """Remove the work folders of every key but `keep` (a changed input or setting made their units useless;
+    a committed key needs none)."""
     folder = layout.stage(STAGE)
+    kept = work_folder(layout, keep).name if keep is not None else None
     if folder.is_dir():
         for other in sorted(folder.iterdir()):
-            if other.name.startswith(WORK_PREFIX) and other.name != f"{WORK_PREFIX}{keep}" and other.is_dir():
+            if other.name.startswith(WORK_PREFIX) and other.name != kept and other.is_dir():
                 shutil.rmtree(other, ignore_errors=True)
 
 
