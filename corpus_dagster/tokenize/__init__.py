@@ -2,7 +2,14 @@
 
 from corpus_dagster.core.errors import TokenizerLoadError, TokenStreamError
 from corpus_dagster.tokenize.checks import CheckReport, check_counts, check_decode_sample, check_rebuild
-from corpus_dagster.tokenize.driver import BuildResult, build_token_streams
+from corpus_dagster.tokenize.driver import (
+    BuildResult,
+    build_token_streams,
+    finish_token_streams,
+    plan_token_streams,
+    run_token_streams,
+    run_token_unit,
+)
 from corpus_dagster.tokenize.indexed import SplitWriter, encode_index, read_index, token_dtype
 from corpus_dagster.tokenize.manifest import COUNTS_NAME, MANIFEST_NAME, read_manifest
 from corpus_dagster.tokenize.tokenizer import LoadedTokenizer, load_tokenizer
@@ -21,8 +28,12 @@ __all__ = [
     "check_decode_sample",
     "check_rebuild",
     "encode_index",
+    "finish_token_streams",
     "load_tokenizer",
+    "plan_token_streams",
     "read_index",
     "read_manifest",
+    "run_token_streams",
+    "run_token_unit",
     "token_dtype",
 ]

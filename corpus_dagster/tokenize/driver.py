@@ -1,21 +1,26 @@
 """The tokenize stage's driver: published shards -> per-split Megatron datasets, token counts, _TOKENS.json.
 
-Shards are the unit of work. Each worker process reads one shard (checking its sha256 against the
-shards' manifest), encodes it in batches with the library's batch path and returns its token arrays;
-the parent writes results strictly in shard order, so the output bytes never depend on the worker
-count or on which worker finished first. At most `workers + 1` shards are in flight, so memory is
-bounded by a few shards, never the corpus.
+Shards are the unit of work. The stage runs as plan / units / finish (`core.units`): the plan writes the
+shard list (names, sha256, rows) and the tokenizer's identity into a work folder keyed by the stage key;
+each unit reads one shard (checking its sha256), encodes it in batches and writes its token arrays per
+split into that folder, in any process on any machine that mounts the artifacts root; the finish step
+streams the units' arrays strictly in shard order through one writer (`write_streams`), one unit in
+memory at a time, so the output bytes never depend on the worker count, the executor or which unit
+finished first. `build_token_streams` feeds the same writer from an in-memory pool (at most
+`workers + 1` shards in flight); the rebuild check uses it to prove the unit path's bytes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import multiprocessing
 import os
+import shutil
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,13 +32,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from corpus_dagster.core import records
-from corpus_dagster.core.atomic import atomic_dir
+from corpus_dagster.core.atomic import atomic_dir, atomic_path, atomic_write_bytes
 from corpus_dagster.core.checks import CheckReport
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.hashing import sha256_hex
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
+from corpus_dagster.core.units import Plan, run_units
 from corpus_dagster.tokenize.indexed import PartInfo, SplitWriter, token_dtype
 from corpus_dagster.tokenize.manifest import (
     COUNTS_NAME,
@@ -310,12 +316,70 @@ def resolve_parallelism(tok_cfg: dict[str, Any], workers: int, n_tasks: int) -> 
     return workers, int(threads)
 
 
+def write_streams(
+    folder: Path,
+    results: Iterable[ShardTokens],
+    *,
+    tok_cfg: dict[str, Any],
+    info: TokenizerInfo,
+    vocab_sha256: str,
+    dtype: np.dtype,
+    shards_manifest: dict[str, Any],
+    shards_raw: bytes,
+    n_shards: int,
+) -> tuple[dict[str, Any], int]:
+    """Write tokenized shards (in shard order) into `folder` as split files, counts table and _TOKENS.json.
+
+    The one writer of the streams' bytes, whichever path tokenized the shards. Each shard's arrays are
+    dropped before the next is read, so memory holds one shard. Returns (manifest, text bytes).
+    """
+    text_bytes = 0
+    last_id: str | None = None
+    writers = {s: SplitWriter(folder, s, dtype, tok_cfg["max_file_bytes"]) for s in SPLITS}
+    counts = _CountsWriter(folder / COUNTS_NAME, info.name)
+    for res in results:
+        if len(res.ids):
+            first = res.ids[0].as_py()
+            if last_id is not None and not first > last_id:
+                raise TokenStreamError(f"shard ids out of order: {first!r} follows {last_id!r}")
+            last_id = res.ids[-1].as_py()
+        for s in SPLITS:
+            writers[s].add(res.tokens[s], res.lengths[s])
+        counts.add(res.ids, res.n_tokens, res.split_codes)
+        text_bytes += res.text_bytes
+        del res  # before the next shard is read
+    parts: dict[str, list[PartInfo]] = {s: writers[s].close() for s in SPLITS}
+    counts_entry = counts.close()
+    manifest = build_manifest(
+        dataset=shards_manifest["dataset"],
+        version=shards_manifest["version"],
+        tokenizer=info,
+        vocab_sha256=vocab_sha256,
+        dtype=dtype.name,
+        max_file_bytes=tok_cfg["max_file_bytes"],
+        splits=parts,
+        counts=counts_entry,
+        source={
+            "manifest_sha256": hashlib.sha256(shards_raw).hexdigest(),
+            "n_shards": n_shards,
+            "config_sha256": shards_manifest.get("config_sha256"),
+        },
+    )
+    violations = manifest_violations(manifest)
+    if violations:  # a bug here, not bad input: refuse to publish it
+        raise TokenStreamError(f"built {MANIFEST_NAME} breaks its schema: {violations}")
+    (folder / MANIFEST_NAME).write_bytes(dump_manifest(manifest))
+    return manifest, text_bytes
+
+
 def build_token_streams(
     shards_dir: str | Path, out_dir: str | Path, tok_cfg: dict[str, Any], *, workers: int = 1
 ) -> BuildResult:
     """Tokenize every published shard into `out_dir` (replaced whole, atomically) and return the manifest.
 
     `tok_cfg` is the resolved `tokenize` config section. Output bytes are identical for any `workers`.
+    The shards stay in memory (at most `workers + 1` at once) instead of going through unit files: the
+    rebuild check uses this path to prove the stage's unit path gives the same bytes.
     """
     start = time.perf_counter()
     shards_manifest, shards_raw = read_shards_manifest(shards_dir)
@@ -324,42 +388,18 @@ def build_token_streams(
     set_thread_budget(threads)
     tok = load_tokenizer(tok_cfg, threads=threads)
     dtype = token_dtype(tok.info.vocab_size)
-    text_bytes = 0
-    last_id: str | None = None
     with atomic_dir(out_dir) as tmp:
-        writers = {s: SplitWriter(tmp, s, dtype, tok_cfg["max_file_bytes"]) for s in SPLITS}
-        counts = _CountsWriter(tmp / COUNTS_NAME, tok.info.name)
-        for res in _results(tasks, tok, tok_cfg, dtype, tok_cfg["batch_docs"], workers, threads):
-            if len(res.ids):
-                first = res.ids[0].as_py()
-                if last_id is not None and not first > last_id:
-                    raise TokenStreamError(f"shard ids out of order: {first!r} follows {last_id!r}")
-                last_id = res.ids[-1].as_py()
-            for s in SPLITS:
-                writers[s].add(res.tokens[s], res.lengths[s])
-            counts.add(res.ids, res.n_tokens, res.split_codes)
-            text_bytes += res.text_bytes
-        parts: dict[str, list[PartInfo]] = {s: writers[s].close() for s in SPLITS}
-        counts_entry = counts.close()
-        manifest = build_manifest(
-            dataset=shards_manifest["dataset"],
-            version=shards_manifest["version"],
-            tokenizer=tok.info,
+        manifest, text_bytes = write_streams(
+            tmp,
+            _results(tasks, tok, tok_cfg, dtype, tok_cfg["batch_docs"], workers, threads),
+            tok_cfg=tok_cfg,
+            info=tok.info,
             vocab_sha256=tok.impl.vocab_sha256(),
-            dtype=dtype.name,
-            max_file_bytes=tok_cfg["max_file_bytes"],
-            splits=parts,
-            counts=counts_entry,
-            source={
-                "manifest_sha256": hashlib.sha256(shards_raw).hexdigest(),
-                "n_shards": len(tasks),
-                "config_sha256": shards_manifest.get("config_sha256"),
-            },
+            dtype=dtype,
+            shards_manifest=shards_manifest,
+            shards_raw=shards_raw,
+            n_shards=len(tasks),
         )
-        violations = manifest_violations(manifest)
-        if violations:  # a bug here, not bad input: refuse to publish it
-            raise TokenStreamError(f"built {MANIFEST_NAME} breaks its schema: {violations}")
-        (tmp / MANIFEST_NAME).write_bytes(dump_manifest(manifest))
     elapsed = time.perf_counter() - start
     return BuildResult(Path(out_dir), manifest, tok.engine, workers, threads, elapsed, text_bytes)
 
@@ -387,31 +427,300 @@ class StreamsRun(NamedTuple):
     key: str
 
 
-@records.locked(lambda a: "tokens")
-def run_token_streams(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> StreamsRun:
-    """Build tokens/<dataset>/<version>/ unless its key is unchanged.
+# --- Units: one per published shard, runnable by any executor that mounts the artifacts root ------------
+#
+# stages/tokens/.work-<key>/           the work folder of one key (hidden: not a stage output, kept by
+#   _PLAN.json                         records.begin and records.commit; finish removes it)
+#   units/shard-00000.json             a unit's completion marker, written last: files and their sizes
+#   units/shard-00000.docs.arrow       id, n_tokens (int32), split code (uint8) of every document, id order
+#   units/shard-00000.tokens-<split>.npy    the split's tokens, documents back to back
+#   units/shard-00000.lengths-<split>.npy   the split's document lengths (int32)
+# Unit files sit one level below the work folder so `records.begin` (run by a plan under the lock) never
+# removes the temp file of a unit that is being written by another process without the lock.
 
-    `log` (a callable taking a line) hears a heartbeat every `progress.interval_s` seconds and a closing line.
-    """
-    key, inputs = tokens_key(layout, resolved)
+PLAN_NAME = "_PLAN.json"
+WORK_PREFIX = ".work-"
+
+
+def work_folder(layout: Layout, key: str) -> Path:
+    """The work folder of one tokens key: the plan and every unit's token arrays."""
+    return layout.stage(STAGE) / f"{WORK_PREFIX}{key}"
+
+
+def unit_name(index: int) -> str:
+    """The unit of the shard at position `index` of the shards' manifest."""
+    return f"shard-{index:05d}"
+
+
+def read_plan(layout: Layout, key: str) -> dict[str, Any]:
+    """The plan of a key; TokenStreamError naming the work folder when there is none (or a damaged one)."""
+    work = work_folder(layout, key)
+    path = work / PLAN_NAME
+    try:
+        plan = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        plan = None
+    if not isinstance(plan, dict) or plan.get("key") != key:
+        raise TokenStreamError(
+            f"{work}: no token-streams plan for key {key} ({PLAN_NAME} missing or damaged); "
+            f"run plan_token_streams first"
+        )
+    return plan
+
+
+def _unit_files(unit: str) -> list[str]:
+    return [f"{unit}.docs.arrow"] + [f"{unit}.{kind}-{s}.npy" for s in SPLITS for kind in ("tokens", "lengths")]
+
+
+def _unit_marker(units: Path, unit: str, key: str) -> dict[str, Any] | None:
+    """A unit's marker when its outputs are complete (every file there with its recorded size), else None."""
+    try:
+        marker = json.loads((units / f"{unit}.json").read_text(encoding="utf-8"))
+        if marker["key"] != key or sorted(marker["files"]) != sorted(_unit_files(unit)):
+            return None
+        if all((units / name).stat().st_size == size for name, size in marker["files"].items()):
+            return marker
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
+        pass
+    return None
+
+
+def _remove_work_folders(layout: Layout, keep: str | None) -> None:
+    """Remove the work folders of every key but `keep` (a changed input or setting made their units useless;
+    a committed key needs none)."""
     folder = layout.stage(STAGE)
-    done = records.cached(folder, key)
-    if done is not None:
-        return StreamsRun(None, json.loads((layout.tokens / MANIFEST_NAME).read_text(encoding="utf-8")), True, key)
+    kept = work_folder(layout, keep).name if keep is not None else None
+    if folder.is_dir():
+        for other in sorted(folder.iterdir()):
+            if other.name.startswith(WORK_PREFIX) and other.name != kept and other.is_dir():
+                shutil.rmtree(other, ignore_errors=True)
+
+
+def _cached_manifest(layout: Layout) -> dict[str, Any]:
+    return json.loads((layout.tokens / MANIFEST_NAME).read_text(encoding="utf-8"))
+
+
+@records.locked(lambda a: "tokens")
+def plan_token_streams(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> Plan:
+    """Decide the tokens key; cached: the manifest and no units. Else write the plan (the shard list with
+    sha256 and rows, the tokenizer's identity and dtype) into the key's work folder and name the units still
+    to run, one per shard (`shard-00000`, ...). A complete plan of the same key is reused with every unit
+    output already written (resume); work folders of other keys are removed."""
+    key, _inputs = tokens_key(layout, resolved)
+    if records.cached(layout.stage(STAGE), key) is not None:
+        _remove_work_folders(layout, keep=None)
+        manifest = _cached_manifest(layout)
+        return Plan(key, (), cached={"manifest": manifest, "n_docs": manifest["n_docs"],
+                                     "n_tokens": manifest["n_tokens"]})
+    records.begin(layout.stage(STAGE))
+    _remove_work_folders(layout, keep=key)
+    shards_manifest, shards_raw = read_shards_manifest(layout.shards)
+    tasks = shard_tasks(layout.shards, shards_manifest)  # a missing shard fails here, before any unit
+    shards = [{"unit": unit_name(t.index), "name": t.path.name, "sha256": t.sha256, "rows": t.rows} for t in tasks]
+    work = work_folder(layout, key)
+    try:
+        plan = read_plan(layout, key)
+        reused = plan.get("shards") == shards
+    except TokenStreamError:
+        reused = False
+    if not reused:
+        tok_cfg = resolved["tokenize"]
+        tok = load_tokenizer(tok_cfg, threads=1)  # an unloadable tokenizer fails here, before any unit
+        plan = {
+            "stage": STAGE,
+            "key": key,
+            "shards_manifest_sha256": hashlib.sha256(shards_raw).hexdigest(),
+            "tokenizer": dataclasses.asdict(tok.info),
+            "vocab_sha256": tok.impl.vocab_sha256(),
+            "dtype": token_dtype(tok.info.vocab_size).name,
+            "engine": tok.engine,
+            "shards": shards,
+        }
+        atomic_write_bytes(work / PLAN_NAME, (json.dumps(plan, indent=1, sort_keys=True) + "\n").encode())
+    units = work / "units"
+    todo = tuple(s["unit"] for s in shards if _unit_marker(units, s["unit"], key) is None)
+    if log is not None:
+        log(f"token_streams: {len(shards)} unit(s) planned in {work}, {len(shards) - len(todo)} already done")
+    return Plan(key, todo, info={"work": str(work), "n_units": len(shards), "units_done": len(shards) - len(todo)})
+
+
+_UNIT_TOKENIZERS: dict[str, LoadedTokenizer] = {}
+
+
+def unit_threads(tok_cfg: dict[str, Any]) -> int:
+    """Encode threads of a unit: `tokenize.threads_per_worker`, else RAYON_NUM_THREADS, else 1 (a unit never
+    assumes it has the machine: an executor may run one per core)."""
+    if tok_cfg.get("threads_per_worker"):
+        return int(tok_cfg["threads_per_worker"])
+    try:
+        return max(1, int(os.environ.get("RAYON_NUM_THREADS", "1")))
+    except ValueError:
+        return 1
+
+
+def _unit_tokenizer(tok_cfg: dict[str, Any], threads: int, info: TokenizerInfo) -> LoadedTokenizer:
+    """The tokenizer of a unit, loaded once per process (a pool worker runs many units)."""
+    cache_key = json.dumps([tok_cfg, threads, dataclasses.asdict(info)], sort_keys=True, default=str)
+    if cache_key not in _UNIT_TOKENIZERS:
+        _UNIT_TOKENIZERS.clear()
+        _UNIT_TOKENIZERS[cache_key] = load_tokenizer(tok_cfg, threads=threads, info=info)
+    return _UNIT_TOKENIZERS[cache_key]
+
+
+def _save_npy(path: Path, array: np.ndarray) -> int:
+    with atomic_path(path) as tmp:  # the temp name keeps `.npy` last, so np.save does not append one
+        with open(tmp, "wb") as fh:
+            np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return path.stat().st_size
+
+
+def _save_docs(path: Path, res: ShardTokens) -> int:
+    table = pa.table({"id": res.ids, "n_tokens": pa.array(res.n_tokens, pa.int32()),
+                      "split": pa.array(res.split_codes, pa.uint8())})
+    with atomic_path(path) as tmp:
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+    return path.stat().st_size
+
+
+def run_token_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str) -> None:
+    """Tokenize one shard of a plan into its unit files (atomically; nothing to do when already complete).
+
+    Takes no lock: it writes only its own files in the key's work folder, so any process on any machine
+    that mounts the artifacts root can run it, and two runs of one unit write the same bytes.
+    """
+    plan = read_plan(layout, key)
+    entry = next((s for s in plan["shards"] if s["unit"] == unit), None)
+    if entry is None:
+        raise TokenStreamError(f"{work_folder(layout, key)}: unit {unit!r} is not in {PLAN_NAME}")
+    units = work_folder(layout, key) / "units"
+    if _unit_marker(units, unit, key) is not None:
+        return
+    current, _inputs = tokens_key(layout, resolved)
+    if current != key:
+        raise TokenStreamError(
+            f"{work_folder(layout, key)}: planned for key {key}, but the shards and tokenize settings here give "
+            f"{current}; run plan_token_streams again with this config"
+        )
+    tok_cfg = resolved["tokenize"]
+    threads = unit_threads(tok_cfg)
+    set_thread_budget(threads)
+    tok = _unit_tokenizer(tok_cfg, threads, TokenizerInfo(**plan["tokenizer"]))
+    index = plan["shards"].index(entry)
+    task = ShardTask(index, layout.shards / entry["name"], entry["sha256"], int(entry["rows"]))
+    started, clock = time.time(), time.perf_counter()
+    res = tokenize_shard(task, tok, np.dtype(plan["dtype"]), tok_cfg["batch_docs"])
+    files = {f"{unit}.docs.arrow": _save_docs(units / f"{unit}.docs.arrow", res)}
+    for s in SPLITS:
+        files[f"{unit}.tokens-{s}.npy"] = _save_npy(units / f"{unit}.tokens-{s}.npy", res.tokens[s])
+        files[f"{unit}.lengths-{s}.npy"] = _save_npy(units / f"{unit}.lengths-{s}.npy", res.lengths[s])
+    marker = {"unit": unit, "key": key, "shard": entry["name"], "rows": len(res.ids), "text_bytes": res.text_bytes,
+              "files": files, "started_at": started, "seconds": round(time.perf_counter() - clock, 3)}
+    atomic_write_bytes(units / f"{unit}.json", (json.dumps(marker, indent=1, sort_keys=True) + "\n").encode())
+
+
+def _load_unit(units: Path, unit: str, marker: dict[str, Any], rows: int) -> ShardTokens:
+    """One unit's arrays, read back exactly as its shard was tokenized."""
+    path = units / f"{unit}.docs.arrow"
+    with pa.OSFile(str(path), "rb") as source:
+        docs = pa.ipc.open_file(source).read_all()
+    if docs.num_rows != rows:
+        raise TokenStreamError(f"{path}: {docs.num_rows} documents, the plan's shard has {rows}; rerun the unit")
+    tokens, lengths = {}, {}
+    for s in SPLITS:
+        tokens[s] = np.load(units / f"{unit}.tokens-{s}.npy", allow_pickle=False)
+        lengths[s] = np.load(units / f"{unit}.lengths-{s}.npy", allow_pickle=False)
+    return ShardTokens(
+        ids=docs.column("id").combine_chunks(),
+        n_tokens=docs.column("n_tokens").to_numpy(),
+        split_codes=docs.column("split").to_numpy(),
+        tokens=tokens,
+        lengths=lengths,
+        text_bytes=int(marker["text_bytes"]),
+    )
+
+
+@records.locked(lambda a: "tokens")
+def finish_token_streams(layout: Layout, resolved: dict[str, Any], key: str, log: Log | None = None) -> StreamsRun:
+    """Assemble the units' arrays in shard order into tokens/<dataset>/<version>/ (replaced whole,
+    atomically), commit the stage record and remove the work folder. Cached: the published result."""
+    start = time.perf_counter()
+    folder = layout.stage(STAGE)
+    if records.cached(folder, key) is not None:
+        _remove_work_folders(layout, keep=None)
+        return StreamsRun(None, _cached_manifest(layout), True, key)
+    work = work_folder(layout, key)
+    plan = read_plan(layout, key)
+    current, inputs = tokens_key(layout, resolved)
+    shards_manifest, shards_raw = read_shards_manifest(layout.shards)
+    if current != key or hashlib.sha256(shards_raw).hexdigest() != plan["shards_manifest_sha256"]:
+        raise TokenStreamError(
+            f"{work}: planned for key {key}, but the shards and tokenize settings now give {current}; "
+            f"run plan_token_streams again"
+        )
+    units = work / "units"
+    markers = {s["unit"]: _unit_marker(units, s["unit"], key) for s in plan["shards"]}
+    missing = [u for u, m in markers.items() if m is None]
+    if missing:
+        raise TokenStreamError(
+            f"{units}: {len(missing)} unit(s) have no complete output ({', '.join(missing[:5])}"
+            f"{', ...' if len(missing) > 5 else ''}); run run_token_unit for them, then finish again"
+        )
+    tok_cfg = resolved["tokenize"]
+    workers, threads = resolve_parallelism(tok_cfg, resolved["workers"], len(plan["shards"]))
     records.begin(folder)
     records.begin(layout.tokens.parent)
-    with heartbeat(log, "token_streams", interval_of(resolved)):
-        result = build_token_streams(layout.shards, layout.tokens, resolved["tokenize"], workers=resolved["workers"])
+    outputs = (_load_unit(units, s["unit"], markers[s["unit"]], int(s["rows"])) for s in plan["shards"])
+    with heartbeat(log, "token_streams", interval_of(resolved), "writing the split files"):
+        with atomic_dir(layout.tokens) as tmp:
+            manifest, text_bytes = write_streams(
+                tmp, outputs, tok_cfg=tok_cfg, info=TokenizerInfo(**plan["tokenizer"]),
+                vocab_sha256=plan["vocab_sha256"], dtype=np.dtype(plan["dtype"]), shards_manifest=shards_manifest,
+                shards_raw=shards_raw, n_shards=len(plan["shards"]),
+            )
     progress = Progress(log, "token_streams", interval_s=interval_of(resolved))
-    progress.update(result.manifest["n_docs"], result.text_bytes)
+    progress.update(manifest["n_docs"], text_bytes)
     progress.finish()
     names = sorted(p.name for p in layout.tokens.iterdir() if p.is_file())
     records.commit(folder, StageRecord(
         stage=STAGE, key=key, code_version=CODE_VERSION, inputs=inputs, settings=output_settings(resolved, "tokenize"),
         output_dir=os.path.relpath(layout.tokens, folder), outputs=records.describe_outputs(layout.tokens, names),
-        files={"streams": names}, stats={"n_docs": result.manifest["n_docs"], "n_tokens": result.manifest["n_tokens"]},
+        files={"streams": names}, stats={"n_docs": manifest["n_docs"], "n_tokens": manifest["n_tokens"]},
     ))
-    return StreamsRun(result, result.manifest, False, key)
+    shutil.rmtree(work, ignore_errors=True)
+    # standalone (units run elsewhere): the time since the first unit started, on the units' clocks
+    first = min((float(m["started_at"]) for m in markers.values() if m is not None), default=None)
+    elapsed = max(time.time() - first, 0.0) if first is not None else time.perf_counter() - start
+    result = BuildResult(layout.tokens, manifest, plan["engine"], workers, threads, elapsed, text_bytes)
+    return StreamsRun(result, manifest, False, key)
+
+
+@records.locked(lambda a: "tokens")
+def run_token_streams(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> StreamsRun:
+    """Build tokens/<dataset>/<version>/ unless its key is unchanged: plan, every unit through a pool of
+    `workers` processes, finish. The lock is held throughout, so a concurrent run waits and finds it cached.
+
+    `log` (a callable taking a line) hears a heartbeat every `progress.interval_s` seconds and a closing line.
+    """
+    start = time.perf_counter()
+    plan = plan_token_streams(layout, resolved, log)
+    if plan.cached is not None:
+        return StreamsRun(None, plan.cached["manifest"], True, plan.key)
+    tok_cfg = resolved["tokenize"]
+    workers, threads = resolve_parallelism(tok_cfg, resolved["workers"], plan.info["n_units"])
+    # the units get this run's thread budget: `threads` encode threads in each of `workers` processes
+    budget = {**resolved, "tokenize": {**tok_cfg, "threads_per_worker": threads}}
+    with heartbeat(log, "token_streams", interval_of(resolved), f"{len(plan.units)} shard(s) to tokenize"):
+        run_units(run_token_unit, (layout, budget, plan.key), plan.units, workers)
+    run = finish_token_streams(layout, resolved, plan.key, log)
+    assert run.result is not None  # the lock is held: nobody committed the key in between
+    result = dataclasses.replace(run.result, workers=workers, threads=threads,
+                                 elapsed_s=time.perf_counter() - start)
+    return run._replace(result=result)
 
 
 def token_counts_file(layout: Layout) -> Path:

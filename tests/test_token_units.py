@@ -1,0 +1,191 @@
+"""The token streams as units: plan, one unit per shard in any order and any process, finish.
+
+The units' path must write the very bytes of `run_token_streams`, resume from finished units, and leave
+completed unit outputs alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from corpus_dagster.core import records
+from corpus_dagster.core.config import load_config
+from corpus_dagster.core.errors import CorpusError, TokenStreamError
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.tokenize.driver import (
+    finish_token_streams,
+    plan_token_streams,
+    run_token_streams,
+    run_token_unit,
+    unit_threads,
+    work_folder,
+)
+from corpus_dagster.tokenize.sample import sample_texts, train_sample_bpe, write_sample_shards
+
+EXTRA = ["hello <|endoftext|> world", "", "ünïcödé 😀 日本語", "x" * 3000]
+MAX_FILE_BYTES = 2048  # small enough that the train split rolls over into several files
+
+
+@pytest.fixture(scope="module")
+def bpe_file(tmp_path_factory) -> Path:
+    return train_sample_bpe(sample_texts(40), tmp_path_factory.mktemp("bpe") / "tiny" / "tokenizer.json")
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> Path:
+    """50 documents in 5 shards of 10 rows, some of them in split val."""
+    folder = tmp_path_factory.mktemp("shards") / "v1"
+    write_sample_shards(sample_texts(46) + EXTRA, folder, dataset="demo", version="v1", shard_rows=10,
+                        val_permille=200)
+    return folder
+
+
+def setup(root: Path, shards: Path, bpe_file: Path, workers: int = 1, **tokenize) -> tuple[Layout, dict]:
+    """An artifacts root holding a copy of the shards, and its resolved config."""
+    shutil.copytree(shards, root / "corpus" / "demo" / "v1")
+    tok = {"kind": "huggingface", "path": str(bpe_file), "max_file_bytes": MAX_FILE_BYTES, "batch_docs": 4,
+           **tokenize}
+    resolved = load_config(None, {"dataset": "demo", "version": "v1", "workers": workers,
+                                  "paths": {"artifacts": str(root)}, "tokenize": tok})
+    return Layout.from_config(resolved), resolved
+
+
+def file_hashes(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def stats(folder: Path) -> dict[str, tuple[int, int]]:
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_units_in_reversed_order_write_the_bytes_of_run_token_streams(shards, bpe_file, tmp_path, workers):
+    ref_layout, ref_resolved = setup(tmp_path / "ref", shards, bpe_file, workers=workers)
+    ref = run_token_streams(ref_layout, ref_resolved)
+    assert ref.result is not None and ref.result.workers == workers
+
+    layout, resolved = setup(tmp_path / "units", shards, bpe_file, workers=workers)
+    plan = plan_token_streams(layout, resolved)
+    assert plan.key == ref.key and plan.cached is None
+    assert plan.units == tuple(f"shard-{i:05d}" for i in range(5))
+    for unit in reversed(plan.units):
+        run_token_unit(layout, resolved, plan.key, unit)
+    run = finish_token_streams(layout, resolved, plan.key)
+
+    assert not run.cached and run.key == ref.key and run.manifest == ref.manifest
+    assert len(run.manifest["splits"]["train"]["files"]) >= 2
+    assert run.manifest["splits"]["val"]["n_docs"] > 0
+    assert file_hashes(layout.tokens) == file_hashes(ref_layout.tokens)
+    assert run.result is not None and run.result.text_bytes == ref.result.text_bytes
+    assert records.read_record(layout.stage("tokens")).key == plan.key
+    assert not work_folder(layout, plan.key).exists()
+
+
+def test_rerunning_a_finished_unit_does_nothing(shards, bpe_file, tmp_path):
+    layout, resolved = setup(tmp_path, shards, bpe_file)
+    plan = plan_token_streams(layout, resolved)
+    run_token_unit(layout, resolved, plan.key, "shard-00001")
+    units = work_folder(layout, plan.key) / "units"
+    before = stats(units)
+    assert len(before) == 6 and "shard-00001.json" in before  # docs, tokens and lengths per split, marker
+    run_token_unit(layout, resolved, plan.key, "shard-00001")
+    assert stats(units) == before
+
+
+def test_a_damaged_unit_output_is_rewritten(shards, bpe_file, tmp_path):
+    layout, resolved = setup(tmp_path / "a", shards, bpe_file)
+    ref = run_token_streams(layout, resolved)
+    layout, resolved = setup(tmp_path / "b", shards, bpe_file)
+    plan = plan_token_streams(layout, resolved)
+    for unit in plan.units:
+        run_token_unit(layout, resolved, plan.key, unit)
+    damaged = work_folder(layout, plan.key) / "units" / "shard-00002.tokens-train.npy"
+    damaged.write_bytes(damaged.read_bytes()[:-6])
+    with pytest.raises(TokenStreamError, match=r"1 unit\(s\) have no complete output \(shard-00002\)"):
+        finish_token_streams(layout, resolved, plan.key)
+    assert plan_token_streams(layout, resolved).units == ("shard-00002",)
+    run_token_unit(layout, resolved, plan.key, "shard-00002")
+    finish_token_streams(layout, resolved, plan.key)
+    assert file_hashes(layout.tokens) == file_hashes(tmp_path / "a" / "tokens" / "demo" / "v1")
+    assert ref.key == plan.key
+
+
+def test_resume_keeps_finished_units_and_gives_the_same_bytes(shards, bpe_file, tmp_path):
+    ref_layout, ref_resolved = setup(tmp_path / "ref", shards, bpe_file)
+    run_token_streams(ref_layout, ref_resolved)
+
+    layout, resolved = setup(tmp_path / "units", shards, bpe_file)
+    plan = plan_token_streams(layout, resolved)
+    for unit in plan.units[:2]:
+        run_token_unit(layout, resolved, plan.key, unit)
+    units = work_folder(layout, plan.key) / "units"
+    before = stats(units)
+    records.begin(layout.stage("tokens"))  # what every plan does under the lock: keeps the current work
+    again = plan_token_streams(layout, resolved)
+    assert again.key == plan.key
+    assert again.units == plan.units[2:]
+    assert again.info["units_done"] == 2 and again.info["n_units"] == 5
+    assert stats(units) == before
+    for unit in again.units:
+        run_token_unit(layout, resolved, again.key, unit)
+    assert {k: v for k, v in stats(units).items() if k in before} == before
+    finish_token_streams(layout, resolved, again.key)
+    assert file_hashes(layout.tokens) == file_hashes(ref_layout.tokens)
+
+
+def test_a_plan_of_another_key_removes_the_old_work_folder(shards, bpe_file, tmp_path):
+    layout, resolved = setup(tmp_path, shards, bpe_file)
+    old = plan_token_streams(layout, resolved)
+    run_token_unit(layout, resolved, old.key, "shard-00000")
+    changed = load_config(None, {**{k: resolved[k] for k in ("dataset", "version", "paths")},
+                                 "tokenize": {**resolved["tokenize"], "max_file_bytes": 4096}})
+    new = plan_token_streams(layout, changed)
+    assert new.key != old.key and len(new.units) == 5
+    assert not work_folder(layout, old.key).exists() and work_folder(layout, new.key).is_dir()
+    with pytest.raises(TokenStreamError, match="run plan_token_streams again"):
+        finish_token_streams(layout, resolved, new.key)
+
+
+def test_a_unit_without_a_plan_names_the_work_folder(shards, bpe_file, tmp_path):
+    layout, resolved = setup(tmp_path, shards, bpe_file)
+    key = "0123456789abcdef"
+    folder = work_folder(layout, key)
+    with pytest.raises(CorpusError, match=re.escape(str(folder)) + ".*run plan_token_streams first"):
+        run_token_unit(layout, resolved, key, "shard-00000")
+    with pytest.raises(CorpusError, match=re.escape(str(folder)) + ".*run plan_token_streams first"):
+        finish_token_streams(layout, resolved, key)
+
+
+def test_a_unit_outside_the_plan_is_refused(shards, bpe_file, tmp_path):
+    layout, resolved = setup(tmp_path, shards, bpe_file)
+    plan = plan_token_streams(layout, resolved)
+    with pytest.raises(TokenStreamError, match="unit 'shard-00009' is not in _PLAN.json"):
+        run_token_unit(layout, resolved, plan.key, "shard-00009")
+
+
+def test_cached_streams_plan_no_units_and_finish_returns_the_cached_result(shards, bpe_file, tmp_path):
+    layout, resolved = setup(tmp_path, shards, bpe_file)
+    built = run_token_streams(layout, resolved)
+    before = stats(layout.tokens)
+    plan = plan_token_streams(layout, resolved)
+    assert plan.key == built.key and plan.units == ()
+    assert plan.cached is not None and plan.cached["manifest"] == built.manifest
+    assert plan.cached["n_tokens"] == built.manifest["n_tokens"]
+    run = finish_token_streams(layout, resolved, plan.key)
+    assert run.cached and run.result is None and run.manifest == built.manifest and run.key == built.key
+    assert stats(layout.tokens) == before
+    assert [p.name for p in layout.stage("tokens").iterdir() if p.name.startswith(".work-")] == []
+
+
+def test_unit_thread_budget(monkeypatch):
+    monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)
+    assert unit_threads({"threads_per_worker": 3}) == 3
+    assert unit_threads({"threads_per_worker": None}) == 1  # never the whole machine by default
+    monkeypatch.setenv("RAYON_NUM_THREADS", "2")
+    assert unit_threads({"threads_per_worker": None}) == 2
+    assert unit_threads({"threads_per_worker": 4}) == 4
