@@ -79,6 +79,11 @@ class StepTimer:
         reset_peak_rss()
         self._t = now
 
+    def restart(self) -> None:
+        """Time the next step from now (after steps timed elsewhere were `add`ed)."""
+        reset_peak_rss()
+        self._t = time.monotonic()
+
     def add(self, name: str, seconds: float, rss_mb: float) -> None:
         self.seconds[name] = round(self.seconds.get(name, 0.0) + seconds, 3)
         self.rss[name] = max(self.rss.get(name, 0.0), rss_mb)
