@@ -208,3 +208,15 @@ def test_a_cached_dedup_plans_no_units(tmp_path: Path) -> None:
     assert cached.units == () and cached.key == plan.key
     assert cached.cached == {**stats, "cached": True, "key": plan.key}
     assert not list(layout.stage(DEDUP).glob(".work-*"))
+
+
+def test_an_incomplete_plan_is_recomputed_from_scratch(tmp_path: Path) -> None:
+    layout, resolved = build_root(tmp_path, 1)
+    plan = plan_dedup(layout, resolved, list(SOURCES))
+    work = driver.work_dir(layout, plan.key)
+    run_dedup_unit(layout, resolved, plan.key, plan.units[0])
+    (work / "band_gids.npy").unlink()
+    first = (work / "prepare.json").stat().st_ino
+    assert plan_dedup(layout, resolved, list(SOURCES)) == plan
+    assert (work / "prepare.json").stat().st_ino != first and (work / "band_gids.npy").exists()
+    assert _lsh_outputs(work) == []  # nothing of the incomplete plan's folder was kept

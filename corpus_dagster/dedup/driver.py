@@ -2,9 +2,29 @@
 
 - `run_signatures`: `stages/minhash/<source_id>/<key>/signatures.parquet`, keyed by the clean output's key
   and the signature settings the signature logic declares (`SIGNATURE_SETTINGS`, scheme included).
-- `run_global_dedup`: `stages/dedup/<key>/{dropped,clusters,pairs}.parquet`, keyed by every source's clean
+- the global dedup: `stages/dedup/<key>/{dropped,clusters,pairs}.parquet`, keyed by every source's clean
   and signature keys, the protected sets' content hashes and the `dedup` settings. The record also names
   the sources it covered: the scrub and publish stages build exactly that source set.
+
+The global dedup is split into units any executor can run on any process or machine that mounts the
+artifacts root (`core.units`): `plan_dedup` (scan, decontaminate, exact dedup, band hashes; one unit per
+LSH band), `run_dedup_unit` (`lsh-band-NNN`: one band's candidate pairs; `verify-NNNNN`: exact Jaccard of
+one chunk of pairs), `plan_verify` (merge the bands' pairs, build the shingle store, one unit per
+`dedup.verify_chunk_pairs` pairs) and `finish_dedup` (clusters, tables, record). They share the work folder
+`stages/dedup/.work-<key>/` (ids and numbers as .npy, never text):
+
+    prepare.json          plan_dedup's plan, written last: sources, bands, contamination details, scan jobs
+    ids.arrow             document ids in gid order
+    status.npy, matched.npy, gid_of_scan.npy
+    band_hashes.npy       (bands, participants) uint64, one row per LSH unit; band_gids.npy their gids
+    pairs-band-NNN.npy    an LSH unit's pairs, packed (gid_a << 32 | gid_b); .json beside it: its timing
+    candidates.npy        the merged candidate pairs; pair_nodes.npy the same as node numbers
+    shingles.u64, store_offset.npy, store_length.npy   the shingle store of the pairs' documents
+    verify.json           plan_verify's plan, written last: pairs, chunk size, unit count
+    jaccard-NNNNN.npy     a verification unit's Jaccard values; .json beside it: its timing
+
+`run_global_dedup` runs the same steps in one process (units through a pool of `workers`): one code path,
+so the output bytes never depend on who ran the units, in what order or how many at once.
 """
 
 from __future__ import annotations
@@ -55,6 +75,7 @@ CANDIDATES = "candidates.npy"
 PAIR_NODES = "pair_nodes.npy"
 SHINGLES = "shingles.u64"
 VERIFY_PLAN = "verify.json"  # written last by plan_verify
+PREPARED_FILES = (PREPARED, IDS, "status.npy", "matched.npy", "gid_of_scan.npy", BAND_HASHES, BAND_GIDS)
 LSH_UNIT = "lsh-band-"
 VERIFY_UNIT = "verify-"
 
@@ -157,7 +178,8 @@ def plan_dedup(layout: Layout, resolved: dict[str, Any], source_ids: list[str], 
         if other != work and other.is_dir():
             shutil.rmtree(other, ignore_errors=True)
     meta = _read_json(work / PREPARED)
-    if meta is None or meta.get("key") != key:
+    if meta is None or meta.get("key") != key or not all((work / name).exists() for name in PREPARED_FILES):
+        shutil.rmtree(work, ignore_errors=True)  # no complete plan: nothing in the folder is trusted
         meta = _prepare(layout, resolved, key, source_ids, work)
     if log is not None:
         log(
@@ -245,7 +267,7 @@ def plan_verify(layout: Layout, resolved: dict[str, Any], key: str, log: Log | N
     with records.stage_lock(layout.root, "dedup", resolved, what=f"plan_verify (dedup {key})"):
         meta = _require_json(work / PREPARED, "run plan_dedup first")
         plan = _read_json(work / VERIFY_PLAN)
-        if plan is None:
+        if plan is None or not all((work / name).exists() for name in _verify_files(plan)):
             plan = _plan_verify(layout, resolved, work, meta)
     if log is not None:
         log(f"dedup verify plan: {plan['pairs']:,} candidate pairs, {plan['units']} verification unit(s)")
@@ -388,6 +410,11 @@ def run_global_dedup(
     progress.update(n_docs, n_bytes)
     progress.finish()
     return result
+
+
+def _verify_files(plan: dict[str, Any]) -> list[str]:
+    """The files a complete verification plan wrote."""
+    return [CANDIDATES, PAIR_NODES] + ([SHINGLES, "store_offset.npy", "store_length.npy"] if plan["units"] else [])
 
 
 def _unit_number(unit: str, prefix: str, count: int) -> int:
