@@ -35,6 +35,7 @@ EXECUTION_KEYS = (
     "publish.rebuild_check_shards",
     "dedup.batch_bytes",
     "dedup.verify_batch_shingles",
+    "dedup.verify_chunk_pairs",
     "analysis.batch_bytes",
     "analysis.verify_batch_shingles",
 )

@@ -21,13 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup.exact import exact_duplicates
+from corpus_dagster.dedup.jaccard import ShingleStore
+from corpus_dagster.dedup.lsh import candidate_pairs
 from corpus_dagster.dedup.memory import peak_rss_mb, reset_peak_rss
-from corpus_dagster.dedup.near import build_store, lsh_candidates, near_clusters
+from corpus_dagster.dedup.near import build_store, lsh_band_keys, near_clusters
 from corpus_dagster.dedup.protected import build_protected_index
-from corpus_dagster.dedup.scan import scan_corpus
+from corpus_dagster.dedup.scan import Job, scan_corpus
 from corpus_dagster.dedup.signatures import SIGNATURE_SETTINGS, signature_settings
 from corpus_dagster.dedup.tables import (
     CLUSTERS_SCHEMA,
@@ -58,8 +61,11 @@ class DedupSource:
     signature_file: Path
 
 
-class _Timer:
-    """Seconds and peak RSS (MiB, this process) of each step; the peak is reset between steps."""
+class StepTimer:
+    """Seconds and peak RSS (MiB, this process) of each step; the peak is reset between steps.
+
+    A step timed more than once (or in several processes, `add`) sums its seconds and keeps its largest peak.
+    """
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
@@ -69,13 +75,21 @@ class _Timer:
 
     def lap(self, name: str) -> None:
         now = time.monotonic()
-        self.seconds[name] = round(now - self._t, 3)
-        self.rss[name] = peak_rss_mb()
+        self.add(name, now - self._t, peak_rss_mb())
         reset_peak_rss()
         self._t = now
 
+    def restart(self) -> None:
+        """Time the next step from now (after steps timed elsewhere were `add`ed)."""
+        reset_peak_rss()
+        self._t = time.monotonic()
 
-def _check_inputs(sources: list[DedupSource], cfg: dict[str, Any]) -> None:
+    def add(self, name: str, seconds: float, rss_mb: float) -> None:
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + seconds, 3)
+        self.rss[name] = max(self.rss.get(name, 0.0), rss_mb)
+
+
+def check_inputs(sources: list[DedupSource], cfg: dict[str, Any]) -> None:
     names = [s.source_id for s in sources]
     if len(set(names)) != len(names):
         raise DedupInputError(f"run_dedup: a source is listed twice: {sorted(names)}")
@@ -106,7 +120,7 @@ def run_dedup(
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    _check_inputs(sources, cfg)
+    check_inputs(sources, cfg)
     work = Path(tempfile.mkdtemp(prefix=f".dedup-work-{uuid.uuid4().hex[:8]}-", dir=out_dir))
     try:
         return _run(sources, cfg, out_dir, work, workers)
@@ -114,11 +128,35 @@ def run_dedup(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _run(
-    sources: list[DedupSource], cfg: dict[str, Any], out_dir: Path, work: Path, workers: int
-) -> dict[str, Any]:
-    timer = _Timer()
+@dataclass
+class Prepared:
+    """Every document after decontamination and exact dedup, and the band hashes of the near-dedup
+    candidates: ids and numbers only, never text."""
 
+    ids: pa.Array  # in gid order
+    status: np.ndarray  # int8 per gid: KEPT, DECONTAMINATED, EXACT (NEAR is set by `finish`)
+    matched: np.ndarray  # int64 per gid: gid of the kept exact copy, else -1
+    detail: dict[int, str]  # gid -> "set: n-gram" of every decontaminated document
+    by_set: dict[str, int]  # decontaminated documents per protected set, in config order
+    band_keys: np.ndarray  # (participants, bands) uint64 band hashes of the LSH participants
+    band_gids: np.ndarray  # int64 gid of each band_keys row
+    no_signature: int
+    jobs: list[Job]  # the scan's row groups, to re-read the text of the verified documents
+    gid_of_scan: np.ndarray
+
+    @property
+    def participants(self) -> int:
+        """Documents that took part in LSH."""
+        return len(self.band_gids)
+
+
+def prepare(
+    sources: list[DedupSource], cfg: dict[str, Any], work: Path, workers: int, timer: StepTimer
+) -> Prepared:
+    """Steps 1-2 and the band hashes of step 3: scan, decontaminate, exact-dedup, band the survivors.
+
+    `work` holds the protected index while the scan reads it.
+    """
     # 1. Scan every document (ids, digests) and decontaminate.
     index = build_protected_index(cfg)
     index_path = None
@@ -130,7 +168,6 @@ def _run(
     )
     status = np.zeros(corpus.n, dtype=np.int8)
     matched = np.full(corpus.n, -1, dtype=np.int64)
-    jaccard = np.full(corpus.n, np.nan, dtype=np.float64)
     detail: dict[int, str] = {}
     by_set = dict.fromkeys(index.names, 0)
     for gid, name, ngram in corpus.contaminated:
@@ -146,20 +183,35 @@ def _run(
     corpus.sha256 = np.zeros((0, 32), np.uint8)
     timer.lap("exact")
 
-    # 3. LSH candidate pairs among the survivors.
+    # 3a. Band hashes of the survivors (the pairs come from each band on its own).
     sig_files = [(s.source_id, Path(s.signature_file)) for s in sources]
-    pairs, participants, no_signature = lsh_candidates(sig_files, corpus, status == KEPT, cfg)
+    band_keys, band_gids, no_signature = lsh_band_keys(sig_files, corpus, status == KEPT, cfg)
     timer.lap("lsh")
+    return Prepared(
+        corpus.ids, status, matched, detail, by_set, band_keys, band_gids, no_signature, corpus.jobs,
+        corpus.gid_of_scan,
+    )
 
-    # 4. Exact Jaccard of every candidate pair.
+
+def finish(
+    prep: Prepared,
+    pairs: np.ndarray,
+    pair_j: np.ndarray,
+    store: ShingleStore | None,
+    cfg: dict[str, Any],
+    out_dir: Path,
+    timer: StepTimer,
+) -> dict[str, Any]:
+    """Steps 5-6: clusters of the verified pairs (each keeps its smallest id), the three tables, the stats.
+
+    pairs: sorted candidate pairs; pair_j: their exact Jaccard (nan without `verify`); store: the shingle
+    store of the pairs' documents (None without `verify` or pairs).
+    """
+    status, matched = prep.status, prep.matched
+    jaccard = np.full(len(status), np.nan, dtype=np.float64)
     nodes = np.unique(pairs.ravel())  # sorted gids of every document in a candidate pair
     pair_nodes = np.searchsorted(nodes, pairs)
-    store, pair_j = None, np.full(len(pairs), np.nan)
-    if cfg["verify"] and len(pairs):
-        store = build_store(nodes, corpus, cfg, work / "shingles.u64", workers)
-        pair_j = store.jaccard(pair_nodes[:, 0], pair_nodes[:, 1], cfg["verify_batch_shingles"])
     accepted = pair_j >= cfg["jaccard_threshold"] if cfg["verify"] else np.ones(len(pairs), dtype=bool)
-    timer.lap("verify")
 
     # 5. Clusters; each keeps its smallest id.
     clusters = near_clusters(nodes, pairs, pair_nodes, pair_j, accepted, store, cfg["verify_batch_shingles"])
@@ -171,24 +223,25 @@ def _run(
     timer.lap("components")
 
     # 6. Tables.
+    ids = prep.ids
     keep = np.flatnonzero(pair_j >= cfg["analysis_threshold"]) if cfg["verify"] else np.zeros(0, np.int64)
     write_parquet(
-        dropped_table(corpus.ids, status, matched, jaccard, detail, clusters), out_dir / "dropped.parquet"
+        dropped_table(ids, status, matched, jaccard, prep.detail, clusters), out_dir / "dropped.parquet"
     )
-    write_parquet(clusters_table(corpus.ids, clusters), out_dir / "clusters.parquet")
-    write_parquet(pairs_table(corpus.ids, pairs, pair_j, keep), out_dir / "pairs.parquet")
-    stats = report(corpus.ids, clusters, pairs, pair_j, keep, cfg["report_examples"])
+    write_parquet(clusters_table(ids, clusters), out_dir / "clusters.parquet")
+    write_parquet(pairs_table(ids, pairs, pair_j, keep), out_dir / "pairs.parquet")
+    stats = report(ids, clusters, pairs, pair_j, keep, cfg["report_examples"])
     timer.lap("write")
     stats.update(
-        docs=corpus.n,
+        docs=len(ids),
         decontaminated=int((status == DECONTAMINATED).sum()),
-        decontaminated_by_set=by_set,
+        decontaminated_by_set=prep.by_set,
         exact_dropped=int((status == EXACT).sum()),
         near_dropped=int((status == NEAR).sum()),
         near_duplicates=len(clusters.members),
         near_below_threshold_to_kept=int((clusters.member_jaccard < cfg["jaccard_threshold"]).sum()),
-        no_signature=no_signature,
-        lsh_participants=participants,
+        no_signature=prep.no_signature,
+        lsh_participants=prep.participants,
         candidate_pairs=len(pairs),
         verified_pairs=int(accepted.sum()) if cfg["verify"] else None,
         rejected_pairs=int((~accepted).sum()) if cfg["verify"] else None,
@@ -198,3 +251,24 @@ def _run(
         peak_rss_mb=timer.rss,
     )
     return stats
+
+
+def _run(
+    sources: list[DedupSource], cfg: dict[str, Any], out_dir: Path, work: Path, workers: int
+) -> dict[str, Any]:
+    timer = StepTimer()
+    prep = prepare(sources, cfg, work, workers, timer)
+
+    # 3b. LSH candidate pairs among the survivors.
+    pairs = candidate_pairs(prep.band_keys, prep.band_gids)
+    timer.lap("lsh")
+
+    # 4. Exact Jaccard of every candidate pair.
+    nodes = np.unique(pairs.ravel())
+    pair_nodes = np.searchsorted(nodes, pairs)
+    store, pair_j = None, np.full(len(pairs), np.nan)
+    if cfg["verify"] and len(pairs):
+        store = build_store(nodes, prep.jobs, prep.gid_of_scan, cfg, work / "shingles.u64", workers)
+        pair_j = store.jaccard(pair_nodes[:, 0], pair_nodes[:, 1], cfg["verify_batch_shingles"])
+    timer.lap("verify")
+    return finish(prep, pairs, pair_j, store, cfg, out_dir, timer)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup.hashing import shingle_hashes, word_hashes
 from corpus_dagster.dedup.text import tokenize_batch
 
@@ -64,6 +65,26 @@ class ShingleStore:
         self._size = 0
         self._fh = open(self.path, "wb")
 
+    @classmethod
+    def open(cls, path: Path, offset: np.ndarray, length: np.ndarray) -> ShingleStore:
+        """Reopen a closed store file read-only, from the `offset` and `length` arrays it was written with.
+
+        Lets another process (a verification unit, the finish step) read a store one process built.
+        """
+        path = Path(path)
+        store = cls.__new__(cls)
+        store.path = path
+        store.offset = np.asarray(offset, dtype=np.int64)
+        store.length = np.asarray(length, dtype=np.int64)
+        store._size = path.stat().st_size // 8
+        store._fh = None
+        need = int((store.offset + store.length).max()) if len(store.offset) else 0
+        if (store.offset < 0).any() or need > store._size:
+            raise DedupInputError(
+                f"shingle store {path} holds {store._size} values, its index needs {need}; rebuild it"
+            )
+        return store
+
     def append(self, nodes: np.ndarray, values: np.ndarray, lengths: np.ndarray) -> None:
         """Store the sets of `nodes` (their values concatenated in node-list order)."""
         self.offset[nodes] = self._size + np.cumsum(lengths) - lengths
@@ -73,7 +94,9 @@ class ShingleStore:
 
     def close(self) -> None:
         """Finish writing; the store is then read-only."""
-        self._fh.close()
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
         missing = np.flatnonzero(self.offset < 0)
         if len(missing):
             raise RuntimeError(f"shingle store lacks {len(missing)} node(s), e.g. node {int(missing[0])}")

@@ -33,18 +33,29 @@ def band_hashes(signatures: np.ndarray, bands: int) -> np.ndarray:
     return out
 
 
-def candidate_pairs(bucket_keys: np.ndarray, gids: np.ndarray) -> np.ndarray:
-    """Candidate pairs (smaller gid, larger gid), unique and sorted, from a (n_docs, bands) key matrix.
+def band_edges(band_keys: np.ndarray, gids: np.ndarray) -> np.ndarray:
+    """One band's candidate pairs packed as (smaller gid << 32) | larger gid, int64, sorted and unique.
 
-    gids: int64 global index of each row. In every band, each member of a bucket is paired with the
-    bucket's smallest gid (grouped with polars), so the pair count is linear in the bucket size.
+    band_keys: the band hash of each row; gids: int64 global index of each row. Each member of a bucket is
+    paired with the bucket's smallest gid (grouped with polars), so the pair count is linear in bucket size.
     """
-    parts = []
-    for band in range(bucket_keys.shape[1]):
-        df = pl.DataFrame({"h": bucket_keys[:, band], "g": gids})
-        edges = df.with_columns(pl.col("g").min().over("h").alias("m")).filter(pl.col("g") != pl.col("m"))
-        parts.append((edges["m"].to_numpy().astype(np.int64) << 32) | edges["g"].to_numpy().astype(np.int64))
+    df = pl.DataFrame({"h": np.asarray(band_keys, dtype=np.uint64), "g": np.asarray(gids, dtype=np.int64)})
+    edges = df.with_columns(pl.col("g").min().over("h").alias("m")).filter(pl.col("g") != pl.col("m"))
+    return np.unique((edges["m"].to_numpy().astype(np.int64) << 32) | edges["g"].to_numpy().astype(np.int64))
+
+
+def merge_band_edges(parts: list[np.ndarray]) -> np.ndarray:
+    """Candidate pairs (smaller gid, larger gid), unique and sorted, from the packed edges of every band."""
     if not parts:
         return np.zeros((0, 2), dtype=np.int64)
     keys = np.unique(np.concatenate(parts))
     return np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1)
+
+
+def candidate_pairs(bucket_keys: np.ndarray, gids: np.ndarray) -> np.ndarray:
+    """Candidate pairs (smaller gid, larger gid), unique and sorted, from a (n_docs, bands) key matrix.
+
+    The same pairs whether the bands are banded here at once or one by one (`band_edges`) anywhere and
+    merged (`merge_band_edges`): a band's pairs depend on that band's column only.
+    """
+    return merge_band_edges([band_edges(bucket_keys[:, band], gids) for band in range(bucket_keys.shape[1])])

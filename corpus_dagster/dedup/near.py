@@ -17,7 +17,7 @@ from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.dedup.components import cluster_keepers
 from corpus_dagster.dedup.jaccard import ShingleStore, shingle_sets
 from corpus_dagster.dedup.lsh import band_hashes, candidate_pairs
-from corpus_dagster.dedup.scan import Corpus
+from corpus_dagster.dedup.scan import Corpus, Job
 from corpus_dagster.dedup.signatures import byte_batches
 
 
@@ -28,6 +28,17 @@ def lsh_candidates(
 
     signature_files: (source_id, path) in the corpus' source order; eligible: bool per gid.
     Returns (pairs (m, 2) int64 sorted, documents that took part, documents without a signature).
+    """
+    keys, gids, no_signature = lsh_band_keys(signature_files, corpus, eligible, cfg)
+    return candidate_pairs(keys, gids), len(gids), no_signature
+
+
+def lsh_band_keys(
+    signature_files: list[tuple[str, Path]], corpus: Corpus, eligible: np.ndarray, cfg: dict[str, Any]
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Band hashes of the eligible documents with a signature: ((n, bands) uint64, their gids, documents
+    without a signature). Ids only, never text: memory is n * bands * 8 bytes.
+
     A signature file whose ids differ from its source's clean documents is refused as stale.
     """
     width, band_parts, gid_parts, no_signature = cfg["num_perm"], [], [], 0
@@ -61,7 +72,7 @@ def lsh_candidates(
             )
     keys = np.concatenate(band_parts) if band_parts else np.zeros((0, cfg["bands"]), np.uint64)
     gids = np.concatenate(gid_parts) if gid_parts else np.zeros(0, np.int64)
-    return candidate_pairs(keys, gids), len(gids), no_signature
+    return keys, gids, no_signature
 
 
 def shingle_sets_task(path: str, row_group: int, rows: np.ndarray, shingle_size: int, batch_bytes: int):
@@ -77,13 +88,17 @@ def shingle_sets_task(path: str, row_group: int, rows: np.ndarray, shingle_size:
 
 
 def build_store(
-    nodes: np.ndarray, corpus: Corpus, cfg: dict[str, Any], path: Path, workers: int
+    nodes: np.ndarray, corpus_jobs: list[Job], gid_of_scan: np.ndarray, cfg: dict[str, Any], path: Path,
+    workers: int,
 ) -> ShingleStore:
-    """Re-shingle the documents `nodes` (sorted gids) into an on-disk store indexed by node number."""
+    """Re-shingle the documents `nodes` (sorted gids) into an on-disk store indexed by node number.
+
+    corpus_jobs, gid_of_scan: the scan's row groups and gid of each scan position (`Corpus`).
+    """
     store = ShingleStore(path, len(nodes))
     jobs, job_nodes = [], []
-    for job in corpus.jobs:
-        gids = corpus.gid_of_scan[job.scan_start : job.scan_start + job.rows]
+    for job in corpus_jobs:
+        gids = gid_of_scan[job.scan_start : job.scan_start + job.rows]
         slot = np.minimum(np.searchsorted(nodes, gids), len(nodes) - 1)
         rows = np.flatnonzero(nodes[slot] == gids)
         if len(rows):

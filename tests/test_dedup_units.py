@@ -1,0 +1,222 @@
+"""The global dedup step as plan / units / finish: any unit order, any process, resumable, same bytes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+
+import pytest
+from test_dedup_support import mutate, random_doc, write_clean_docs
+
+from corpus_dagster.core import records
+from corpus_dagster.core.config import load_config
+from corpus_dagster.core.errors import CorpusError
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.records import StageRecord
+from corpus_dagster.dedup import driver
+from corpus_dagster.dedup.driver import (
+    DEDUP,
+    TABLES,
+    finish_dedup,
+    plan_dedup,
+    plan_verify,
+    run_dedup_unit,
+    run_global_dedup,
+)
+
+SOURCES = ("alpha", "beta")
+
+
+def units_corpus(seed: int = 5) -> tuple[dict[str, list[str]], list[str]]:
+    """Two sources with exact copies, near-copy families of three (chains), unrelated documents and two
+    documents that quote a protected text; returns (corpus, protected texts)."""
+    rng = random.Random(seed)
+    protected = [random_doc(rng, 40) for _ in range(3)]
+    corpus: dict[str, list[str]] = {"alpha": [], "beta": []}
+    for f in range(40):
+        base = random_doc(rng, rng.randint(60, 120))
+        first = mutate(rng, base, rng.randint(1, 4))
+        second = mutate(rng, first, rng.randint(1, 4))
+        corpus[SOURCES[f % 2]].extend([base, second])
+        corpus[SOURCES[(f + 1) % 2]].append(first)
+        if f % 5 == 0:
+            corpus[SOURCES[(f + 1) % 2]].append(base)  # an exact copy in the other source
+    for _ in range(30):
+        corpus[SOURCES[rng.randrange(2)]].append(random_doc(rng, rng.randint(30, 90)))
+    corpus["alpha"].append(random_doc(rng, 30) + " " + protected[0] + " " + random_doc(rng, 10))
+    corpus["beta"].append(" ".join(protected[2].split(" ")[5:25]) + " " + random_doc(rng, 50))
+    return corpus, protected
+
+
+def plant_clean(layout: Layout, source_id: str, texts: list[str]) -> None:
+    """A completed clean stage for one source: its document files (two, small row groups) and record."""
+    folder = layout.stage("clean", source_id)
+    key = hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:16]
+    half = len(texts) // 2
+    names = [f"{key}/docs-00000.parquet", f"{key}/docs-00001.parquet"]
+    write_clean_docs(folder / names[0], source_id, texts[:half], row_group_size=16)
+    write_clean_docs(folder / names[1], source_id, texts[half:], row_group_size=16, first_k=half)
+    records.commit(folder, StageRecord(
+        stage="clean", key=key, code_version="test", inputs={}, settings={},
+        outputs=records.describe_outputs(folder, names), files={"docs": names}, stats={"kept": len(texts)},
+    ))
+
+
+def build_root(root: Path, workers: int = 1, **dedup) -> tuple[Layout, dict]:
+    """An artifacts root holding the clean stage of the units corpus; (layout, resolved config)."""
+    corpus, protected = units_corpus()
+    eval_file = root / "eval.jsonl"
+    root.mkdir(parents=True, exist_ok=True)
+    eval_file.write_text("".join(json.dumps({"text": t}) + "\n" for t in protected), encoding="utf-8")
+    resolved = load_config(overrides={
+        "paths": {"artifacts": str(root / "artifacts")},
+        "workers": workers,
+        "dedup": {"protected_sets": [{"name": "evalset", "path": str(eval_file)}], **dedup},
+    })
+    layout = Layout.from_config(resolved)
+    for sid, texts in corpus.items():
+        plant_clean(layout, sid, texts)
+    return layout, resolved
+
+
+def table_hashes(layout: Layout) -> dict[str, str]:
+    """sha256 of the three dedup tables and the outputs part of the stage record (names without the key:
+    the key holds the protected file's path, which differs between two roots)."""
+    folder = layout.stage(DEDUP)
+    record = records.read_record(folder)
+    out = {t: hashlib.sha256((folder / record.key / t).read_bytes()).hexdigest() for t in TABLES}
+    out["record_outputs"] = json.dumps(
+        [[n.split("/", 1)[1], e["sha256"], e["bytes"]] for n, e in record.outputs.items()]
+    )
+    return out
+
+
+def stable_stats(stats: dict) -> dict:
+    """Stats without the per-process timings."""
+    return {k: v for k, v in stats.items() if k not in ("seconds", "peak_rss_mb", "key")}
+
+
+def reference(root: Path, workers: int, **dedup) -> tuple[dict[str, str], dict]:
+    """Table hashes and stats of `run_global_dedup` on a fresh root."""
+    layout, resolved = build_root(root, workers, **dedup)
+    stats = run_global_dedup(layout, resolved, list(SOURCES))
+    return table_hashes(layout), stats
+
+
+def run_by_hand(layout: Layout, resolved: dict, units_order=reversed) -> dict:
+    """plan, every LSH unit in its own call, verification plan, every verification unit, finish."""
+    plan = plan_dedup(layout, resolved, list(SOURCES))
+    assert plan.cached is None and plan.units == tuple(f"lsh-band-{b:03d}" for b in range(16))
+    for unit in units_order(plan.units):
+        run_dedup_unit(layout, resolved, plan.key, unit)
+    verify = plan_verify(layout, resolved, plan.key)
+    for unit in units_order(verify.units):
+        run_dedup_unit(layout, resolved, plan.key, unit)
+    return finish_dedup(layout, resolved, plan.key)
+
+
+CHUNK = {"verify_chunk_pairs": 10}  # several verification units on the small corpus
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_units_in_reversed_order_write_the_bytes_of_run_global_dedup(tmp_path: Path, workers: int) -> None:
+    want, want_stats = reference(tmp_path / "ref", workers)
+    layout, resolved = build_root(tmp_path / "units", workers, **CHUNK)
+    stats = run_by_hand(layout, resolved)
+    assert table_hashes(layout) == want
+    assert stable_stats(stats) == stable_stats(want_stats) and stats["cached"] is False
+    assert want_stats["decontaminated"] == 2 and want_stats["exact_dropped"] > 0 and want_stats["near_dropped"] > 0
+    assert sorted(stats["seconds"]) == ["components", "decontaminate", "exact", "lsh", "verify", "write"]
+    assert not list(layout.stage(DEDUP).glob(".work-*"))  # the finish removed its work folder
+    assert run_global_dedup(layout, resolved, list(SOURCES))["cached"] is True
+
+
+def _lsh_outputs(work: Path) -> list[Path]:
+    return sorted(work.glob("pairs-band-*.npy"))
+
+
+def test_rerunning_a_finished_unit_does_nothing(tmp_path: Path) -> None:
+    layout, resolved = build_root(tmp_path, 1, **CHUNK)
+    plan = plan_dedup(layout, resolved, list(SOURCES))
+    work = driver.work_dir(layout, plan.key)
+    for unit in plan.units:
+        run_dedup_unit(layout, resolved, plan.key, unit)
+    verify = plan_verify(layout, resolved, plan.key)
+    assert len(verify.units) > 1
+    run_dedup_unit(layout, resolved, plan.key, verify.units[0])
+    outputs = [work / "pairs-band-000.npy", work / "jaccard-00000.npy"]
+    before = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in outputs]
+    run_dedup_unit(layout, resolved, plan.key, plan.units[0])
+    run_dedup_unit(layout, resolved, plan.key, verify.units[0])
+    assert [(p.stat().st_ino, p.stat().st_mtime_ns) for p in outputs] == before
+    assert plan_verify(layout, resolved, plan.key).units == verify.units
+
+
+def test_a_fresh_plan_of_the_same_key_keeps_finished_units(tmp_path: Path) -> None:
+    want, _ = reference(tmp_path / "ref", 1)
+    layout, resolved = build_root(tmp_path / "units", 1, **CHUNK)
+    plan = plan_dedup(layout, resolved, list(SOURCES))
+    work = driver.work_dir(layout, plan.key)
+    half = plan.units[: len(plan.units) // 2]
+    for unit in half:
+        run_dedup_unit(layout, resolved, plan.key, unit)
+    kept = {p: p.stat().st_ino for p in [*_lsh_outputs(work), work / "prepare.json"]}
+    stale = layout.stage(DEDUP) / ".work-0123456789abcdef"  # another key's work folder
+    stale.mkdir()
+    leftover = work / ".pairs-band-015.tmp-0123456789ab.npy"  # a killed unit's temp file
+    leftover.write_bytes(b"partial")
+    again = plan_dedup(layout, resolved, list(SOURCES))
+    assert again == plan
+    assert {p: p.stat().st_ino for p in kept} == kept  # plan and finished units reused, not recomputed
+    missing = [u for u in again.units if not (work / f"pairs-band-{u[-3:]}.npy").exists()]
+    assert missing == list(plan.units[len(half):])
+    assert not stale.exists() and not leftover.exists()
+    run_by_hand(layout, resolved, units_order=list)
+    assert table_hashes(layout) == want
+
+
+def test_a_unit_or_step_without_its_plan_names_the_work_folder(tmp_path: Path) -> None:
+    layout, resolved = build_root(tmp_path, 1)
+    work = driver.work_dir(layout, "0123456789abcdef")
+    for call in (
+        lambda: run_dedup_unit(layout, resolved, "0123456789abcdef", "lsh-band-000"),
+        lambda: plan_verify(layout, resolved, "0123456789abcdef"),
+        lambda: finish_dedup(layout, resolved, "0123456789abcdef"),
+    ):
+        with pytest.raises(CorpusError, match=str(work)):
+            call()
+    plan = plan_dedup(layout, resolved, list(SOURCES))
+    work = driver.work_dir(layout, plan.key)
+    with pytest.raises(driver.DedupWorkError, match=r"verify\.json.*plan_verify"):
+        run_dedup_unit(layout, resolved, plan.key, "verify-00000")
+    with pytest.raises(driver.DedupWorkError, match="pairs-band-000"):
+        plan_verify(layout, resolved, plan.key)
+    with pytest.raises(driver.DedupWorkError, match="lsh-band-999"):
+        run_dedup_unit(layout, resolved, plan.key, "lsh-band-999")
+
+
+def test_a_cached_dedup_plans_no_units(tmp_path: Path) -> None:
+    layout, resolved = build_root(tmp_path, 1, verify=False)
+    plan = plan_dedup(layout, resolved, list(SOURCES))
+    for unit in plan.units:
+        run_dedup_unit(layout, resolved, plan.key, unit)
+    assert plan_verify(layout, resolved, plan.key).units == ()  # verify: false has no verification units
+    stats = finish_dedup(layout, resolved, plan.key)
+    cached = plan_dedup(layout, resolved, list(SOURCES))
+    assert cached.units == () and cached.key == plan.key
+    assert cached.cached == {**stats, "cached": True, "key": plan.key}
+    assert not list(layout.stage(DEDUP).glob(".work-*"))
+
+
+def test_an_incomplete_plan_is_recomputed_from_scratch(tmp_path: Path) -> None:
+    layout, resolved = build_root(tmp_path, 1)
+    plan = plan_dedup(layout, resolved, list(SOURCES))
+    work = driver.work_dir(layout, plan.key)
+    run_dedup_unit(layout, resolved, plan.key, plan.units[0])
+    (work / "band_gids.npy").unlink()
+    (work / "marker").write_text("from the incomplete plan")
+    assert plan_dedup(layout, resolved, list(SOURCES)) == plan
+    assert (work / "band_gids.npy").exists() and (work / "prepare.json").exists()
+    assert not (work / "marker").exists() and _lsh_outputs(work) == []  # the folder was started afresh
