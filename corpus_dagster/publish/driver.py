@@ -198,6 +198,7 @@ def unit_done(work: Path, unit: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def planned_unit(plan: dict[str, Any], unit: str, work: Path) -> dict[str, Any]:
+    """The plan's entry of one unit (its shard name and rows); PublishUnitError for a unit it does not plan."""
     for entry in plan["units"]:
         if entry["unit"] == unit:
             return entry
@@ -353,7 +354,7 @@ def finish_publish(layout: Layout, resolved: dict[str, Any], key: str, log: Log 
     seconds = plan["seconds"] + sum(e.get("seconds", 0.0) for e in entries)
     result = PublishResult(manifest, ShardsResult(shards=shards, n_docs=plan["n_docs"], seconds=seconds), plan["sources"], key=key)
     commit_publish(layout, resolved, result, inputs, shards_key, outputs)
-    shutil.rmtree(work, ignore_errors=True)
+    remove_work_dirs(layout)  # this key's, and any a unit of an older plan recreated after that plan was removed
     progress = Progress(log, "shards", interval_s=interval_of(resolved))
     progress.update(manifest["n_docs"], sum(outputs[s["name"]]["bytes"] for s in shards))
     progress.finish()
