@@ -88,7 +88,7 @@ KILLS = [
     ("signatures", "/stages/minhash/beta/", 1),  # alpha's signatures recorded
     ("dedup", "/stages/dedup/", 1),  # first table written, the work folder still there
     ("scrub", "/stages/scrub/beta/", 1),  # alpha scrubbed and recorded
-    ("shards", "/corpus/testset/.v1.tmp-", 1),  # a shard written inside the temp publish folder
+    ("shards", "/corpus/testset/.v1.work-", 2),  # the plan in its work folder, the first shard written there
     ("tokens", "/tokens/testset/", 1),  # token streams complete in their temp folder
 ]
 

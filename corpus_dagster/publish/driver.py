@@ -4,38 +4,70 @@ The published folder `corpus/<dataset>/<version>/` is replaced whole and atomica
 in `stages/publish/` and is keyed by the dedup, scrub and clean keys of every source, the ledger's bytes
 (the manifest's `ledger_ref`) and the output config (the manifest's `config_sha256`): an unchanged rerun
 writes nothing.
+
+Publishing splits into units, one per shard, that any executor can run (`core.units`):
+`plan_publish` sorts every id, decides the shard boundaries and writes each shard's job into a work folder
+`corpus/<dataset>/.<version>.work-<key>/` beside the published folder; `run_publish_unit` writes one shard
+and its manifest entry there; `finish_publish` swaps the shards and the manifest into the published folder
+and commits the record. `run_publish` runs the three in one process. The work folder:
+
+    plan.json            the plan, written last (a work folder without it is incomplete and replanned):
+                         input files (relative to the artifacts root), sources, units and their shards,
+                         writer settings
+    jobs/<unit>.npy      int64 [3, rows]: file index, row index in that file, minhash_cluster
+    shards/<shard>       the shard Parquet a unit wrote
+    done/<unit>.json     its manifest entry (name, sha256, rows) plus bytes and seconds, written last
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from corpus_dagster.clean.driver import clean_record, filter_and_repair_counts
 from corpus_dagster.core import records
-from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes
-from corpus_dagster.core.checks import CheckReport, report_of
+from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes, is_temp_name
+from corpus_dagster.core.checks import CheckReport, report_of, sample_units
 from corpus_dagster.core.config import config_sha256, output_settings
-from corpus_dagster.core.errors import UpstreamMissing
+from corpus_dagster.core.errors import CorpusError, UpstreamMissing
+from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import ledger_sha256, load_ledger
 from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
+from corpus_dagster.core.units import Plan, run_units
 from corpus_dagster.dedup.driver import clusters, dedup_record, dedup_sources, dedup_stats
 from corpus_dagster.ingest.driver import selection_counts
 from corpus_dagster.publish import checks
 from corpus_dagster.publish.manifest import build_manifest, manifest_bytes
-from corpus_dagster.publish.shards import Annotations, ShardsResult, SourceDocs, build_shards
+from corpus_dagster.publish.shards import (
+    Annotations,
+    ShardsResult,
+    SourceDocs,
+    ordered_files,
+    shard_jobs,
+    write_shard,
+)
 from corpus_dagster.scrub.driver import pii_counts, scrub_record, scrubbed_files
 
 STAGE = "publish"
 CODE_VERSION = "1"
 MANIFEST = "_MANIFEST.json"
+PLAN = "plan.json"
+JOBS, SHARDS, DONE = "jobs", "shards", "done"
+
+
+class PublishUnitError(CorpusError):
+    """A publish unit or the finish step cannot run: its plan or a unit's output is missing or damaged."""
 
 
 @dataclass
@@ -67,16 +99,6 @@ def publish_key(layout: Layout, resolved: dict[str, Any]) -> tuple[str, dict[str
     return stage_key(STAGE, CODE_VERSION, inputs, {"config_sha256": config_sha256(resolved)}), inputs
 
 
-def write_publish(layout: Layout, resolved: dict[str, Any], out_dir: Path, workers: int) -> PublishResult:
-    """Write shards and _MANIFEST.json of the dedup's sources into out_dir (an empty folder)."""
-    source_ids = dedup_sources(layout)
-    sources = [SourceDocs(sid, scrubbed_files(layout, sid)) for sid in source_ids]
-    shards = build_shards(sources, Annotations(clusters=clusters(layout)), out_dir, resolved, workers)
-    manifest = manifest_for(layout, resolved, shards.shards, source_ids)
-    (out_dir / MANIFEST).write_bytes(manifest_bytes(manifest))
-    return PublishResult(manifest, shards, source_ids)
-
-
 def manifest_for(layout: Layout, resolved: dict[str, Any], shards: list[dict[str, Any]], source_ids: list[str]) -> dict[str, Any]:
     """The manifest of the given shard entries, with counts from the stage records."""
     filters, repairs = filter_and_repair_counts(layout, source_ids, resolved["clean"])
@@ -88,46 +110,283 @@ def manifest_for(layout: Layout, resolved: dict[str, Any], shards: list[dict[str
     )
 
 
-@records.locked(lambda a: "publish")
-def run_publish(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> PublishResult:
-    """Publish into corpus/<dataset>/<version>/ (replaced whole and atomically) unless the key is unchanged.
+# --- The work folder of one publish key ----------------------------------------------------------------------
 
-    `log` (a callable taking a line) hears a heartbeat every `progress.interval_s` seconds and a closing line.
+def work_dir(layout: Layout, key: str) -> Path:
+    """`corpus/<dataset>/.<version>.work-<key>/`: the plan and unit outputs of one publish key.
+
+    Beside the published folder, so finishing links the shards in on one file system. Not a temp name:
+    `records.begin` keeps it (and looks no deeper than its top level), so a plan survives for resume.
+    """
+    return layout.shards.parent / f".{layout.version}.work-{key}"
+
+
+def remove_work_dirs(layout: Layout, keep: Path | None = None) -> None:
+    """Remove the work folders of this version except `keep` (call under the publish lock)."""
+    parent = layout.shards.parent
+    prefix = f".{layout.version}.work-"
+    for path in sorted(parent.iterdir()) if parent.is_dir() else ():
+        if path.name.startswith(prefix) and not is_temp_name(path.name) and path != keep and path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def unit_names(count: int) -> list[str]:
+    """`shard-00000`, ...: one unit per shard, names that sort in shard order."""
+    width = max(5, len(str(max(count - 1, 0))))
+    return [f"shard-{i:0{width}d}" for i in range(count)]
+
+
+def read_plan(work: Path) -> dict[str, Any]:
+    """The plan of a work folder; PublishUnitError naming the folder when there is none."""
+    try:
+        return json.loads((work / PLAN).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PublishUnitError(
+            f"no complete publish plan in {work} ({type(exc).__name__}); run plan_publish first (it writes "
+            f"{PLAN} there), then the units, then finish_publish"
+        ) from exc
+
+
+def write_plan(layout: Layout, resolved: dict[str, Any], work: Path, key: str, shards_key: str) -> dict[str, Any]:
+    """Plan every shard (global id order, clusters, boundaries) and write the jobs and plan.json into `work`.
+
+    Memory ~ the ids of the corpus (the plan), as before the split into units; plan.json is written last.
+    """
+    start = time.monotonic()
+    source_ids = dedup_sources(layout)
+    sources = [SourceDocs(sid, scrubbed_files(layout, sid)) for sid in source_ids]
+    files = ordered_files(sources)
+    jobs = shard_jobs(sources, Annotations(clusters=clusters(layout)), Path(), resolved)
+    units = unit_names(len(jobs))
+    (work / JOBS).mkdir(parents=True, exist_ok=True)
+    (work / SHARDS).mkdir(exist_ok=True)
+    (work / DONE).mkdir(exist_ok=True)
+    planned = []
+    for unit, (_, file_idx, row_idx, mc, out_path, *_) in zip(units, jobs, strict=True):
+        np.save(work / JOBS / f"{unit}.npy", np.stack([file_idx.astype(np.int64), row_idx.astype(np.int64), mc.astype(np.int64)]))
+        planned.append({"unit": unit, "shard": out_path.name, "rows": len(file_idx)})
+    pub = resolved["publish"]
+    plan = {
+        "key": key, "shards_key": shards_key, "sources": source_ids,
+        "files": [stored_path(layout, f) for f in files],
+        "units": planned, "n_docs": sum(u["rows"] for u in planned),
+        "val_permille": resolved["val_permille"], "row_group_max_bytes": pub["row_group_max_bytes"],
+        "zstd_level": pub["zstd_level"], "seconds": round(time.monotonic() - start, 3),
+    }
+    atomic_write_bytes(work / PLAN, (json.dumps(plan, indent=1) + "\n").encode("utf-8"))
+    return plan
+
+
+def stored_path(layout: Layout, path: Path) -> str:
+    """A path as plan.json stores it: relative to the artifacts root (so any machine mounting it can read
+    it, wherever it is mounted) when inside it, else absolute."""
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(layout.root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def unit_done(work: Path, unit: dict[str, Any]) -> dict[str, Any] | None:
+    """The manifest entry a completed unit wrote, or None when its shard or entry is missing or cut short."""
+    try:
+        entry = json.loads((work / DONE / f"{unit['unit']}.json").read_text(encoding="utf-8"))
+        size = (work / SHARDS / unit["shard"]).stat().st_size
+    except (OSError, json.JSONDecodeError):
+        return None
+    return entry if entry.get("bytes") == size and entry.get("name") == unit["shard"] else None
+
+
+def planned_unit(plan: dict[str, Any], unit: str, work: Path) -> dict[str, Any]:
+    """The plan's entry of one unit (its shard name and rows); PublishUnitError for a unit it does not plan."""
+    for entry in plan["units"]:
+        if entry["unit"] == unit:
+            return entry
+    raise PublishUnitError(f"{work / PLAN} plans no unit {unit!r} (units: {[u['unit'] for u in plan['units']][:3]}...)")
+
+
+def write_planned_unit(root: Path, work: Path, unit: str) -> None:
+    """Write one planned shard and then its manifest entry into `work`, each atomically; nothing when done.
+
+    Memory ~ one shard: the unit reads only its job and the row groups of its own rows.
+    """
+    plan = read_plan(work)
+    entry = planned_unit(plan, unit, work)
+    if unit_done(work, entry) is not None:
+        return
+    start = time.monotonic()
+    job_path = work / JOBS / f"{unit}.npy"
+    try:
+        job = np.load(job_path)
+    except (OSError, ValueError) as exc:
+        raise PublishUnitError(f"cannot read the job of unit {unit!r} at {job_path} ({exc}); run plan_publish again") from exc
+    files = [Path(root) / f for f in plan["files"]]
+    out_path = work / SHARDS / entry["shard"]
+    result = write_shard(files, job[0].astype(np.int32), job[1], job[2], out_path,
+                         plan["val_permille"], plan["row_group_max_bytes"], plan["zstd_level"])
+    result |= {"bytes": out_path.stat().st_size, "seconds": round(time.monotonic() - start, 3)}
+    atomic_write_bytes(work / DONE / f"{unit}.json", (json.dumps(result, indent=1) + "\n").encode("utf-8"))
+
+
+def link_or_move(src: Path, dst: Path) -> None:
+    """Hard-link src at dst (the work folder keeps its copy until the swap succeeded); move where links fail."""
+    try:
+        os.link(src, dst)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
+            raise
+        os.replace(src, dst)
+
+
+# --- The three entries of the stage (plan, unit, finish) and the one-process run ----------------------------
+
+def manifest_only(layout: Layout, resolved: dict[str, Any], inputs: dict[str, Any]) -> tuple[str, StageRecord | None]:
+    """(shards_key, the previous record when only the manifest needs rewriting, else None).
+
+    When the shard-deciding inputs and settings are unchanged and the published shards intact, only
+    settings outside the shards changed (the manifest's config_sha256).
+    """
+    folder = layout.stage(STAGE)
+    shards_key = stage_key(STAGE, CODE_VERSION, inputs, shard_settings(resolved))
+    previous = records.read_record(folder)
+    if previous and previous.stats.get("shards_key") == shards_key and records.outputs_intact(folder, previous):
+        return shards_key, previous
+    return shards_key, None
+
+
+@records.locked(lambda a: "publish")
+def plan_publish(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> Plan:
+    """Decide the publish key; when something must be written, plan the shards into the key's work folder.
+
+    Cached, or only the manifest to rewrite: no units. Otherwise one unit per shard; a complete plan of this
+    key already on disk is kept with its finished units (resume), work folders of other keys are removed.
     """
     key, inputs = publish_key(layout, resolved)
     folder = layout.stage(STAGE)
     done = records.cached(folder, key)
     if done is not None:
+        remove_work_dirs(layout)
+        return Plan(key, (), cached={"sources": done.stats["sources"], "n_docs": done.stats["n_docs"]})
+    records.begin(folder)
+    records.begin(layout.shards.parent)  # temps of a killed plan or finish; never a work folder's content
+    shards_key, previous = manifest_only(layout, resolved, inputs)
+    if previous is not None:
+        remove_work_dirs(layout)
+        return Plan(key, (), info={"manifest_only": True})
+    work = work_dir(layout, key)
+    remove_work_dirs(layout, keep=work)
+    try:
+        plan = read_plan(work)
+    except PublishUnitError:
+        shutil.rmtree(work, ignore_errors=True)  # no plan, or one cut short: plan again
+        with atomic_dir(work) as tmp:
+            plan = write_plan(layout, resolved, tmp, key, shards_key)
+    if log is not None:
+        finished = sum(unit_done(work, u) is not None for u in plan["units"])
+        log(f"shards: {plan['n_docs']:,} documents planned into {len(plan['units'])} shards"
+            + (f", {finished} already written" if finished else ""))
+    return Plan(key, tuple(u["unit"] for u in plan["units"]), info={"work": str(work), "n_docs": plan["n_docs"]})
+
+
+def run_publish_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str) -> None:
+    """Write one shard of the plan of `key` (and its manifest entry) into the work folder; idempotent.
+
+    Takes no lock: units of one plan write different files, each atomically, and finish_publish checks them.
+    """
+    write_planned_unit(layout.root, work_dir(layout, key), unit)
+
+
+@records.locked(lambda a: "publish")
+def finish_publish(layout: Layout, resolved: dict[str, Any], key: str, log: Log | None = None) -> PublishResult:
+    """Publish what the plan of `key` decided: the cached result, a rewritten manifest, or the units' shards
+    swapped into the published folder whole; commit the record and remove the work folder."""
+    current, inputs = publish_key(layout, resolved)
+    if current != key:
+        raise PublishUnitError(
+            f"the publish inputs or settings changed since plan_publish planned key {key} (now {current}); "
+            f"run plan_publish again, then its units and finish_publish"
+        )
+    folder = layout.stage(STAGE)
+    done = records.cached(folder, key)
+    if done is not None:
+        remove_work_dirs(layout)
         manifest = read_manifest(layout)
         return PublishResult(manifest, ShardsResult(shards=manifest["shards"], n_docs=manifest["n_docs"]),
                              done.stats["sources"], cached=True, key=key)
-    records.begin(folder)
-    records.begin(layout.shards.parent)
-    shards_key = stage_key(STAGE, CODE_VERSION, inputs, shard_settings(resolved))
-    previous = records.read_record(folder)
-    if previous and previous.stats.get("shards_key") == shards_key and records.outputs_intact(folder, previous):
+    shards_key, previous = manifest_only(layout, resolved, inputs)
+    if previous is not None:
         # Only settings outside the shards changed (the manifest's config_sha256): rewrite the manifest alone.
         old = read_manifest(layout)
         manifest = manifest_for(layout, resolved, old["shards"], previous.stats["sources"])
         atomic_write_bytes(layout.manifest, manifest_bytes(manifest))
         result = PublishResult(manifest, ShardsResult(shards=manifest["shards"], n_docs=manifest["n_docs"]),
-                               previous.stats["sources"], shards_rewritten=False)
-    else:
-        with atomic_dir(layout.shards) as tmp, heartbeat(log, "shards", interval_of(resolved)):
-            result = write_publish(layout, resolved, tmp, resolved["workers"])
-        progress = Progress(log, "shards", interval_s=interval_of(resolved))
-        progress.update(result.manifest["n_docs"], sum((layout.shards / s["name"]).stat().st_size for s in result.manifest["shards"]))
-        progress.finish()
-    names = [s["name"] for s in result.manifest["shards"]] + [MANIFEST]
+                               previous.stats["sources"], shards_rewritten=False, key=key)
+        names = [s["name"] for s in manifest["shards"]] + [MANIFEST]
+        commit_publish(layout, resolved, result, inputs, shards_key, records.describe_outputs(layout.shards, names))
+        remove_work_dirs(layout)
+        return result
+    work = work_dir(layout, key)
+    plan = read_plan(work)
+    entries = [unit_done(work, u) for u in plan["units"]]
+    missing = [u["unit"] for u, e in zip(plan["units"], entries, strict=True) if e is None]
+    if missing:
+        raise PublishUnitError(
+            f"{len(missing)} of {len(entries)} publish units have not completed in {work} (e.g. {missing[:3]}); "
+            f"run run_publish_unit for each of them, then finish_publish"
+        )
+    shards = [{"name": e["name"], "sha256": e["sha256"], "rows": e["rows"]} for e in entries]
+    manifest = manifest_for(layout, resolved, shards, plan["sources"])
+    names = [s["name"] for s in shards] + [MANIFEST]
+    with atomic_dir(layout.shards) as tmp:
+        for s in shards:
+            link_or_move(work / SHARDS / s["name"], tmp / s["name"])
+        (tmp / MANIFEST).write_bytes(manifest_bytes(manifest))
+        outputs = records.describe_outputs(tmp, names)  # the hashes the record keeps, and a check of the units
+        damaged = [(u, s) for u, s in zip(plan["units"], shards, strict=True) if outputs[s["name"]]["sha256"] != s["sha256"]]
+        if damaged:
+            for u, _ in damaged:  # recompute them on the next run
+                (work / DONE / f"{u['unit']}.json").unlink(missing_ok=True)
+            raise PublishUnitError(
+                f"{len(damaged)} shard(s) in {work / SHARDS} changed since their unit wrote them (e.g. "
+                f"{damaged[0][1]['name']}: sha256 differs from {work / DONE / (damaged[0][0]['unit'] + '.json')}); "
+                f"run those units again (run_publish_unit or run_publish), then finish_publish"
+            )
+    seconds = plan["seconds"] + sum(e.get("seconds", 0.0) for e in entries)
+    result = PublishResult(manifest, ShardsResult(shards=shards, n_docs=plan["n_docs"], seconds=seconds), plan["sources"], key=key)
+    commit_publish(layout, resolved, result, inputs, shards_key, outputs)
+    remove_work_dirs(layout)  # this key's, and any a unit of an older plan recreated after that plan was removed
+    progress = Progress(log, "shards", interval_s=interval_of(resolved))
+    progress.update(manifest["n_docs"], sum(outputs[s["name"]]["bytes"] for s in shards))
+    progress.finish()
+    return result
+
+
+def commit_publish(layout: Layout, resolved: dict[str, Any], result: PublishResult, inputs: dict[str, Any],
+                   shards_key: str, outputs: dict[str, dict[str, Any]]) -> None:
+    """Write the publish record of a published folder whose files are described by `outputs`."""
+    folder = layout.stage(STAGE)
+    names = list(outputs)
     records.commit(folder, StageRecord(
-        stage=STAGE, key=key, code_version=CODE_VERSION, inputs=inputs, settings={"config_sha256": config_sha256(resolved)},
-        output_dir=os.path.relpath(layout.shards, folder), outputs=records.describe_outputs(layout.shards, names),
+        stage=STAGE, key=result.key, code_version=CODE_VERSION, inputs=inputs,
+        settings={"config_sha256": config_sha256(resolved)},
+        output_dir=os.path.relpath(layout.shards, folder), outputs=outputs,
         files={"shards": names[:-1], "manifest": [MANIFEST]},
         stats={"sources": result.sources, "n_docs": result.manifest["n_docs"], "shards_key": shards_key,
                "seconds": round(result.shards.seconds, 3)},
     ))
-    result.key = key
-    return result
+
+
+@records.locked(lambda a: "publish")
+def run_publish(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> PublishResult:
+    """Publish into corpus/<dataset>/<version>/ (replaced whole and atomically) unless the key is unchanged:
+    plan, every unit through a pool of `workers` processes, finish.
+
+    `log` (a callable taking a line) hears a heartbeat every `progress.interval_s` seconds and a closing line.
+    """
+    with heartbeat(log, "shards", interval_of(resolved)):
+        plan = plan_publish(layout, resolved, log)
+        run_units(run_publish_unit, (layout, resolved, plan.key), plan.units, resolved["workers"])
+    return finish_publish(layout, resolved, plan.key, log)
 
 
 def read_manifest(layout: Layout) -> dict[str, Any]:
@@ -173,23 +432,45 @@ def check_no_pii(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
 def check_rebuild(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
     """Rebuild with another worker count into a temporary folder and compare bytes.
 
-    With `publish.rebuild_check_shards` = n > 0 the whole plan is recomputed and a seeded sample of n shards
-    (seeded by the publish key, so every new build draws anew) is rewritten and compared; 0 rebuilds every
-    shard and the manifest (what a scheduled full check runs).
+    The whole plan (every id sorted across sources, clusters, shard boundaries) is recomputed into a temporary
+    work folder, so which documents each shard holds is checked for every shard; then the same unit function
+    a build runs writes shards again, through a pool of the other worker count. With
+    `publish.rebuild_check_shards` = n > 0 a seeded sample of n shards (seeded by the publish key, so every
+    new build draws anew) is rewritten and compared; 0 rebuilds every shard and the manifest (what a
+    scheduled full check runs).
     """
     other_workers = 2 if resolved["workers"] == 1 else 1
     sample = int(resolved["publish"]["rebuild_check_shards"])
+    seed = records.require_record(layout.stage(STAGE), "shards").key
     tmp = Path(tempfile.mkdtemp(prefix=".corpus-rebuild-", dir=layout.root))
     try:
-        if sample:
-            sources = [SourceDocs(sid, scrubbed_files(layout, sid)) for sid in dedup_sources(layout)]
-            seed = records.require_record(layout.stage(STAGE), "shards").key
-            problems = checks.check_rebuild_sample(sources, Annotations(clusters=clusters(layout)), layout.shards, tmp,
-                                                   resolved, other_workers, sample, seed)
-        else:
-            write_publish(layout, resolved, tmp, other_workers)
-            problems = checks.compare_folders(layout.shards, tmp)
+        work = tmp / "work"
+        plan = write_plan(layout, resolved, work, seed, "")
+        problems = rebuild_problems(layout, resolved, plan, work, sample, seed, other_workers)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return report_of(problems, rebuild_workers=other_workers, build_workers=resolved["workers"],
                      shards_rebuilt=sample or "all")
+
+
+def rebuild_problems(layout: Layout, resolved: dict[str, Any], plan: dict[str, Any], work: Path, sample: int,
+                     seed: str, workers: int) -> list[str]:
+    """Differences between the published folder and a rebuild of (a sample of) the units of `plan` in `work`."""
+    units = plan["units"]
+    on_disk = sorted(p.name for p in checks.shard_paths(layout.shards))
+    planned = [u["shard"] for u in units]
+    if on_disk != planned:
+        return [f"published shards {on_disk[:3]}... != planned {planned[:3]}... ({len(on_disk)} vs {len(planned)})"]
+    picks = sample_units(len(units), sample if sample > 0 else len(units), seed)
+    run_units(write_planned_unit, (layout.root, work), [units[i]["unit"] for i in picks], workers)
+    if sample == 0:  # every shard and the manifest, byte for byte
+        entries = [json.loads((work / DONE / f"{u['unit']}.json").read_text(encoding="utf-8")) for u in units]
+        shards = [{"name": e["name"], "sha256": e["sha256"], "rows": e["rows"]} for e in entries]
+        (work / SHARDS / MANIFEST).write_bytes(manifest_bytes(manifest_for(layout, resolved, shards, plan["sources"])))
+        return checks.compare_folders(layout.shards, work / SHARDS)
+    problems = []
+    for i in picks:
+        name = units[i]["shard"]
+        if sha256_file(layout.shards / name) != sha256_file(work / SHARDS / name):
+            problems.append(f"{name} (shard {i}): bytes differ from a rebuild with workers={workers}")
+    return problems[: checks.MAX_PROBLEMS]
