@@ -47,7 +47,7 @@ from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
-from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
+from corpus_dagster.core.progress import Log, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.core.units import Plan, run_units
 from corpus_dagster.dedup.corpus_dedup import DedupSource, Prepared, StepTimer, check_inputs, finish, prepare
@@ -182,6 +182,8 @@ def plan_dedup(layout: Layout, resolved: dict[str, Any], source_ids: list[str], 
         shutil.rmtree(work, ignore_errors=True)  # no complete plan: nothing in the folder is trusted
         meta = _prepare(layout, resolved, key, source_ids, work)
     if log is not None:
+        log(f"dedup: {len(source_ids)} source(s), {meta['docs']:,} documents, "
+            f"{_clean_bytes(layout, source_ids) / 1e6:.1f} MB of clean Parquet")
         log(
             f"dedup plan: {meta['docs']:,} documents, {meta['participants']:,} in LSH, "
             f"{meta['bands']} band unit(s)"
@@ -374,6 +376,10 @@ def finish_dedup(layout: Layout, resolved: dict[str, Any], key: str, log: Log | 
     ))
     del prep, store
     shutil.rmtree(work, ignore_errors=True)
+    if log is not None:
+        log(f"dedup: {stats['docs']:,} documents, {_clean_bytes(layout, source_ids) / 1e6:.1f} MB of clean Parquet - "
+            f"done: {stats['exact_dropped']:,} exact, {stats['near_dropped']:,} near duplicates and "
+            f"{stats['decontaminated']:,} contaminated documents dropped")
     return {**stats, "cached": False, "key": key}
 
 
@@ -394,10 +400,6 @@ def run_global_dedup(
     if done is not None:
         return {**done.stats, "cached": True, "key": key}
     n_docs = sum(clean_record(layout, sid).stats.get("kept", 0) for sid in source_ids)
-    n_bytes = sum(p.stat().st_size for sid in source_ids for p in clean_doc_files(layout, sid))
-    progress = Progress(log, "dedup", total_docs=n_docs, interval_s=interval_of(resolved))
-    if log is not None:
-        log(f"dedup: {len(source_ids)} source(s), {n_docs:,} documents, {n_bytes / 1e6:.1f} MB of clean Parquet")
     workers = resolved["workers"]
     with heartbeat(log, "dedup", interval_of(resolved), f"{n_docs:,} documents"):
         plan = plan_dedup(layout, resolved, source_ids, log)
@@ -406,10 +408,12 @@ def run_global_dedup(
         run_units(run_dedup_unit, (layout, resolved, plan.key), plan.units, workers)
         verify = plan_verify(layout, resolved, plan.key, log)
         run_units(run_dedup_unit, (layout, resolved, plan.key), verify.units, workers)
-        result = finish_dedup(layout, resolved, plan.key, log)
-    progress.update(n_docs, n_bytes)
-    progress.finish()
-    return result
+        return finish_dedup(layout, resolved, plan.key, log)
+
+
+def _clean_bytes(layout: Layout, source_ids: list[str]) -> int:
+    """Bytes of the clean Parquet files the dedup reads (for the progress lines)."""
+    return sum(p.stat().st_size for sid in source_ids for p in clean_doc_files(layout, sid))
 
 
 def _verify_files(plan: dict[str, Any]) -> list[str]:
