@@ -37,6 +37,7 @@ from corpus_dagster.core.checks import CheckReport
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.hashing import sha256_hex
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.parallel import effective_workers
 from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.core.units import Plan, run_units
@@ -226,6 +227,7 @@ def _results(
     threads: int,
 ) -> Iterator[ShardTokens]:
     """Tokenized shards in task order: in this process for one worker, else a spawned process pool."""
+    workers = effective_workers(workers)
     if workers <= 1:
         for task in tasks:
             yield tokenize_shard(task, tok, dtype, batch_docs)
