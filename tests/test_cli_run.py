@@ -83,7 +83,7 @@ def test_log_file_printed_and_holds_the_event_stream(built):
     assert f"run: log {log}" in proc.stdout.splitlines()[0]
     text = log.read_text()
     assert "build_source[alpha] raw_documents STEP_START" in text
-    assert "build_corpus dedup STEP_SUCCESS" in text
+    assert "build_corpus dedup.dedup_finish STEP_SUCCESS" in text and "build_corpus dedup.dedup_lsh_0 STEP_SUCCESS" in text
     assert "DEBUG" in text and "PIPELINE_SUCCESS" in text
 
 

@@ -52,16 +52,16 @@ def test_bands_must_divide_num_perm():
 
 def test_config_sha256_is_canonical_json_without_execution_keys():
     resolved = load_config(None, {"dataset": "x"})
-    body = {k: v for k, v in resolved.items() if k not in ("paths", "locks", "workers", "refresh", "progress", "analysis", "release", "review")}
+    body = {k: v for k, v in resolved.items() if k not in ("paths", "locks", "executor", "workers", "refresh", "progress", "analysis", "release", "review")}
     body["tokenize"] = {k: v for k, v in body["tokenize"].items()
                         if k not in ("engine", "threads_per_worker", "rebuild_check", "rebuild_check_batches")}
     body["publish"] = {k: v for k, v in body["publish"].items() if k != "rebuild_check_shards"}
     body["dedup"] = {k: v for k, v in body["dedup"].items() if k not in ("batch_bytes", "verify_batch_shingles", "verify_chunk_pairs")}
-    assert len(EXECUTION_KEYS) == 15
+    assert len(EXECUTION_KEYS) == 16
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     assert config_sha256(resolved) == hashlib.sha256(canon).hexdigest()
     other = load_config(None, {"dataset": "x", "workers": 4, "paths": {"artifacts": "/elsewhere"},
-                               "tokenize": {"threads_per_worker": 3}})
+                               "tokenize": {"threads_per_worker": 3}, "executor": {"kind": "dask", "fan_out": 4}})
     assert config_sha256(other) == config_sha256(resolved)
     assert config_sha256(load_config(None, {"dataset": "y"})) != config_sha256(resolved)
     # downstream stages' settings never change the corpus manifest

@@ -99,6 +99,7 @@ class _RunState:
     checks: dict[str, list[CheckOutcome]] = field(default_factory=dict)
     failed_steps: set[str] = field(default_factory=set)
     last_info: dict[str, str] = field(default_factory=dict)
+    graph_seconds: dict[str, float] = field(default_factory=dict)
 
 
 class RunWatcher:
@@ -195,6 +196,12 @@ class RunWatcher:
                 self._line(f"{state.label:<16} {'check ' + c.asset + '/' + c.name:<50} {seconds:>6.1f} s  {verdict}")
             return
         mats = state.materializations.get(step, [])
+        graph, _, op = step.partition(".")
+        if op:  # a step of a graph-backed asset (plan, unit groups, finish): one line for the asset, at its end
+            state.graph_seconds[graph] = state.graph_seconds.get(graph, 0.0) + seconds
+            if not mats:
+                return
+            step, seconds = graph, state.graph_seconds.pop(graph)
         summary = counts_summary(mats[0]) if mats else ""
         self._line(f"{state.label:<16} {step:<50} {seconds:>6.1f} s  {summary}")
 

@@ -25,6 +25,7 @@ PACKAGE_DATA = resources.files("corpus_dagster")
 EXECUTION_KEYS = (
     "paths",
     "locks",
+    "executor",
     "workers",
     "refresh",
     "progress",

@@ -16,18 +16,35 @@ from corpus_dagster.defs.automation import (
     refresh_schedule_for,
 )
 from corpus_dagster.defs.clean import clean_documents
-from corpus_dagster.defs.dedup import dedup, minhash_signatures
+from corpus_dagster.defs.dedup import dedup, dedup_asset, minhash_signatures
 from corpus_dagster.defs.ingest import raw_documents
-from corpus_dagster.defs.publish import PUBLISH_CHECKS, shards_and_manifest
+from corpus_dagster.defs.publish import PUBLISH_CHECKS, shards_and_manifest, shards_asset
 from corpus_dagster.defs.release import RELEASE_ASSETS, RELEASE_CHECKS
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.review import REVIEW_ASSETS
 from corpus_dagster.defs.scrub import scrubbed
-from corpus_dagster.defs.tokens import TOKEN_ASSETS, TOKEN_CHECKS
+from corpus_dagster.defs.tokens import TOKEN_ASSETS, TOKEN_CHECKS, token_streams_asset
+from corpus_dagster.defs.units import fan_out_of
 
 ASSETS = [raw_documents, clean_documents, minhash_signatures, dedup, scrubbed, shards_and_manifest, *TOKEN_ASSETS,
           *ANALYSIS_ASSETS, *RELEASE_ASSETS, *REVIEW_ASSETS]
 CHECKS = [*PUBLISH_CHECKS, *TOKEN_CHECKS, *ANALYSIS_CHECKS, *RELEASE_CHECKS]
+
+
+def assets_for(fan_out: int) -> list[dg.AssetsDefinition]:
+    """Every asset, the global fan-outs (dedup, shards, token streams) spread over `fan_out` steps each."""
+    if fan_out == 1:
+        return ASSETS
+    graphs = {"dedup": dedup_asset(fan_out), "shards_and_manifest": shards_asset(fan_out),
+              "token_streams": token_streams_asset(fan_out)}
+    return [graphs.get(a.node_def.name, a) for a in ASSETS]
+
+
+def executor_for(resolved: dict) -> dg.ExecutorDefinition:
+    """The executor of every job but `build_source` on the local kind: in-process, or the dask cluster."""
+    from corpus_dagster.defs.runner import dask_executor_for
+
+    return dask_executor_for(resolved) if resolved["executor"]["kind"] == "dask" else dg.in_process_executor
 
 
 def build_definitions(corpus: CorpusConfig) -> dg.Definitions:
@@ -37,13 +54,13 @@ def build_definitions(corpus: CorpusConfig) -> dg.Definitions:
     resolved = corpus.resolved()  # raises ConfigError naming the file and JSON path of every violation
     refresh = resolved["refresh"]
     return dg.Definitions(
-        assets=ASSETS,
+        assets=assets_for(fan_out_of(resolved)),
         asset_checks=CHECKS,
-        jobs=[ingest_job, build_corpus_job, explain_document_job, source_job(int(resolved["workers"]))],
+        jobs=[ingest_job, build_corpus_job, explain_document_job, source_job(resolved)],
         schedules=[refresh_schedule_for(refresh["cron"], refresh["timezone"])],
         sensors=[ledger_sensor, automation_sensor],
         resources={"corpus": corpus},
-        # One process per run: steps are light wrappers around drivers that parallelize inside (`workers`), and a
-        # process per step (each of the checks included) made UI runs several times slower than the CLI.
-        executor=dg.in_process_executor,
+        # Local kind: one process per run; steps are light wrappers around drivers that parallelize inside
+        # (`workers`), and a process per step (each of the checks included) made UI runs several times slower.
+        executor=executor_for(resolved),
     )

@@ -22,13 +22,11 @@ ingest_job = dg.define_asset_job(
     "ingest_sources",
     selection=dg.AssetSelection.assets("raw_documents"),
     description="Fetch one source partition into raw parts; downstream assets follow through automation.",
-    executor_def=dg.in_process_executor,
-)
+)  # no executor of its own: the code location's (in-process, or dask with executor.kind dask)
 build_corpus_job = dg.define_asset_job(
     "build_corpus",
     selection=dg.AssetSelection.assets(*GLOBAL_ASSETS),
     description="The whole-corpus steps (dedup, scrub, shards, manifest, token streams, analysis, release) over every materialized source.",
-    executor_def=dg.in_process_executor,
 )
 
 

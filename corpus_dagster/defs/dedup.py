@@ -17,6 +17,7 @@ from corpus_dagster.defs.common import (
 )
 from corpus_dagster.defs.partitions import source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
+from corpus_dagster.defs.units import after_groups, group_ops, plan_value, versioned_output, wire_groups
 
 
 @dg.asset(
@@ -69,26 +70,10 @@ def per_source_outcomes(layout, sources: list[str]) -> dict[str, dict[str, int]]
     return out
 
 
-@dg.asset(
-    deps=["clean_documents", "minhash_signatures"],
-    group_name="dedup",
-    kinds={"parquet", "scipy"},
-    code_version=driver.DEDUP_CODE_VERSION,
-    automation_condition=when_inputs_change(),
-)
-def dedup(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
-    """Decontaminate, exact-dedup and near-dedup (verified Jaccard) across every materialized source."""
-    sources, waiting = materialized_sources(context, "minhash_signatures")
-    if not sources:
-        raise dg.Failure(
-            "dedup: no source partition has materialized minhash_signatures yet "
-            f"(waiting: {', '.join(waiting) or 'none; the ledger sensor adds partitions'}); materialize the sources first"
-        )
-    with corpus_failure("dedup"):
-        resolved, layout = corpus.load()
-        stats = driver.run_global_dedup(layout, resolved, sources, log=context.log.info)
-        outcomes = per_source_outcomes(layout, sources)
-        sizes = driver.clusters(layout).group_by("cluster_min_id").len()["len"].to_list()
+def dedup_metadata(layout, stats: dict, sources: list[str], waiting: list[str]) -> dict:
+    """What the UI shows of a dedup run: counts, drops per source, clusters, example pairs, charts, timing."""
+    outcomes = per_source_outcomes(layout, sources)
+    sizes = driver.clusters(layout).group_by("cluster_min_id").len()["len"].to_list()
     largest = [[c["cluster_min_id"], c["size"]] for c in stats.get("largest_clusters", [])]
     pairs = [[p["id_a"], p["id_b"], p["jaccard"]] for p in stats.get("example_pairs", [])]
     seconds = stats.get("seconds", {})
@@ -98,27 +83,89 @@ def dedup(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.Materia
                                                   bins=min(30, max(1, len(set(sizes))))),
     }
     reasons = sorted({r for o in outcomes.values() for r in o if r != "kept"})
-    return dg.MaterializeResult(
-        data_version=dg.DataVersion(stats["key"]),
-        metadata={
-            **table_metadata(stats.get("docs", 0)),
-            "sources": len(sources),
-            "sources_waiting": ", ".join(waiting) or "none",
-            "exact_dropped": dg.MetadataValue.int(stats["exact_dropped"]),
-            "near_dropped": dg.MetadataValue.int(stats["near_dropped"]),
-            "decontaminated": dg.MetadataValue.int(stats["decontaminated"]),
-            "no_signature": stats.get("no_signature", 0),
-            "clusters": stats.get("n_clusters", 0),
-            "drops_per_source": table(["source", "kept", *reasons],
-                                      [[sid, o["kept"], *[o.get(r, 0) for r in reasons]] for sid, o in outcomes.items()]),
-            "largest_clusters": table(["cluster_min_id", "size"], largest, {"cluster_min_id": "the kept document"}),
-            "example_pairs": table(["id_a", "id_b", "jaccard"], pairs),
-            "charts": charts_markdown(charts),
-            "cached": stats["cached"],
-            "stage_key": stats["key"],
-            "seconds": timing(sum(seconds.values()) if isinstance(seconds, dict) else seconds),
-            "seconds_per_step": table(["step", "seconds"], [[k, v] for k, v in seconds.items()]) if isinstance(seconds, dict)
-            else table(["step", "seconds"], []),
-            "path": dg.MetadataValue.path(str(layout.stage(driver.DEDUP))),
-        },
+    return {
+        **table_metadata(stats.get("docs", 0)),
+        "sources": len(sources),
+        "sources_waiting": ", ".join(waiting) or "none",
+        "exact_dropped": dg.MetadataValue.int(stats["exact_dropped"]),
+        "near_dropped": dg.MetadataValue.int(stats["near_dropped"]),
+        "decontaminated": dg.MetadataValue.int(stats["decontaminated"]),
+        "no_signature": stats.get("no_signature", 0),
+        "clusters": stats.get("n_clusters", 0),
+        "drops_per_source": table(["source", "kept", *reasons],
+                                  [[sid, o["kept"], *[o.get(r, 0) for r in reasons]] for sid, o in outcomes.items()]),
+        "largest_clusters": table(["cluster_min_id", "size"], largest, {"cluster_min_id": "the kept document"}),
+        "example_pairs": table(["id_a", "id_b", "jaccard"], pairs),
+        "charts": charts_markdown(charts),
+        "cached": stats["cached"],
+        "stage_key": stats["key"],
+        "seconds": timing(sum(seconds.values()) if isinstance(seconds, dict) else seconds),
+        "seconds_per_step": table(["step", "seconds"], [[k, v] for k, v in seconds.items()]) if isinstance(seconds, dict)
+        else table(["step", "seconds"], []),
+        "path": dg.MetadataValue.path(str(layout.stage(driver.DEDUP))),
+    }
+
+
+def dedup_asset(fan_out: int = 1) -> dg.AssetsDefinition:
+    """The global dedup as a graph: plan (scan, decontaminate, exact, band hashes), LSH per band spread over
+    `fan_out` steps, verification plan (candidate pairs, shingle store), verification per chunk of pairs over
+    `fan_out` steps, finish (clusters, tables, record)."""
+
+    @dg.op(name="dedup_plan", ins={"clean_documents": dg.In(dg.Nothing), "minhash_signatures": dg.In(dg.Nothing)},
+           description="Scan, decontaminate, exact-dedup, band hashes; name the LSH units.")
+    def plan_op(context: dg.OpExecutionContext, corpus: CorpusConfig) -> dict:
+        sources, waiting = materialized_sources(context, "minhash_signatures")
+        if not sources:
+            raise dg.Failure(
+                "dedup: no source partition has materialized minhash_signatures yet "
+                f"(waiting: {', '.join(waiting) or 'none; the ledger sensor adds partitions'}); materialize the sources first"
+            )
+        with corpus_failure("dedup"):
+            resolved, layout = corpus.load()
+            value = plan_value(driver.plan_dedup(layout, resolved, sources, log=context.log.info))
+        value["info"].update(sources=sources, waiting=waiting)
+        return value
+
+    lsh_ops = group_ops("dedup", "lsh", driver.run_dedup_unit, fan_out)
+
+    @dg.op(name="dedup_verify_plan", ins={"plan": dg.In(dict), **after_groups(fan_out)},
+           description="Merge the bands' candidate pairs, build the shingle store; name the verification units.")
+    def verify_plan_op(context: dg.OpExecutionContext, corpus: CorpusConfig, plan: dict) -> dict:
+        if plan["cached"] is not None:
+            return plan
+        with corpus_failure("dedup"):
+            resolved, layout = corpus.load()
+            value = plan_value(driver.plan_verify(layout, resolved, plan["key"], log=context.log.info))
+        value["info"] = {**plan["info"], **value["info"]}
+        return value
+
+    verify_ops = group_ops("dedup", "verify", driver.run_dedup_unit, fan_out)
+
+    @dg.op(name="dedup_finish", ins={"plan": dg.In(dict), **after_groups(fan_out)}, out=dg.Out(dg.Nothing),
+           description="Clusters, dropped/clusters/pairs tables and the stage record.")
+    def finish_op(context: dg.OpExecutionContext, corpus: CorpusConfig, plan: dict):
+        with corpus_failure("dedup"):
+            resolved, layout = corpus.load()
+            stats = plan["cached"] if plan["cached"] is not None else driver.finish_dedup(
+                layout, resolved, plan["key"], log=context.log.info)
+            metadata = dedup_metadata(layout, stats, plan["info"]["sources"], plan["info"]["waiting"])
+        return versioned_output(metadata, stats["key"])
+
+    @dg.graph_asset(
+        name="dedup",
+        ins={"clean_documents": dg.AssetIn(dagster_type=dg.Nothing), "minhash_signatures": dg.AssetIn(dagster_type=dg.Nothing)},
+        group_name="dedup",
+        kinds={"parquet", "scipy"},
+        code_version=driver.DEDUP_CODE_VERSION,
+        automation_condition=when_inputs_change(),
+        description="Decontaminate, exact-dedup and near-dedup (verified Jaccard) across every materialized source.",
     )
+    def dedup(clean_documents, minhash_signatures):
+        plan = plan_op(clean_documents=clean_documents, minhash_signatures=minhash_signatures)
+        verify = verify_plan_op(plan=plan, **wire_groups(lsh_ops, plan))
+        return finish_op(plan=verify, **wire_groups(verify_ops, verify))
+
+    return dedup
+
+
+dedup = dedup_asset()

@@ -18,69 +18,95 @@ from corpus_dagster.defs.common import (
     when_inputs_change,
 )
 from corpus_dagster.defs.resources import CorpusConfig
+from corpus_dagster.defs.units import after_groups, group_ops, plan_value, versioned_output, wire_groups
 from corpus_dagster.publish import driver
 
 
-def _spec(key: str, deps: list[str], kind: str, description: str) -> dg.AssetSpec:
-    return dg.AssetSpec(
-        key, deps=deps, group_name="publish", kinds={kind}, description=description,
-        code_version=driver.CODE_VERSION, automation_condition=when_inputs_change(),
-    )
-
-
-@dg.multi_asset(
-    specs=[
-        _spec("shards", ["scrubbed", "dedup"], "parquet",
-              "Every kept document, sorted by id, in zstd Parquet shards of shard_rows rows."),
-        _spec("manifest", ["shards"], "json", "_MANIFEST.json: shards with sha256, stage counts, ledger_ref, config_sha256."),
-    ],
-    can_subset=False,
-)
-def shards_and_manifest(context: dg.AssetExecutionContext, corpus: CorpusConfig):
-    """Write the shards and manifest of the sources the dedup covered, byte-identical for any worker count."""
-    with corpus_failure("shards"):
-        resolved, layout = corpus.load()
-        result = driver.run_publish(layout, resolved, log=context.log.info)
-        files = driver.published_shards(layout)
-        lengths = pl.concat([pl.read_parquet(f, columns=["n_chars"]) for f in files])["n_chars"].to_list() if files else []
-        head = pq.read_table(files[0], columns=["id", "source_id", "split", "n_chars", "text"]).slice(0, PREVIEW_ROWS).to_pylist() if files else []
+def publish_metadata(layout, result: driver.PublishResult) -> tuple[dict, dict]:
+    """(shards metadata, manifest metadata) for the UI."""
+    files = driver.published_shards(layout)
+    lengths = pl.concat([pl.read_parquet(f, columns=["n_chars"]) for f in files])["n_chars"].to_list() if files else []
+    head = pq.read_table(files[0], columns=["id", "source_id", "split", "n_chars", "text"]).slice(0, PREVIEW_ROWS).to_pylist() if files else []
     m = result.manifest
     n_bytes = sum((layout.shards / s["name"]).stat().st_size for s in m["shards"])
     rows = [[s["name"], s["rows"], (layout.shards / s["name"]).stat().st_size, s["sha256"][:16]] for s in m["shards"][:50]]
-    version = dg.DataVersion(result.key)
     chart = histogram(lengths, "length of kept documents", "characters (log scale)", log_x=True)
-    yield dg.MaterializeResult(
-        asset_key="shards",
-        data_version=version,
-        metadata={
-            **table_metadata(m["n_docs"], SHARD_SCHEMA),
-            "n_docs": dg.MetadataValue.int(m["n_docs"]),
-            "n_shards": m["n_shards"],
-            "sources": len(result.sources),
-            "bytes": dg.MetadataValue.int(n_bytes),
-            "size": size(n_bytes),
-            "shards": table(["name", "rows", "bytes", "sha256"], rows),
-            "preview": table(["id", "source_id", "split", "n_chars", "text"],
-                              [[r["id"], r["source_id"], r["split"], r["n_chars"], short_text(r["text"])] for r in head]),
-            "length_histogram": charts_markdown({"length of kept documents (characters)": chart}),
-            "cached": result.cached,
-            "stage_key": result.key,
-            "path": dg.MetadataValue.path(str(layout.shards)),
-            "seconds": timing(result.shards.seconds),
+    shards = {
+        **table_metadata(m["n_docs"], SHARD_SCHEMA),
+        "n_docs": dg.MetadataValue.int(m["n_docs"]),
+        "n_shards": m["n_shards"],
+        "sources": len(result.sources),
+        "bytes": dg.MetadataValue.int(n_bytes),
+        "size": size(n_bytes),
+        "shards": table(["name", "rows", "bytes", "sha256"], rows),
+        "preview": table(["id", "source_id", "split", "n_chars", "text"],
+                          [[r["id"], r["source_id"], r["split"], r["n_chars"], short_text(r["text"])] for r in head]),
+        "length_histogram": charts_markdown({"length of kept documents (characters)": chart}),
+        "cached": result.cached,
+        "stage_key": result.key,
+        "path": dg.MetadataValue.path(str(layout.shards)),
+        "seconds": timing(result.shards.seconds),
+    }
+    manifest = {
+        "path": dg.MetadataValue.path(str(layout.manifest)),
+        "config_sha256": m["config_sha256"],
+        "ledger_ref": m["ledger_ref"],
+        "filters": table(["filter", "documents"], [[k, v] for k, v in m["filters"].items()]),
+        "dedup": dg.MetadataValue.json(m["dedup"]),
+        "pii": table(["type", "placeholders"], [[k, v] for k, v in m["pii"].items()]),
+    }
+    return shards, manifest
+
+
+def shards_asset(fan_out: int = 1) -> dg.AssetsDefinition:
+    """Shards and manifest as a graph: plan (row plan, one unit per shard), shard writing spread over
+    `fan_out` steps, finish (manifest, atomic replacement of the published folder, record)."""
+
+    @dg.op(name="shards_plan", ins={"scrubbed": dg.In(dg.Nothing), "dedup": dg.In(dg.Nothing)},
+           description="Plan the rows of every shard; one unit per shard.")
+    def plan_op(context: dg.OpExecutionContext, corpus: CorpusConfig) -> dict:
+        with corpus_failure("shards"):
+            resolved, layout = corpus.load()
+            return plan_value(driver.plan_publish(layout, resolved, log=context.log.info))
+
+    write_ops = group_ops("shards", "write", driver.run_publish_unit, fan_out)
+
+    @dg.op(name="shards_finish", ins={"plan": dg.In(dict), **after_groups(fan_out)},
+           out={"shards": dg.Out(dg.Nothing), "manifest": dg.Out(dg.Nothing)},
+           description="Manifest, atomic replacement of the published folder, stage record.")
+    def finish_op(context: dg.OpExecutionContext, corpus: CorpusConfig, plan: dict):
+        with corpus_failure("shards"):
+            resolved, layout = corpus.load()
+            result = driver.finish_publish(layout, resolved, plan["key"], log=context.log.info)
+            shards, manifest = publish_metadata(layout, result)
+        yield versioned_output(shards, result.key, "shards")
+        yield versioned_output(manifest, result.key, "manifest")
+
+    @dg.graph_multi_asset(
+        name="shards_and_manifest",
+        group_name="publish",
+        ins={"scrubbed": dg.AssetIn(dagster_type=dg.Nothing), "dedup": dg.AssetIn(dagster_type=dg.Nothing)},
+        outs={
+            "shards": dg.AssetOut(
+                kinds={"parquet"}, code_version=driver.CODE_VERSION,
+                automation_condition=when_inputs_change(), dagster_type=dg.Nothing,
+                description="Every kept document, sorted by id, in zstd Parquet shards of shard_rows rows."),
+            "manifest": dg.AssetOut(
+                kinds={"json"}, code_version=driver.CODE_VERSION,
+                automation_condition=when_inputs_change(), dagster_type=dg.Nothing,
+                description="_MANIFEST.json: shards with sha256, stage counts, ledger_ref, config_sha256."),
         },
+        can_subset=False,
     )
-    yield dg.MaterializeResult(
-        asset_key="manifest",
-        data_version=version,
-        metadata={
-            "path": dg.MetadataValue.path(str(layout.manifest)),
-            "config_sha256": m["config_sha256"],
-            "ledger_ref": m["ledger_ref"],
-            "filters": table(["filter", "documents"], [[k, v] for k, v in m["filters"].items()]),
-            "dedup": dg.MetadataValue.json(m["dedup"]),
-            "pii": table(["type", "placeholders"], [[k, v] for k, v in m["pii"].items()]),
-        },
-    )
+    def shards_and_manifest(scrubbed, dedup):
+        plan = plan_op(scrubbed=scrubbed, dedup=dedup)
+        shards, manifest = finish_op(plan=plan, **wire_groups(write_ops, plan))
+        return {"shards": shards, "manifest": manifest}
+
+    return shards_and_manifest
+
+
+shards_and_manifest = shards_asset()
 
 
 def _check(corpus: CorpusConfig, name: str, run) -> dg.AssetCheckResult:

@@ -41,18 +41,38 @@ def all_checks() -> list:
     return list(CHECKS)
 
 
-def source_job(workers: int) -> dg.UnresolvedAssetJobDefinition:
+def dask_executor_for(resolved: dict[str, Any]) -> dg.ExecutorDefinition:
+    """Dagster's dask executor on the configured scheduler, else a LocalCluster of `workers` processes."""
+    try:
+        from corpus_dagster.defs.dask_executor import corpus_dask_executor as dask_executor
+    except ImportError as exc:  # the optional extra
+        from corpus_dagster.core.errors import ConfigError
+
+        raise ConfigError("executor.kind is dask but dagster-dask is not installed: "
+                          "pip install 'corpus-dagster[dask]' (dagster-dask, distributed)") from exc
+    address = resolved["executor"]["dask_address"]
+    cluster = ({"existing": {"address": address}} if address else
+               {"local": {"n_workers": max(1, int(resolved["workers"])), "threads_per_worker": 1, "processes": True,
+                          "dashboard_address": None}})
+    return dask_executor.configured({"cluster": cluster}, name="dask")
+
+
+def source_job(resolved: dict[str, Any]) -> dg.UnresolvedAssetJobDefinition:
     """Every per-source asset of one source partition (fetch, clean, sign), each step in its own process.
 
-    Step processes fork from a forkserver that has imported this project once, so a step costs no import.
+    Local kind: step processes fork from a forkserver that has imported this project once, so a step costs
+    no import. Dask kind: the steps go to the cluster like every other run's.
     """
+    workers = int(resolved["workers"])
+    executor = (dask_executor_for(resolved) if resolved["executor"]["kind"] == "dask" else
+                dg.multiprocess_executor.configured(
+                    {"max_concurrent": max(1, workers), "start_method": {"forkserver": {"preload_modules": [__name__]}}}))
     return dg.define_asset_job(
         SOURCE_JOB,
         selection=dg.AssetSelection.assets(*[k for a in per_source_assets() for k in a.keys]),
         description="Fetch, clean and sign one source partition (raw_documents, clean_documents, minhash_signatures); "
                     "the CLI runs one per source, `workers` at a time.",
-        executor_def=dg.multiprocess_executor.configured(
-            {"max_concurrent": max(1, workers), "start_method": {"forkserver": {"preload_modules": [__name__]}}}),
+        executor_def=executor,
     )
 
 

@@ -14,6 +14,7 @@ from corpus_dagster.defs.common import (
     when_inputs_change,
 )
 from corpus_dagster.defs.resources import CorpusConfig
+from corpus_dagster.defs.units import after_groups, group_ops, plan_value, versioned_output, wire_groups
 from corpus_dagster.tokenize import driver
 
 
@@ -32,67 +33,92 @@ def _splits_table(manifest: dict[str, Any]) -> dg.MetadataValue:
     ])
 
 
-@dg.asset(
-    group_name="tokenize",
-    kinds={"numpy", "parquet"},
-    deps=["manifest"],
-    code_version=driver.CODE_VERSION,
-    automation_condition=when_inputs_change(),
-)
-def token_streams(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
-    """Megatron-LM .bin/.idx token streams per split, with per-document token counts, from the shards."""
-    with corpus_failure("token_streams"):  # bad input or an unloadable tokenizer: the message says what to do
-        cfg, layout = corpus.load()
-        result, m, cached, key = driver.run_token_streams(layout, cfg, log=context.log.info)
+def streams_metadata(context: dg.OpExecutionContext, layout, run: driver.StreamsRun) -> dict:
+    """What the UI shows of a token-streams run."""
+    result, m, cached, key = run
     if result is None:  # unchanged inputs and settings: nothing was rebuilt
         context.log.info(f"token streams unchanged (key {key}); nothing rebuilt")
-        return dg.MaterializeResult(
-            data_version=dg.DataVersion(key),
-            metadata={**table_metadata(m["n_docs"]), "path": dg.MetadataValue.path(str(layout.tokens)), "cached": True,
-                      "n_docs": m["n_docs"], "n_tokens": m["n_tokens"], "tokenizer": m["tokenizer"]["name"],
-                      "split_counts": _splits_table(m), "splits": dg.MetadataValue.md(_markdown_table(m))},
-        )
+        return {**table_metadata(m["n_docs"]), "path": dg.MetadataValue.path(str(layout.tokens)), "cached": True,
+                "n_docs": m["n_docs"], "n_tokens": m["n_tokens"], "tokenizer": m["tokenizer"]["name"],
+                "split_counts": _splits_table(m), "splits": dg.MetadataValue.md(_markdown_table(m))}
     mb = result.text_bytes / 1e6
     context.log.info(
         f"tokenized {m['n_docs']} documents ({mb:.1f} MB) into {m['n_tokens']} tokens "
         f"in {result.elapsed_s:.1f}s with {result.workers} worker(s) x {result.threads} thread(s)"
     )
-    return dg.MaterializeResult(
-        data_version=dg.DataVersion(key),
-        metadata={
-            **table_metadata(m["n_docs"]),
-            "path": dg.MetadataValue.path(str(layout.tokens)),
-            "cached": cached,
-            "tokenizer": m["tokenizer"]["name"],
-            "vocab_size": m["tokenizer"]["vocab_size"],
-            "dtype": m["dtype"],
-            "eod_id": m["tokenizer"]["special_tokens"]["eod"]["id"],
-            "engine": result.engine,
-            "n_docs": m["n_docs"],
-            "n_tokens": m["n_tokens"],
-            "train_tokens": m["splits"]["train"]["n_tokens"],
-            "val_tokens": m["splits"]["val"]["n_tokens"],
-            "files": sum(len(e["files"]) for e in m["splits"].values()),
-            "bytes": sum(p["bin"]["bytes"] for e in m["splits"].values() for p in e["files"]),
-            "seconds": timing(result.elapsed_s),
-            "mb_per_s": round(mb / result.elapsed_s, 2) if result.elapsed_s else 0.0,
-            "tokens_per_s": round(m["n_tokens"] / result.elapsed_s) if result.elapsed_s else 0,
-            "workers": result.workers,
-            "threads_per_worker": result.threads,
-            "split_counts": _splits_table(m),
-            "splits": dg.MetadataValue.md(_markdown_table(m)),
-        }
+    return {
+        **table_metadata(m["n_docs"]),
+        "path": dg.MetadataValue.path(str(layout.tokens)),
+        "cached": cached,
+        "tokenizer": m["tokenizer"]["name"],
+        "vocab_size": m["tokenizer"]["vocab_size"],
+        "dtype": m["dtype"],
+        "eod_id": m["tokenizer"]["special_tokens"]["eod"]["id"],
+        "engine": result.engine,
+        "n_docs": m["n_docs"],
+        "n_tokens": m["n_tokens"],
+        "train_tokens": m["splits"]["train"]["n_tokens"],
+        "val_tokens": m["splits"]["val"]["n_tokens"],
+        "files": sum(len(e["files"]) for e in m["splits"].values()),
+        "bytes": sum(p["bin"]["bytes"] for e in m["splits"].values() for p in e["files"]),
+        "seconds": timing(result.elapsed_s),
+        "mb_per_s": round(mb / result.elapsed_s, 2) if result.elapsed_s else 0.0,
+        "tokens_per_s": round(m["n_tokens"] / result.elapsed_s) if result.elapsed_s else 0,
+        "workers": result.workers,
+        "threads_per_worker": result.threads,
+        "split_counts": _splits_table(m),
+        "splits": dg.MetadataValue.md(_markdown_table(m)),
+    }
+
+
+def token_streams_asset(fan_out: int = 1) -> dg.AssetsDefinition:
+    """Token streams as a graph: plan (one unit per published shard), tokenizing spread over `fan_out` steps,
+    finish (per-split .bin/.idx files in shard order, counts, _TOKENS.json, record)."""
+
+    @dg.op(name="token_streams_plan", ins={"manifest": dg.In(dg.Nothing)},
+           description="Check the shards' manifest; one unit per published shard.")
+    def plan_op(context: dg.OpExecutionContext, corpus: CorpusConfig) -> dict:
+        with corpus_failure("token_streams"):  # bad input or an unloadable tokenizer: the message says what to do
+            resolved, layout = corpus.load()
+            return plan_value(driver.plan_token_streams(layout, resolved, log=context.log.info))
+
+    encode_ops = group_ops("token_streams", "encode", driver.run_token_unit, fan_out)
+
+    @dg.op(name="token_streams_finish", ins={"plan": dg.In(dict), **after_groups(fan_out)}, out=dg.Out(dg.Nothing),
+           description="Per-split Megatron files in shard order, token counts, _TOKENS.json, stage record.")
+    def finish_op(context: dg.OpExecutionContext, corpus: CorpusConfig, plan: dict):
+        with corpus_failure("token_streams"):
+            resolved, layout = corpus.load()
+            run = driver.finish_token_streams(layout, resolved, plan["key"], log=context.log.info)
+        return versioned_output(streams_metadata(context, layout, run), run.key)
+
+    @dg.graph_asset(
+        name="token_streams",
+        ins={"manifest": dg.AssetIn(dagster_type=dg.Nothing)},
+        group_name="tokenize",
+        kinds={"numpy", "parquet"},
+        code_version=driver.CODE_VERSION,
+        automation_condition=when_inputs_change(),
+        description="Megatron-LM .bin/.idx token streams per split, with per-document token counts, from the shards.",
     )
+    def token_streams(manifest):
+        plan = plan_op(manifest=manifest)
+        return finish_op(plan=plan, **wire_groups(encode_ops, plan))
+
+    return token_streams
 
 
-@dg.asset_check(asset=token_streams, blocking=True)
+token_streams = token_streams_asset()
+
+
+@dg.asset_check(asset="token_streams", blocking=True)
 def token_counts_consistent(corpus: CorpusConfig) -> dg.AssetCheckResult:
     """_TOKENS.json totals equal the per-document counts and the .idx sizes; files match their sha256."""
     with corpus_failure("token_counts_consistent"):
         return check_result(driver.check_streams_counts(corpus.layout()))
 
 
-@dg.asset_check(asset=token_streams, blocking=True)
+@dg.asset_check(asset="token_streams", blocking=True)
 def token_sample_decodes(corpus: CorpusConfig) -> dg.AssetCheckResult:
     """A sample of documents decodes back to exactly their shard text, framed by BOS/EOD as configured."""
     with corpus_failure("token_sample_decodes"):
@@ -100,7 +126,7 @@ def token_sample_decodes(corpus: CorpusConfig) -> dg.AssetCheckResult:
         return check_result(driver.check_streams_decode(layout, cfg))
 
 
-@dg.asset_check(asset=token_streams, blocking=False)
+@dg.asset_check(asset="token_streams", blocking=False)
 def token_streams_reproducible(corpus: CorpusConfig) -> dg.AssetCheckResult:
     """A rebuild with another worker count gives byte-identical files (off: tokenize.rebuild_check)."""
     cfg, layout = corpus.load()
