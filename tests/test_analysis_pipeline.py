@@ -257,3 +257,46 @@ def test_dry_run_estimates_every_step(analysed):
     assert plan["docs"] == N_DOCS and plan["text_bytes"] > 0
     assert [s["step"] for s in plan["steps"]] == list(analysis_driver.STEPS)
     assert all(s["seconds"] >= 0 and s["peak_rss_bytes"] > 0 for s in plan["steps"])
+
+
+def test_verify_cluster_check_with_a_pair_budget_samples_and_still_catches_a_bad_member(tmp_path):
+    """With `max_pairs` the cluster check recomputes fewer pairs: clusters that fit are checked whole, a
+    larger one on a seeded sample of 32 pairs, which still catches a member that is not a near duplicate."""
+    import random
+    from itertools import combinations
+
+    from verify._reference import jaccard, shingle_set
+    from verify.cluster_jaccard import check_cluster_files
+
+    rng = random.Random(5)
+    words = [f"w{rng.randrange(5000)}" for _ in range(300)]
+    docs = {f"d{i:02d}": " ".join(words[:i * 7] + ["changed"] + words[i * 7 + 1:]) for i in range(12)}
+    docs["pair_a"], docs["pair_b"] = " ".join(words[::-1]), " ".join(words[::-1][:-1])
+    docs["stranger"] = " ".join(f"x{rng.randrange(5000)}" for _ in range(300))
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    pq.write_table(pa.table({"id": list(docs), "text": list(docs.values())}), corpus / "docs.parquet")
+
+    def cluster(component: int, ids: list[str]) -> dict:
+        js = [jaccard(shingle_set(docs[a]), shingle_set(docs[b])) for a, b in combinations(ids, 2)]
+        return {"component": component, "doc_ids": ids, "size": len(ids), "min_jaccard": round(min(js), 6),
+                "mean_jaccard": round(sum(js) / len(js), 6)}
+
+    big = [f"d{i:02d}" for i in range(12)]  # 66 pairs
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(json.dumps(c) + "\n" for c in [cluster(0, big), cluster(1, ["pair_a", "pair_b"])]))
+    threshold = cluster(0, big)["min_jaccard"] - 0.001
+    files = corpus_files(corpus)
+    full = check_clusters(files, good, threshold)
+    assert full["passed"], full
+    assert full["pairs_checked"] == 67 and full["clusters_checked_whole"] == 2
+    sampled = check_clusters(files, good, threshold, max_pairs=10, seed=1)
+    assert sampled["passed"] and sampled["pairs_checked"] == 32 + 1 and sampled["clusters_checked_whole"] == 1
+    assert sampled == check_clusters(files, good, threshold, max_pairs=10, seed=1)  # seeded: the same pairs
+    assert check_cluster_files(files, [(good, threshold), (good, threshold)]) == [full, full]  # one read, same verdicts
+
+    bad_cluster = {**cluster(0, big), "doc_ids": sorted([*big, "stranger"]), "size": 13}  # reported min unchanged
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(bad_cluster) + "\n")
+    res = check_clusters(files, bad, threshold, max_pairs=10, seed=1)
+    assert not res["passed"] and res["clusters_checked_whole"] == 0 and any("Jaccard 0.0" in f for f in res["failures"])

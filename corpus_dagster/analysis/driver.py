@@ -977,8 +977,10 @@ def verify_analysis(layout: Layout, resolved: dict[str, Any], which: str) -> Any
     reports = []
     if which == "clusters":
         mod = _verify_module("cluster_jaccard")
-        for t in cfg["cluster_thresholds"]:
-            reports.append((f"t{tag(t)[1:]}", mod.check_clusters(files, out / f"near_dup_clusters_{tag(t)}.jsonl", t)))
+        thresholds = cfg["cluster_thresholds"]
+        results = mod.check_cluster_files(files, [(out / f"near_dup_clusters_{tag(t)}.jsonl", t) for t in thresholds],
+                                          max_pairs=cfg["verify_cluster_pairs"], seed=cfg["verify_seed"])
+        reports += [(f"t{tag(t)[1:]}", r) for t, r in zip(thresholds, results, strict=True)]
     elif which == "exact_groups":
         reports.append(("exact", _verify_module("exact_groups").check_exact_groups(files, out / GROUPS_FILE)))
     elif which == "duplicates_sample":
