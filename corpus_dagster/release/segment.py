@@ -39,21 +39,30 @@ class Segmentation:
 
 
 class BreakIndex:
-    """Break positions of one text per level: a break is (content end, start of the next segment)."""
+    """Break positions of one text per level: a break is (content end, start of the next segment).
+
+    A level is scanned the first time it is needed: most texts find every cut among paragraph or line
+    breaks, and the word level alone is one match per word (millions in a long document)."""
 
     def __init__(self, text: str):
-        self.levels: list[tuple[list[int], list[int]]] = []
-        for _, pattern in BREAK_PATTERNS:
+        self.text = text
+        self._levels: list[tuple[list[int], list[int]] | None] = [None] * len(BREAK_PATTERNS)
+
+    def level(self, i: int) -> tuple[list[int], list[int]]:
+        """(content ends, next starts) of every break of level i, in text order."""
+        found = self._levels[i]
+        if found is None:
             ends, nexts = [], []
-            for m in pattern.finditer(text):
+            for m in BREAK_PATTERNS[i][1].finditer(self.text):
                 ends.append(m.start())
                 nexts.append(m.end())
-            self.levels.append((ends, nexts))
+            found = self._levels[i] = (ends, nexts)
+        return found
 
     def best_break(self, windows: Sequence[tuple[int, int]], target: int) -> tuple[int, int] | None:
         """The break nearest `target` whose content end lies in a window (floor, limit]. Levels come first:
         a paragraph break anywhere in any window beats a line break at the target; windows are tried in order."""
-        for ends, nexts in self.levels:
+        for ends, nexts in (self.level(i) for i in range(len(BREAK_PATTERNS))):
             for floor, limit in windows:
                 i = bisect.bisect_right(ends, target)
                 near = [j for j in (i - 1, i) if 0 <= j < len(ends) and floor < ends[j] <= limit]
