@@ -15,11 +15,17 @@ spreads groups of units (`unit_groups`) over executor steps. Neither changes a b
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
+from corpus_dagster.core import records
+from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.parallel import ordered_map
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -55,3 +61,26 @@ def run_units(run_unit: Callable[..., Any], args: tuple[Any, ...], units: Sequen
     """
     for _ in ordered_map(run_unit, [(*args, unit) for unit in units], workers):
         pass
+
+
+def done_elsewhere(stage_folder: Callable[[Any], Path]) -> Callable[[F], F]:
+    """Decorate a unit runner `(layout, resolved, key, unit)`: when it fails because its work folder is gone
+    or incomplete and the stage is meanwhile committed under the same key, there is nothing left to do.
+
+    Two runs of one key share the work folder; the first to finish removes it, and the other run's units
+    (planned before that) must then end quietly, not fail: its finish step finds the stage cached.
+    """
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(layout: Any, resolved: dict[str, Any], key: str, unit: str) -> Any:
+            try:
+                return fn(layout, resolved, key, unit)
+            except (CorpusError, OSError):
+                if records.cached(stage_folder(layout), key) is not None:
+                    return None
+                raise
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

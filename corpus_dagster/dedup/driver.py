@@ -49,7 +49,7 @@ from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.progress import Log, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
-from corpus_dagster.core.units import Plan, run_units
+from corpus_dagster.core.units import Plan, done_elsewhere, run_units
 from corpus_dagster.dedup.corpus_dedup import DedupSource, Prepared, StepTimer, check_inputs, finish, prepare
 from corpus_dagster.dedup.jaccard import ShingleStore
 from corpus_dagster.dedup.lsh import band_edges, merge_band_edges
@@ -227,6 +227,7 @@ def _prepare(layout: Layout, resolved: dict[str, Any], key: str, source_ids: lis
     return meta
 
 
+@done_elsewhere(lambda layout: layout.stage(DEDUP))
 def run_dedup_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str) -> None:
     """Run one unit of the global dedup: `lsh-band-NNN` (one band's candidate pairs) or `verify-NNNNN` (exact
     Jaccard of one chunk of candidate pairs). Reads and writes only the key's work folder, atomically; an
@@ -267,6 +268,9 @@ def plan_verify(layout: Layout, resolved: dict[str, Any], key: str, log: Log | N
     `verify` or pairs). A second call reuses the first one's plan."""
     work = work_dir(layout, key)
     with records.stage_lock(layout.root, "dedup", resolved, what=f"plan_verify (dedup {key})"):
+        done = records.cached(layout.stage(DEDUP), key)
+        if done is not None:  # another run of this key finished meanwhile (and removed the work folder)
+            return Plan(key, (), cached={**done.stats, "cached": True, "key": key})
         meta = _require_json(work / PREPARED, "run plan_dedup first")
         plan = _read_json(work / VERIFY_PLAN)
         if plan is None or not all((work / name).exists() for name in _verify_files(plan)):

@@ -44,7 +44,7 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import ledger_sha256, load_ledger
 from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
-from corpus_dagster.core.units import Plan, run_units
+from corpus_dagster.core.units import Plan, done_elsewhere, run_units
 from corpus_dagster.dedup.driver import clusters, dedup_record, dedup_sources, dedup_stats
 from corpus_dagster.ingest.driver import selection_counts
 from corpus_dagster.publish import checks
@@ -288,6 +288,7 @@ def plan_publish(layout: Layout, resolved: dict[str, Any], log: Log | None = Non
     return Plan(key, tuple(u["unit"] for u in plan["units"]), info={"work": str(work), "n_docs": plan["n_docs"]})
 
 
+@done_elsewhere(lambda layout: layout.stage(STAGE))
 def run_publish_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str) -> None:
     """Write one shard of the plan of `key` (and its manifest entry) into the work folder; idempotent.
 

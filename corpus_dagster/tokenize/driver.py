@@ -40,7 +40,7 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parallel import effective_workers
 from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
-from corpus_dagster.core.units import Plan, run_units
+from corpus_dagster.core.units import Plan, done_elsewhere, run_units
 from corpus_dagster.tokenize.indexed import PartInfo, SplitWriter, token_dtype
 from corpus_dagster.tokenize.manifest import (
     COUNTS_NAME,
@@ -589,6 +589,7 @@ def _save_docs(path: Path, res: ShardTokens) -> int:
     return path.stat().st_size
 
 
+@done_elsewhere(lambda layout: layout.stage(STAGE))
 def run_token_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str) -> None:
     """Tokenize one shard of a plan into its unit files (atomically; nothing to do when already complete).
 

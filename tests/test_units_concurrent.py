@@ -1,0 +1,60 @@
+"""Two runs of one stage key share its work folder: when one run's finish removes it, the other run's
+units and finish end quietly (the stage is committed), instead of failing on a missing plan."""
+
+import shutil
+
+import dagster as dg
+import pytest
+from corpus_factory import write_setup
+
+from corpus_dagster.core.errors import CorpusError
+from corpus_dagster.dedup import driver as dedup
+from corpus_dagster.defs.resources import CorpusConfig
+from corpus_dagster.defs.runner import materialize_sources
+from corpus_dagster.publish import driver as publish
+from corpus_dagster.scrub.driver import run_scrub
+from corpus_dagster.tokenize import driver as tokens
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    corpus = CorpusConfig(config_path=str(write_setup(tmp_path_factory.mktemp("units"))))
+    materialize_sources(corpus, dg.DagsterInstance.ephemeral())
+    resolved, layout = corpus.load()
+    return resolved, layout, [s for s in ("alpha", "beta", "gamma")]
+
+
+def test_units_of_a_plan_whose_key_another_run_finished_do_nothing(sources):
+    resolved, layout, ids = sources
+    # Run B plans dedup, then run A (the whole stage) finishes the same key and removes the work folder.
+    plan_b = dedup.plan_dedup(layout, resolved, ids)
+    assert plan_b.units and dedup.work_dir(layout, plan_b.key).exists()
+    dedup.run_global_dedup(layout, resolved, ids)
+    assert not dedup.work_dir(layout, plan_b.key).exists()
+    for unit in plan_b.units:  # B's units: nothing to do, no error
+        dedup.run_dedup_unit(layout, resolved, plan_b.key, unit)
+    assert dedup.plan_verify(layout, resolved, plan_b.key).cached is not None
+    assert dedup.finish_dedup(layout, resolved, plan_b.key)["cached"]
+
+    run_scrub(layout, resolved)
+    plan_b = publish.plan_publish(layout, resolved)
+    assert plan_b.units
+    publish.run_publish(layout, resolved)
+    for unit in plan_b.units:
+        publish.run_publish_unit(layout, resolved, plan_b.key, unit)
+    assert publish.finish_publish(layout, resolved, plan_b.key).cached
+
+    plan_b = tokens.plan_token_streams(layout, resolved)
+    assert plan_b.units
+    tokens.run_token_streams(layout, resolved)
+    for unit in plan_b.units:
+        tokens.run_token_unit(layout, resolved, plan_b.key, unit)
+    assert tokens.finish_token_streams(layout, resolved, plan_b.key).cached
+
+
+def test_a_unit_without_a_plan_still_fails_when_the_stage_is_not_committed(sources):
+    resolved, layout, ids = sources
+    plan = dedup.plan_dedup(layout, {**resolved, "dedup": {**resolved["dedup"], "jaccard_threshold": 0.55}}, ids)
+    shutil.rmtree(dedup.work_dir(layout, plan.key))
+    with pytest.raises(CorpusError, match="plan_dedup"):
+        dedup.run_dedup_unit(layout, resolved, plan.key, plan.units[0])
