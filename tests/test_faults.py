@@ -345,3 +345,15 @@ def test_two_runs_on_one_root_second_waits_and_does_nothing(setup, reference, tm
     assert all(did_first.values()) and did_first.keys() == did_second.keys()
     assert not any(did_second.values()), f"the second run redid work: {did_second}"
     assert published(layout) == reference[1]
+
+
+def test_a_short_write_of_numpy_names_the_path():
+    """np.save on a full disk raises `OSError: 1472 requested and 1008 written` (no errno, no text about
+    space): it must still become a WriteError naming the file."""
+    from pathlib import Path
+
+    from corpus_dagster.core.atomic import storage_error
+
+    err = storage_error(OSError("1472 requested and 1008 written"), Path("/data/x/band_hashes.npy"))
+    assert err is not None and "/data/x/band_hashes.npy" in str(err) and "short write" in str(err)
+    assert storage_error(OSError("something else"), Path("/data/x")) is None

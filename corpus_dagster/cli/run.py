@@ -60,8 +60,9 @@ def ensure_dagster_home(home: Path) -> None:
 
 
 def default_log_file(artifacts_root: Path) -> Path:
-    """`logs/run-<UTC time>.log` under the artifacts root (a log may carry a time; data outputs never do)."""
-    return artifacts_root / "logs" / f"run-{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%SZ')}.log"
+    """`logs/run-<UTC time>-<pid>.log` under the artifacts root (a log may carry a time; data outputs never do)."""
+    # The pid too: two runs started in the same second must not append to one file.
+    return artifacts_root / "logs" / f"run-{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}.log"
 
 
 def parse_args(argv: list[str], prog: str = "python -m corpus_dagster.run") -> argparse.Namespace:

@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import re
 import shutil
 import sys
 import uuid
@@ -32,6 +33,9 @@ class WriteError(CorpusError):
 
 STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
 STORAGE_MESSAGES = ("No space left on device", "Disk quota exceeded", "Read-only file system", "File too large")
+# numpy's array writer (np.save, ndarray.tofile) reports a short write on a full disk as
+# "OSError: 1472 requested and 1008 written", with no errno.
+SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$")
 
 
 def storage_error(exc: BaseException, path: Path) -> WriteError | None:
@@ -42,9 +46,13 @@ def storage_error(exc: BaseException, path: Path) -> WriteError | None:
     if not isinstance(exc, OSError):
         return None
     text = str(exc)
-    if exc.errno not in STORAGE_ERRNOS and not any(m in text for m in STORAGE_MESSAGES):
+    short_write = exc.errno is None and bool(SHORT_WRITE.match(text))
+    if exc.errno not in STORAGE_ERRNOS and not any(m in text for m in STORAGE_MESSAGES) and not short_write:
         return None
-    reason = os.strerror(exc.errno) if exc.errno in STORAGE_ERRNOS else text.splitlines()[0] if text else type(exc).__name__
+    if short_write:
+        reason = f"short write ({text}): the disk is probably full"
+    else:
+        reason = os.strerror(exc.errno) if exc.errno in STORAGE_ERRNOS else text.splitlines()[0] if text else type(exc).__name__
     return WriteError(
         f"cannot write {path}: {reason}; free space on (or fix) the file system holding it and rerun: "
         f"completed stages are kept, the half-written file was removed"
