@@ -86,7 +86,7 @@ KILLS = [
     ("fetch", "/corpus/raw/beta/", 1),  # alpha fetched; beta's parts written, folder not yet renamed
     ("clean", "/stages/clean/alpha/", 4),  # part 0 of alpha cleaned (docs, rejects, stats); part 1 written
     ("signatures", "/stages/minhash/beta/", 1),  # alpha's signatures recorded
-    ("dedup", "/stages/dedup/", 1),  # first table written, the work folder still there
+    ("dedup", "/stages/dedup/.work-", 12),  # the plan (7 files) and the first LSH units written, the rest not
     ("scrub", "/stages/scrub/beta/", 1),  # alpha scrubbed and recorded
     ("shards", "/corpus/testset/.v1.work-", 2),  # the plan in its work folder, the first shard written there
     ("tokens", "/tokens/testset/", 1),  # token streams complete in their temp folder
