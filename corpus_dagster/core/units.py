@@ -16,12 +16,14 @@ spreads groups of units (`unit_groups`) over executor steps. Neither changes a b
 from __future__ import annotations
 
 import functools
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from corpus_dagster.core import records
+from corpus_dagster.core.atomic import is_temp_name
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.parallel import ordered_map
 
@@ -52,6 +54,14 @@ def unit_groups(units: Sequence[str], fan_out: int) -> list[list[str]]:
         groups.append(units[start:stop])
         start = stop
     return groups
+
+
+def remove_work_folders(parent: Path, prefix: str, keep: Path | None = None) -> None:
+    """Remove every work folder `<parent>/<prefix><key>` but `keep`: a plan of another key made their units
+    useless, and a committed key needs none. Temp names (a plan being written) are left to records.begin."""
+    for path in sorted(parent.iterdir()) if parent.is_dir() else ():
+        if path.name.startswith(prefix) and path != keep and path.is_dir() and not is_temp_name(path.name):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def run_units(run_unit: Callable[..., Any], args: tuple[Any, ...], units: Sequence[str], workers: int) -> None:

@@ -49,7 +49,7 @@ from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.progress import Log, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
-from corpus_dagster.core.units import Plan, done_elsewhere, run_units
+from corpus_dagster.core.units import Plan, done_elsewhere, remove_work_folders, run_units
 from corpus_dagster.dedup.corpus_dedup import DedupSource, Prepared, StepTimer, check_inputs, finish, prepare
 from corpus_dagster.dedup.jaccard import ShingleStore
 from corpus_dagster.dedup.lsh import band_edges, merge_band_edges
@@ -174,9 +174,7 @@ def plan_dedup(layout: Layout, resolved: dict[str, Any], source_ids: list[str], 
         return Plan(key, (), cached={**done.stats, "cached": True, "key": key})
     records.begin(folder)
     work = work_dir(layout, key)
-    for other in sorted(folder.glob(f"{WORK_PREFIX}*")):
-        if other != work and other.is_dir():
-            shutil.rmtree(other, ignore_errors=True)
+    remove_work_folders(folder, WORK_PREFIX, keep=work)
     meta = _read_json(work / PREPARED)
     if meta is None or meta.get("key") != key or not all((work / name).exists() for name in PREPARED_FILES):
         shutil.rmtree(work, ignore_errors=True)  # no complete plan: nothing in the folder is trusted

@@ -35,7 +35,7 @@ import numpy as np
 
 from corpus_dagster.clean.driver import clean_record, filter_and_repair_counts
 from corpus_dagster.core import records
-from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes, is_temp_name
+from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes
 from corpus_dagster.core.checks import CheckReport, report_of, sample_units
 from corpus_dagster.core.config import config_sha256, output_settings
 from corpus_dagster.core.errors import CorpusError, UpstreamMissing
@@ -44,7 +44,7 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import ledger_sha256, load_ledger
 from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
-from corpus_dagster.core.units import Plan, done_elsewhere, run_units
+from corpus_dagster.core.units import Plan, done_elsewhere, remove_work_folders, run_units
 from corpus_dagster.dedup.driver import clusters, dedup_record, dedup_sources, dedup_stats
 from corpus_dagster.ingest.driver import selection_counts
 from corpus_dagster.publish import checks
@@ -123,11 +123,7 @@ def work_dir(layout: Layout, key: str) -> Path:
 
 def remove_work_dirs(layout: Layout, keep: Path | None = None) -> None:
     """Remove the work folders of this version except `keep` (call under the publish lock)."""
-    parent = layout.shards.parent
-    prefix = f".{layout.version}.work-"
-    for path in sorted(parent.iterdir()) if parent.is_dir() else ():
-        if path.name.startswith(prefix) and not is_temp_name(path.name) and path != keep and path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
+    remove_work_folders(layout.shards.parent, f".{layout.version}.work-", keep)
 
 
 def unit_names(count: int) -> list[str]:

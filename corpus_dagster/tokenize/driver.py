@@ -40,7 +40,7 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parallel import effective_workers
 from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
-from corpus_dagster.core.units import Plan, done_elsewhere, run_units
+from corpus_dagster.core.units import Plan, done_elsewhere, remove_work_folders, run_units
 from corpus_dagster.tokenize.indexed import PartInfo, SplitWriter, token_dtype
 from corpus_dagster.tokenize.manifest import (
     COUNTS_NAME,
@@ -490,12 +490,7 @@ def _unit_marker(units: Path, unit: str, key: str) -> dict[str, Any] | None:
 def _remove_work_folders(layout: Layout, keep: str | None) -> None:
     """Remove the work folders of every key but `keep` (a changed input or setting made their units useless;
     a committed key needs none)."""
-    folder = layout.stage(STAGE)
-    kept = work_folder(layout, keep).name if keep is not None else None
-    if folder.is_dir():
-        for other in sorted(folder.iterdir()):
-            if other.name.startswith(WORK_PREFIX) and other.name != kept and other.is_dir():
-                shutil.rmtree(other, ignore_errors=True)
+    remove_work_folders(layout.stage(STAGE), WORK_PREFIX, work_folder(layout, keep) if keep is not None else None)
 
 
 def _cached_manifest(layout: Layout) -> dict[str, Any]:
