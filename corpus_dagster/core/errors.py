@@ -7,24 +7,28 @@ class CorpusError(Exception):
     """Base class for every error this project raises on purpose."""
 
 
-class ConfigError(CorpusError):
+class ViolationsError(CorpusError):
+    """A file breaks its schema: `<file>: N <kind> violation(s):` and one line per violation."""
+
+    kind = ""
+
+    def __init__(self, where: str, violations: list[str]):
+        self.where = where
+        self.violations = violations
+        lines = "\n".join(f"  - {v}" for v in violations)
+        super().__init__(f"{where}: {len(violations)} {self.kind} violation(s):\n{lines}")
+
+
+class ConfigError(ViolationsError):
     """The corpus config breaks its schema; lists every violation with its JSON path."""
 
-    def __init__(self, source: str, violations: list[str]):
-        self.source = source
-        self.violations = violations
-        lines = "\n".join(f"  - {v}" for v in violations)
-        super().__init__(f"{source}: {len(violations)} config violation(s):\n{lines}")
+    kind = "config"
 
 
-class LedgerError(CorpusError):
+class LedgerError(ViolationsError):
     """A ledger row is invalid; names the ledger file, line and JSON path."""
 
-    def __init__(self, ledger: str, violations: list[str]):
-        self.ledger = ledger
-        self.violations = violations
-        lines = "\n".join(f"  - {v}" for v in violations)
-        super().__init__(f"{ledger}: {len(violations)} ledger violation(s):\n{lines}")
+    kind = "ledger"
 
 
 class SourceError(CorpusError):
