@@ -27,10 +27,6 @@ def plan_value(plan: Plan) -> dict[str, Any]:
     return {"key": plan.key, "units": list(plan.units), "cached": plan.cached, "info": dict(plan.info)}
 
 
-def as_plan(value: dict[str, Any]) -> Plan:
-    return Plan(value["key"], tuple(value["units"]), value["cached"], value.get("info") or {})
-
-
 def group_ops(stage: str, phase: str, run_unit: RunUnit, fan_out: int) -> list[dg.OpDefinition]:
     """`fan_out` ops; op i runs group i of the plan's units through a pool of `workers` processes."""
 
