@@ -16,9 +16,9 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python verify/<name>.py
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _reference import corpus_files, jaccard, shingle_set, texts_of  # noqa: E402
+    from _reference import corpus_files, iter_documents, jaccard, shingle_set  # noqa: E402
 else:  # imported as verify.<name> (a checkout) or corpus_dagster.verify.<name> (the installed wheel)
-    from ._reference import corpus_files, jaccard, shingle_set, texts_of  # noqa: E402
+    from ._reference import corpus_files, iter_documents, jaccard, shingle_set  # noqa: E402
 
 TOLERANCE = 1e-6  # the files round Jaccard to 6 decimals
 SAMPLE_PAIRS = 32  # pairs recomputed of a cluster that does not fit the budget whole
@@ -61,7 +61,18 @@ def check_cluster_files(files: list[Path], cluster_files: list[tuple[str | Path,
     document's shingle set is built once for all of them."""
     loaded = [[json.loads(line) for line in Path(f).read_text(encoding="utf-8").splitlines() if line]
               for f, _ in cluster_files]
-    texts = texts_of(files, {d for clusters in loaded for c in clusters for d in c["doc_ids"]})
+    plans = [_plan_pairs(clusters, max_pairs, seed) for clusters in loaded]
+    # Every clustered id must exist; only the texts of the pairs to recompute are held (the budget bounds them).
+    wanted = {d for clusters in loaded for c in clusters for d in c["doc_ids"]}
+    needed = {d for clusters, plan in zip(loaded, plans, strict=True) for c, sample in zip(clusters, plan, strict=True)
+              for d in (c["doc_ids"] if sample is None else [x for pair in sample for x in pair])}
+    known: set[str] = set()
+    texts: dict[str, str] = {}
+    for doc_id, text in iter_documents(files):
+        if doc_id in wanted:
+            known.add(doc_id)
+            if doc_id in needed:
+                texts[doc_id] = text
     sets: dict[str, set] = {}
 
     def shingles(doc_id: str) -> set:
@@ -72,16 +83,16 @@ def check_cluster_files(files: list[Path], cluster_files: list[tuple[str | Path,
             sets[doc_id] = {hash(t) for t in shingle_set(texts[doc_id], k)}
         return sets[doc_id]
 
-    return [_check(clusters, threshold, shingles, texts, _plan_pairs(clusters, max_pairs, seed))
-            for clusters, (_, threshold) in zip(loaded, cluster_files, strict=True)]
+    return [_check(clusters, threshold, shingles, known, plan)
+            for clusters, plan, (_, threshold) in zip(loaded, plans, cluster_files, strict=True)]
 
 
-def _check(clusters: list[dict], threshold: float, shingles, texts: dict[str, str],
+def _check(clusters: list[dict], threshold: float, shingles, known: set[str],
            plan: list[list[tuple[str, str]] | None]) -> dict:
     failures, pairs, whole = [], 0, 0
     for c, sample in zip(clusters, plan, strict=True):
         ids = c["doc_ids"]
-        missing = [d for d in ids if d not in texts]
+        missing = [d for d in ids if d not in known]
         if missing:
             failures.append(f"component {c['component']}: unknown document id(s) {missing[:3]}")
             continue
