@@ -37,7 +37,9 @@ def build_corpus(root: Path) -> tuple[Path, Path]:
     alpha.write_text("".join(json.dumps(r) + "\n" for r in rows))
     home = root / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    # nux off: the "Join the Dagster community" dialog opens 1 s after the first page load and
+    # takes every click after it (a race the test lost on CI)
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n")
     os.environ["DAGSTER_HOME"] = str(home)
     corpus = CorpusConfig(config_path=str(config))
     with dg.DagsterInstance.get() as instance:
