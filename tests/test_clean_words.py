@@ -61,3 +61,24 @@ def test_fast_paths_agree_with_the_chunk_tokenizer() -> None:
 
 def test_empty_and_whitespace_documents() -> None:
     assert split_words(pl.Series(["", " \n\t ", "a"])).to_list() == [[], [], ["a"]]
+
+
+def test_every_fast_path_agrees_with_the_chunk_tokenizer_on_random_chunks() -> None:
+    # chunks drawn from every character a rule looks at (affixes, infixes, units, currencies, icons,
+    # apostrophes, specials) plus letters, digits and `_`: the polars paths must give tokenize_chunk's tokens
+    import random
+
+    rng = random.Random(15)
+    alphabet = list("aZé9_0'’.,-–:/=+*^$%()[]<>\"«»#&§•©…") + ["km", "US$", "C$", "kg", "MB", "am", "nt", "'s",
+                                                               "cannot", "e.g.", "Dr.", "%", "²", "8)", "x"]
+    chunks = sorted({"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) for _ in range(20_000)})
+    got = split_words(pl.Series([" ".join(chunks)])).to_list()[0]
+    assert got == [t for c in chunks for t in tokenize_chunk(c)]
+
+
+@pytest.mark.parametrize("chunk", ["5km", "1am", "US$5", "cannot", "_x", "x_", "a'b", "x©", "+1", "a.", "x+"])
+def test_chunks_some_rule_touches_leave_the_inert_fast_path(chunk: str) -> None:
+    from corpus_dagster.clean.words import _inert
+
+    assert not _inert(pl.Series([chunk]))[0]
+    assert _inert(pl.Series(["x_y9", "5kmx", "naïve", "9a9f0c"])).all()

@@ -30,16 +30,30 @@ _UPPER = r"\p{Lu}\p{Lo}"
 
 PREFIX_CHARS = frozenset("§%=—–" + _PUNCT + _QUOTES) | frozenset(c for c in _CURRENCY if len(c) == 1)
 SUFFIX_CHARS = frozenset(_PUNCT + _QUOTES + "—–")
-_MULTI_CURRENCY = ("US$", "C$", "A$")
+MULTI_CURRENCY = ("US$", "C$", "A$")
 _DOT_AFTER = frozenset("%²-+" + _PUNCT + _QUOTES)  # `.` after these (or a digit / lower-case letter) is a suffix
-_SUFFIX_UNITS = frozenset(_UNITS) | frozenset(_CURRENCY)  # split off after a digit
-_MAX_UNIT = max(map(len, _SUFFIX_UNITS))
+SUFFIX_UNITS = frozenset(_UNITS) | frozenset(_CURRENCY)  # split off after a digit
+_MAX_UNIT = max(map(len, SUFFIX_UNITS))
 _INFIX_RE = regex.compile("|".join([
     r"\.\.+", "…", r"\p{So}", r"(?<=[0-9])[+\-\*^](?=[0-9-])",
     r"(?<=[" + _LOWER + regex.escape(_QUOTES) + r"])\.(?=[" + _UPPER + regex.escape(_QUOTES) + "])",
     r"(?<=\p{L}),(?=\p{L})", r"(?<=[\p{L}0-9])(?:-|–|—|--|---|——|~)(?=\p{L})",
     r"(?<=[\p{L}0-9])[:<>=/](?=\p{L})",
 ]))
+
+
+def class_chars(chars: str | frozenset[str] | set[str]) -> str:
+    """`chars` as the inside of a `[...]` class that both Python's `regex` and Rust's `regex` (polars) read."""
+    return "".join("\\" + c if c in "\\]^-[&~|" else c for c in sorted(set(chars)))
+
+
+# Where an infix *could* split, without look-arounds (polars' regex has none): a chunk with no match here
+# has no infix match after its first character. It matches a superset (e.g. `..` at the very start).
+INFIX_ANYWHERE = "|".join([
+    r"\.\.", "…", r"\p{So}", r"[0-9][+\-*^][0-9-]",
+    rf"[{_LOWER}{class_chars(_QUOTES)}]\.[{_UPPER}{class_chars(_QUOTES)}]",
+    r"\p{L},\p{L}", r"[\p{L}0-9](?:-|–|—|--|---|——|~)\p{L}", r"[\p{L}0-9][:<>=/]\p{L}",
+])
 _INFIX_TRIGGER = regex.compile(r"[.…,\-–—~:<>=/+*^\p{So}]")
 # URLs and e-mail addresses stay one token (a simplified form of spaCy's URL pattern).
 _URL_RE = regex.compile(
@@ -63,7 +77,7 @@ def _prefix_len(s: str) -> int:
     if c == ".":
         run = len(s) - len(s.lstrip("."))
         return run if run >= 2 else 0
-    for cur in _MULTI_CURRENCY:
+    for cur in MULTI_CURRENCY:
         if s.startswith(cur):
             return len(cur)
     return 1 if _is_icon(c) else 0
@@ -95,7 +109,7 @@ def _suffix_len(s: str) -> int:
         best = min(best, n - 2)
     for k in range(1, min(_MAX_UNIT, n - 1) + 1):  # a unit or currency right after the last digit
         if "0" <= s[-k - 1] <= "9":
-            if s[-k:] in _SUFFIX_UNITS:
+            if s[-k:] in SUFFIX_UNITS:
                 best = min(best, n - k)
             break
     return n - best

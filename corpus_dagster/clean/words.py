@@ -1,8 +1,8 @@
 """Word tokenization shared by the Gopher, repetition and FineWeb rules, for a whole batch at once.
 
-Chunks (whitespace-separated) made only of letters or only of digits, most of any text, are one token;
-chunks of one prefix character, letters or digits and one suffix character are split by a polars
-regex; neither reaches Python. Every other distinct chunk goes through `tokenize_chunk` (spaCy's
+Chunks (whitespace-separated) that no tokenizer rule touches, most of any text (words, numbers, times,
+hashes, identifiers), are one token; chunks of one prefix character, letters or digits and one suffix
+character are split by a polars regex; neither reaches Python. Every other distinct chunk goes through `tokenize_chunk` (spaCy's
 English rules, cached per process) once per batch, and numpy puts all tokens back in text order.
 """
 
@@ -13,15 +13,30 @@ import polars as pl
 import pyarrow as pa
 import regex
 
-from corpus_dagster.clean.word_tokens import PREFIX_CHARS, SPECIAL_CASES, SUFFIX_CHARS, tokenize_chunk
+from corpus_dagster.clean.word_tokens import (
+    INFIX_ANYWHERE,
+    MULTI_CURRENCY,
+    PREFIX_CHARS,
+    SPECIAL_CASES,
+    SUFFIX_CHARS,
+    SUFFIX_UNITS,
+    class_chars,
+    tokenize_chunk,
+)
 
-# Chunks that are one token as they are: only letters (no special case) or only digits.
-_PLAIN = r"^(?:[\p{L}\p{M}]+|\p{N}+)$"
+# Chunks no rule of `tokenize_chunk` touches, one token as they are: a first character no prefix rule
+# peels (`+` and `.` have rules of their own), a last one no suffix rule peels, no apostrophe anywhere
+# (contractions, 's) and no place an infix could split (INFIX_ANYWHERE). Special cases, `US$`-style
+# currencies and a unit right after the last digit (`5km`) are excluded in `_inert`. Most text is such chunks.
+_INERT = (rf"^[^'’{class_chars(PREFIX_CHARS | {'+', '.'})}\p{{So}}]"
+          rf"(?:[^'’]*[^'’{class_chars(SUFFIX_CHARS | {'+', '.'})}\p{{So}}])?$")
+_CURRENCY_START = "^(?:" + "|".join(regex.escape(c) for c in MULTI_CURRENCY) + ")"
+_UNIT_AFTER_DIGIT = r"[0-9]([^0-9]+)$"  # the run after the last ASCII digit: a unit there is split off
 _SPECIAL_PLAIN = sorted(k for k in SPECIAL_CASES if regex.fullmatch(r"[\p{L}\p{M}]+", k))
 # Chunks split without Python: one prefix character, letters or digits, one suffix character (a `.` only
 # after a lower-case letter or a digit, where spaCy splits it); special cases excluded.
-_CLASS = "".join("\\" + c if c in "\\]^-[" else c for c in sorted(PREFIX_CHARS - {"+"}))
-_SUFFIX_CLASS = "".join("\\" + c if c in "\\]^-[" else c for c in sorted(SUFFIX_CHARS))
+_CLASS = class_chars(PREFIX_CHARS - {"+"})
+_SUFFIX_CLASS = class_chars(SUFFIX_CHARS)
 _SHAPED = (rf"^([{_CLASS}]?)([\p{{L}}\p{{M}}]*[\p{{Ll}}\p{{Lo}}]|[\p{{L}}\p{{M}}]+|\p{{N}}+)"
            rf"((?:[{_SUFFIX_CLASS}]|(?:\.))?)$")
 
@@ -34,7 +49,7 @@ def split_words(texts: pl.Series) -> pl.Series:
     """Tokens of every text as a list column (one list per document, in order)."""
     chunks, doc, offsets = flatten(texts.str.extract_all(r"\S+"))
     n = len(chunks)
-    plain = (chunks.str.contains(_PLAIN) & ~chunks.is_in(_SPECIAL_PLAIN)).to_numpy()
+    plain = _inert(chunks)
     rest = np.flatnonzero(~plain)
     parts = chunks.gather(rest).str.extract_groups(_SHAPED).struct.unnest()
     pre, core, suf = parts["1"], parts["2"], parts["3"]
@@ -83,6 +98,19 @@ def split_words(texts: pl.Series) -> pl.Series:
     np.cumsum(per_doc, out=list_offsets[1:])
     arr = pa.LargeListArray.from_arrays(pa.array(list_offsets), values.to_arrow())
     return pl.Series("words", arr)
+
+
+def _inert(chunks: pl.Series) -> np.ndarray:
+    """True for chunks `tokenize_chunk` returns unchanged as one token (see `_INERT`)."""
+    mask = chunks.str.contains(_INERT).to_numpy()
+    pos = np.flatnonzero(mask)
+    if len(pos):
+        cand = chunks.gather(pos)
+        unit = cand.str.extract(_UNIT_AFTER_DIGIT, 1).is_in(list(SUFFIX_UNITS)).fill_null(False)
+        bad = (cand.is_in(list(SPECIAL_CASES)) | cand.str.contains(_CURRENCY_START) | unit
+               | cand.str.contains(INFIX_ANYWHERE)).to_numpy()
+        mask[pos[bad]] = False
+    return mask
 
 
 def flatten(lists: pl.Series) -> tuple[pl.Series, np.ndarray, np.ndarray]:
