@@ -100,6 +100,9 @@ def test_results_do_not_depend_on_batching_or_neighbours(monkeypatch: pytest.Mon
     batched = clean_texts(texts, c, "s")
     single = [clean_texts([t], c, "s") for t in texts]
     assert batched == whole
+    monkeypatch.setattr(cleaner, "BATCH_DOCS", 8192)
+    monkeypatch.setattr(cleaner, "BATCH_CHARS", 100)  # cut by characters, long documents alone
+    assert clean_texts(texts, c, "s") == whole
     assert whole.reason == [o.reason[0] for o in single]
     assert whole.value == [o.value[0] for o in single]
 
@@ -141,3 +144,9 @@ def test_docs_list_every_reason_code() -> None:
     doc = (ROOT / "docs" / "clean.md").read_text()
     for code in REASON_CODES:
         assert f"`{code}`" in doc, code
+
+
+def test_batch_bounds_cut_by_documents_and_by_characters() -> None:
+    assert cleaner.batch_bounds([1, 1, 1, 1, 1], 2, 100) == [(0, 2), (2, 4), (4, 5)]
+    assert cleaner.batch_bounds([5, 5, 50, 1, 1], 10, 10) == [(0, 2), (2, 3), (3, 5)]  # a long one alone
+    assert cleaner.batch_bounds([], 2, 10) == []

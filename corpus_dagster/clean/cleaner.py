@@ -46,8 +46,10 @@ RULE_ORDER: tuple[str, ...] = ("lang", "gopher", "repetition", "symbol_soup", "t
 # Every reason code, in first-match order.
 REASON_CODES: tuple[str, ...] = ("lang", *gopher.REASONS, *repetition.REASONS, *rules.REASONS,
                                  *fineweb.REASONS, *ppl.REASONS)
-# Documents per internal batch: bounds the memory of token and n-gram arrays; never changes a result.
+# Documents and characters per internal batch: bound the memory of the token and n-gram arrays (a batch
+# of long documents is cut by characters, one document at least); never change a result.
 BATCH_DOCS = 8192
+BATCH_CHARS = 8 << 20
 
 
 @dataclass
@@ -88,8 +90,7 @@ def clean_texts(texts: list[str], cfg: dict[str, Any], source_id: str) -> CleanO
     n = len(out)
     reason: np.ndarray = np.full(n, None, dtype=object)
     value = np.full(n, np.nan)
-    for start in range(0, n, BATCH_DOCS):
-        stop = min(n, start + BATCH_DOCS)
+    for start, stop in batch_bounds([len(t) for t in out], BATCH_DOCS, BATCH_CHARS):
         verdict = _filter_batch(DocBatch(out[start:stop], series.slice(start, stop - start)),
                                 langs.slice(start, stop), cfg, source_id)
         reason[start:stop] = verdict.reason
@@ -103,6 +104,20 @@ def clean_texts(texts: list[str], cfg: dict[str, Any], source_id: str) -> CleanO
         reason=reason.tolist(),
         value=[None if r is None else float(x) for r, x in zip(reason.tolist(), value.tolist(), strict=True)],
     )
+
+
+def batch_bounds(sizes: list[int], max_docs: int, max_chars: int) -> list[tuple[int, int]]:
+    """[start, stop) ranges in order: at most max_docs documents, and at most max_chars characters unless
+    one document alone is longer."""
+    bounds, start, chars = [], 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and (i - start >= max_docs or chars + size > max_chars):
+            bounds.append((start, i))
+            start, chars = i, 0
+        chars += size
+    if start < len(sizes):
+        bounds.append((start, len(sizes)))
+    return bounds
 
 
 def _filter_batch(batch: DocBatch, langs: LangResult, cfg: dict[str, Any], source_id: str) -> Verdict:
