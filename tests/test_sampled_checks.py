@@ -62,3 +62,64 @@ def test_key_detector_has_no_exponential_backtracking_on_long_words() -> None:
 
     # a run of lower-case letters ending in a capital: `(?:[A-Z]?[a-z]+)+` tried every split of the run
     secret_value_ok("a" * 40 + "A", default_pii_config()["keys"])
+
+
+def _docs_file(path: Path, ids: list[str], texts: list[str]) -> Path:
+    import hashlib
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shas = [hashlib.sha256(t.encode()).digest() for t in texts]
+    pq.write_table(pa.table({"id": ids, "text": texts, "sha256": pa.array(shas, pa.binary(32))}), path)
+    return path
+
+
+def test_pii_scan_of_a_seeded_sample_finds_only_what_it_scans(tmp_path: Path) -> None:
+    from corpus_dagster.core.checks import sample_units
+    from corpus_dagster.publish.checks import check_no_pii
+    from corpus_dagster.scrub import default_pii_config
+
+    texts = [f"plain text number {i}" for i in range(40)]
+    texts[29] = "write to jean.roy@fastmail.fr about the garden"
+    paths = [_docs_file(tmp_path / "a.parquet", [f"s:{i}" for i in range(20)], texts[:20]),
+             _docs_file(tmp_path / "b.parquet", [f"s:{i}" for i in range(20, 40)], texts[20:])]
+    cfg = default_pii_config()
+    assert any("s:29: emails" in p for p in check_no_pii(paths, cfg, 0, "k"))  # 0: every document
+    hit = next(seed for seed in map(str, range(100)) if 29 in sample_units(40, 5, seed))
+    miss = next(seed for seed in map(str, range(100)) if 29 not in sample_units(40, 5, seed))
+    assert any("s:29: emails" in p for p in check_no_pii(paths, cfg, 5, hit))
+    assert check_no_pii(paths, cfg, 5, miss) == []
+
+
+def test_published_text_must_be_the_scrubbed_text_of_its_id(tmp_path: Path) -> None:
+    from corpus_dagster.publish.checks import check_published_text_scrubbed
+
+    scrubbed = [_docs_file(tmp_path / "s.parquet", ["s:0", "s:1", "s:2"], ["a <EMAIL>", "b", "c"])]
+    good = _docs_file(tmp_path / "p.parquet", ["s:0", "s:2"], ["a <EMAIL>", "c"])  # s:1 deduplicated away
+    assert check_published_text_scrubbed([good], scrubbed) == []
+    leaked = _docs_file(tmp_path / "q.parquet", ["s:0", "s:2"], ["a jean.roy@fastmail.fr", "c"])
+    assert [p.split(":")[0] + ":" + p.split(":")[1] for p in check_published_text_scrubbed([leaked], scrubbed)] == ["s:0"]
+    stranger = _docs_file(tmp_path / "r.parquet", ["t:9"], ["c"])  # same text, an id the scrub never wrote
+    assert len(check_published_text_scrubbed([stranger], scrubbed)) == 1
+
+
+def test_no_pii_check_catches_unscrubbed_text_outside_its_sample(built: Path) -> None:
+    import hashlib
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    resolved, layout = _resolved(built, pii_check_docs=1)
+    assert publish_driver.check_no_pii(layout, resolved).passed
+    shard = sorted(layout.shards.glob("shard-*.parquet"))[-1]
+    table = pq.read_table(shard)
+    texts = table["text"].to_pylist()
+    texts[-1] += " Mail jean.roy@fastmail.fr today."  # sha256 kept consistent, as a wrong input would be
+    shas = [hashlib.sha256(t.encode()).digest() for t in texts]
+    table = table.set_column(table.schema.get_field_index("text"), "text", pa.array(texts, pa.string()))
+    table = table.set_column(table.schema.get_field_index("sha256"), "sha256", pa.array(shas, pa.binary(32)))
+    pq.write_table(table, shard)
+    report = publish_driver.check_no_pii(layout, resolved)
+    assert not report.passed
+    assert any("not the scrubbed text" in p for p in report.problems)

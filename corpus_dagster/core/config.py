@@ -34,6 +34,7 @@ EXECUTION_KEYS = (
     "tokenize.rebuild_check",
     "tokenize.rebuild_check_batches",
     "publish.rebuild_check_shards",
+    "publish.pii_check_docs",
     "dedup.batch_bytes",
     "dedup.verify_batch_shingles",
     "dedup.verify_chunk_pairs",
