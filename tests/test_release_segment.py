@@ -71,3 +71,42 @@ def test_seeded_choice_is_reproducible():
     text = "\n\n".join(para(i) for i in range(100))
     assert run(text, seed=5).spans == run(text, seed=5).spans
     assert any(run(text, seed=s).spans != run(text, seed=5).spans for s in range(6))
+
+
+def _best_break_by_full_scan(text: str, windows, target: int):
+    """The specification of BreakIndex.best_break: scan every level over the whole text, take the breaks
+    next to the target that lie in a window (nearer first, earlier on a tie), else the window's last."""
+    import bisect
+
+    from corpus_dagster.release.segment import BREAK_PATTERNS
+
+    for _name, pattern in BREAK_PATTERNS:
+        matches = list(pattern.finditer(text))
+        ends = [m.start() for m in matches]
+        for floor, limit in windows:
+            i = bisect.bisect_right(ends, target)
+            near = [j for j in (i - 1, i) if 0 <= j < len(ends) and floor < ends[j] <= limit]
+            if not near:
+                j = bisect.bisect_right(ends, limit) - 1
+                near = [j] if j >= 0 and ends[j] > floor else []
+            if near:
+                j = min(near, key=lambda j: (abs(ends[j] - target), j))
+                return ends[j], matches[j].end()
+    return None
+
+
+def test_window_scans_find_the_break_a_whole_text_scan_finds() -> None:
+    import random
+
+    from corpus_dagster.release.segment import BreakIndex
+
+    rng = random.Random(7)
+    pieces = ["ab", "c", " ", "  ", "\n", "\n\n", " \n \n ", ".", "!", "?", '"', "'", ")", "]", "\t", "x.", '." ']
+    for _ in range(400):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 200)))
+        index, n = BreakIndex(text), len(text)
+        for _ in range(20):
+            floor, floor2 = rng.randint(-3, n + 3), rng.randint(0, n)
+            windows = [(floor, floor + rng.randint(0, n // 2 + 1)), (floor2, floor2 + rng.randint(0, n + 1))]
+            target = rng.randint(-3, n + 3)
+            assert index.best_break(windows, target) == _best_break_by_full_scan(text, windows, target)

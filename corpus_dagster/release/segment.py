@@ -9,7 +9,6 @@ dropped (and counted by the caller).
 
 from __future__ import annotations
 
-import bisect
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -38,40 +37,64 @@ class Segmentation:
     stop_reason: str = ""  # why segmentation stopped: max_segments, short_tail, no_room, no_break, done
 
 
-class BreakIndex:
-    """Break positions of one text per level: a break is (content end, start of the next segment).
+# Characters a break can consist of: whitespace and the closing quotes/brackets a sentence break may
+# take after its [.!?]. A scan that starts right after any other character sees the same matches from
+# there on as a scan of the whole text (no match can be under way across that point).
+_BREAK_CHARS = frozenset("\"')]")
 
-    A level is scanned the first time it is needed: most texts find every cut among paragraph or line
-    breaks, and the word level alone is one match per word (millions in a long document)."""
+
+class BreakIndex:
+    """Break positions of one text: a break is (content end, start of the next segment).
+
+    Only the part of the text a window needs is scanned, from the last character before the window that
+    no break can contain: the word level alone is one match per word (millions in a long document), and a
+    cut needs the few around its target."""
 
     def __init__(self, text: str):
         self.text = text
-        self._levels: list[tuple[list[int], list[int]] | None] = [None] * len(BREAK_PATTERNS)
 
-    def level(self, i: int) -> tuple[list[int], list[int]]:
-        """(content ends, next starts) of every break of level i, in text order."""
-        found = self._levels[i]
-        if found is None:
-            ends, nexts = [], []
-            for m in BREAK_PATTERNS[i][1].finditer(self.text):
-                ends.append(m.start())
-                nexts.append(m.end())
-            found = self._levels[i] = (ends, nexts)
+    def _is_break_char(self, i: int) -> bool:
+        return self.text[i].isspace() or self.text[i] in _BREAK_CHARS
+
+    def _scan_span(self, floor: int, limit: int) -> tuple[int, int]:
+        """[start, stop) of the text to scan for the breaks whose content end lies in (floor, limit]: from
+        the last character at or before `floor` no break can contain, to the first after `limit` (so a scan
+        of that span finds those breaks, and their full extent, exactly as a scan of the whole text)."""
+        n = len(self.text)
+        start = max(0, min(floor, n))
+        while start > 0 and self._is_break_char(start - 1):
+            start -= 1
+        stop = max(start, min(limit + 1, n))
+        while stop < n and self._is_break_char(stop):
+            stop += 1
+        return start, stop
+
+    def breaks(self, level: int, floor: int, limit: int) -> list[tuple[int, int]]:
+        """Every break of `level` whose content end lies in (floor, limit], in text order."""
+        found = []
+        for m in BREAK_PATTERNS[level][1].finditer(self.text, *self._scan_span(floor, limit)):
+            end = m.start()
+            if end > limit:
+                break
+            if end > floor:
+                found.append((end, m.end()))
         return found
 
     def best_break(self, windows: Sequence[tuple[int, int]], target: int) -> tuple[int, int] | None:
-        """The break nearest `target` whose content end lies in a window (floor, limit]. Levels come first:
-        a paragraph break anywhere in any window beats a line break at the target; windows are tried in order."""
-        for ends, nexts in (self.level(i) for i in range(len(BREAK_PATTERNS))):
+        """A break whose content end lies in a window (floor, limit]: of the two breaks next to `target`
+        the nearer one in the window (the earlier of two as near), else the last one in the window. Levels
+        come first: a paragraph break anywhere in any window beats a line break at the target; windows are
+        tried in order."""
+        for level in range(len(BREAK_PATTERNS)):
             for floor, limit in windows:
-                i = bisect.bisect_right(ends, target)
-                near = [j for j in (i - 1, i) if 0 <= j < len(ends) and floor < ends[j] <= limit]
-                if not near:  # nothing next to the target: the last break inside the window
-                    j = bisect.bisect_right(ends, limit) - 1
-                    near = [j] if j >= 0 and ends[j] > floor else []
-                if near:
-                    j = min(near, key=lambda j: (abs(ends[j] - target), j))
-                    return ends[j], nexts[j]
+                found = self.breaks(level, floor, limit)
+                if not found:
+                    continue
+                if target > limit:  # the break before the target is the window's last
+                    return found[-1]
+                if target <= floor:  # the break after the target is in the window only if none lies between
+                    return found[-1] if self.breaks(level, target, floor) else found[0]
+                return min(found, key=lambda b: (abs(b[0] - target), b[0]))
         return None
 
 
