@@ -300,3 +300,17 @@ def test_verify_cluster_check_with_a_pair_budget_samples_and_still_catches_a_bad
     bad.write_text(json.dumps(bad_cluster) + "\n")
     res = check_clusters(files, bad, threshold, max_pairs=10, seed=1)
     assert not res["passed"] and res["clusters_checked_whole"] == 0 and any("Jaccard 0.0" in f for f in res["failures"])
+
+
+def test_reference_shingle_hashes_give_the_jaccard_of_the_shingle_sets():
+    import random
+
+    from verify._reference import jaccard, jaccard_hashes, shingle_hashes, shingle_set
+
+    rng = random.Random(3)
+    vocab = ["river", "Garden", "of", "the", "a", "ÉTÉ", "x_y", "42", "naïve", "über"]
+    for _ in range(200):
+        a = " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 40)))
+        b = " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 40))) if rng.random() < 0.5 else a + " the river"
+        assert len(shingle_hashes(a)) == len(shingle_set(a))
+        assert jaccard_hashes(shingle_hashes(a), shingle_hashes(b)) == pytest.approx(jaccard(shingle_set(a), shingle_set(b)))

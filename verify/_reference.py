@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 
 _NON_ALNUM = re.compile(r"[\W_]+")
@@ -31,6 +32,38 @@ def jaccard(a: set, b: set) -> float:
     """|A & B| / |A | B|; 0.0 when both are empty."""
     union = len(a | b)
     return len(a & b) / union if union else 0.0
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier of the shingle hash
+
+
+def shingle_hashes(text: str, k: int = 5) -> np.ndarray:
+    """The k-word shingle set of `text` as sorted unique 64-bit hashes (a polynomial of the words' Python
+    hashes): the same set as shingle_set, several times cheaper to build and intersect. Two different
+    shingles of one pair collide with probability about |A|*|B| / 2**64."""
+    words = normalized_words(text)
+    n = len(words) - k + 1
+    if n <= 0:
+        return np.empty(0, np.uint64)
+    h = np.fromiter(map(hash, words), dtype=np.int64, count=len(words)).view(np.uint64)
+    acc = np.zeros(n, np.uint64)
+    for j in range(k):
+        acc = acc * _MIX + h[j:j + n]  # wraps modulo 2**64
+    return np.unique(acc)
+
+
+def jaccard_hashes(a: np.ndarray, b: np.ndarray) -> float:
+    """jaccard() of two shingle_hashes arrays."""
+    if a.size < b.size:
+        a, b = b, a
+    if not b.size:
+        inter = 0
+    else:  # both sorted and unique: look each element of the smaller one up in the larger one
+        at = np.searchsorted(a, b)
+        at[at == a.size] = 0
+        inter = int(np.count_nonzero(a[at] == b))
+    union = a.size + b.size - inter
+    return inter / union if union else 0.0
 
 
 def corpus_files(corpus_dir: str | Path, exclude: str | Path | None = None) -> list[Path]:

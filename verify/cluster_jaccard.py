@@ -14,11 +14,13 @@ import sys
 from itertools import combinations
 from pathlib import Path
 
+import numpy as np
+
 if __package__ in (None, ""):  # run as a script: python verify/<name>.py
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _reference import corpus_files, iter_documents, jaccard, shingle_set  # noqa: E402
+    from _reference import corpus_files, iter_documents, jaccard_hashes, shingle_hashes  # noqa: E402
 else:  # imported as verify.<name> (a checkout) or corpus_dagster.verify.<name> (the installed wheel)
-    from ._reference import corpus_files, iter_documents, jaccard, shingle_set  # noqa: E402
+    from ._reference import corpus_files, iter_documents, jaccard_hashes, shingle_hashes  # noqa: E402
 
 TOLERANCE = 1e-6  # the files round Jaccard to 6 decimals
 SAMPLE_PAIRS = 32  # pairs recomputed of a cluster that does not fit the budget whole
@@ -73,14 +75,12 @@ def check_cluster_files(files: list[Path], cluster_files: list[tuple[str | Path,
             known.add(doc_id)
             if doc_id in needed:
                 texts[doc_id] = text
-    sets: dict[str, set] = {}
+    sets: dict[str, np.ndarray] = {}
 
-    def shingles(doc_id: str) -> set:
-        # Each shingle as its Python hash: set operations on ints skip rehashing 5-word tuples on every
-        # pair (several times faster); two different shingles of one pair collide with probability
-        # about |A|*|B| / 2**64.
+    def shingles(doc_id: str) -> np.ndarray:
+        # each document's shingle set once, as sorted 64-bit hashes (see _reference.shingle_hashes)
         if doc_id not in sets:
-            sets[doc_id] = {hash(t) for t in shingle_set(texts[doc_id], k)}
+            sets[doc_id] = shingle_hashes(texts[doc_id], k)
         return sets[doc_id]
 
     return [_check(clusters, threshold, shingles, known, plan)
@@ -100,7 +100,7 @@ def _check(clusters: list[dict], threshold: float, shingles, known: set[str],
             failures.append(f"component {c['component']}: size {c['size']} but {len(ids)} ids ({len(set(ids))} unique)")
             continue
         chosen = list(combinations(ids, 2)) if sample is None else sample
-        js = [jaccard(shingles(a), shingles(b)) for a, b in chosen]
+        js = [jaccard_hashes(shingles(a), shingles(b)) for a, b in chosen]
         pairs += len(js)
         lo, mean = min(js), sum(js) / len(js)
         if lo < threshold:

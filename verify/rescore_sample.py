@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 
 if __package__ in (None, ""):  # run as a script: python verify/<name>.py
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _reference import corpus_files, jaccard, shingle_set, texts_of  # noqa: E402
+    from _reference import corpus_files, jaccard_hashes, shingle_hashes, texts_of  # noqa: E402
 else:  # imported as verify.<name> (a checkout) or corpus_dagster.verify.<name> (the installed wheel)
-    from ._reference import corpus_files, jaccard, shingle_set, texts_of  # noqa: E402
+    from ._reference import corpus_files, jaccard_hashes, shingle_hashes, texts_of  # noqa: E402
 
 TOLERANCE = 1e-6  # Jaccard is stored as float32
 
@@ -35,6 +35,13 @@ def check_duplicates_sample(files: list[Path], duplicates_dir: str | Path, thres
         wanted.update(n["doc_id"] for n in r["near_duplicates"])
     texts = texts_of(files, wanted)
     failures, scored = [], 0
+    sets: dict[str, object] = {}
+
+    def shingles(doc_id: str):
+        if doc_id not in sets:
+            sets[doc_id] = shingle_hashes(texts[doc_id], k)
+        return sets[doc_id]
+
     for r in picked:
         me = r["doc_id"]
         if me not in texts:
@@ -54,14 +61,13 @@ def check_duplicates_sample(files: list[Path], duplicates_dir: str | Path, thres
         js = [n["jaccard"] for n in near]
         if js != sorted(js, reverse=True):
             failures.append(f"{me}: near duplicates not in descending Jaccard")
-        mine = shingle_set(texts[me], k)
         for n in near:
             if n["doc_id"] not in texts:
                 failures.append(f"{me}: near duplicate {n['doc_id']} is not a document of the corpus")
                 continue
             if texts[n["doc_id"]] == texts[me]:
                 failures.append(f"{me}: near duplicate {n['doc_id']} is byte-identical (belongs in exact)")
-            true = jaccard(mine, shingle_set(texts[n["doc_id"]], k))
+            true = jaccard_hashes(shingles(me), shingles(n["doc_id"]))
             scored += 1
             if true < threshold or abs(true - n["jaccard"]) > TOLERANCE:
                 failures.append(f"{me} ~ {n['doc_id']}: reported Jaccard {n['jaccard']:.6f}, recomputed {true:.6f}")
