@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import lru_cache
+from itertools import accumulate
 
 import phonenumbers
 
@@ -230,11 +231,15 @@ def find_phones(text: str, cfg: dict, context_chars: int, regions: dict[str, Reg
     return spans
 
 
+def _digits_fit(intl: bool, digits: int, cfg: dict, national_min: int, national_max: int) -> bool:
+    """Whether a piece with this many digits can be one number (international: min_digits..15)."""
+    return (cfg["min_digits"] if intl else national_min) <= digits <= (15 if intl else national_max)
+
+
 def _ok(piece: str, cfg: dict, region: str, national_min: int, national_max: int, leniency: str) -> bool:
     """Whether one piece of a candidate is a phone number on its own (national format of `region`)."""
     intl = piece.startswith("+")
-    digits = len(_DIGITS.findall(piece))
-    if not (cfg["min_digits"] if intl else national_min) <= digits <= (15 if intl else national_max):
+    if not _digits_fit(intl, len(_DIGITS.findall(piece)), cfg, national_min, national_max):
         return False
     shapes = _NOT_PHONE if leniency == cfg["leniency"] and region == cfg["default_region"] else _NOT_PHONE_CUED
     if shapes.match(piece) or not (intl or _SEPARATED.search(piece)):
@@ -257,6 +262,9 @@ def _numbers(cand: str, digits: int, cfg: dict, region: str, national_min: int, 
     out: list[tuple[int, int]] = []
     pos = 0
     parts = [(sep.start(), sep.end()) for sep in _WIDE_SEPARATOR.finditer(cand)] + [(len(cand), len(cand))]
+    # digits before each position: most runs tried below have too many or too few digits to be one number,
+    # and are passed over here without slicing or scanning them (the same test _ok starts with)
+    before = list(accumulate(("0" <= c <= "9" for c in cand), initial=0))
     for sep_start, sep_end in parts:
         groups = [(g.start() + pos, g.end() + pos) for g in _SPACED_GROUP.finditer(cand[pos:sep_start])]
         pos = sep_end
@@ -266,6 +274,8 @@ def _numbers(cand: str, digits: int, cfg: dict, region: str, national_min: int, 
         while g < len(groups):
             for last in range(len(groups) - 1, g - 1, -1):  # longest run first
                 start, end = groups[g][0], groups[last][1]
+                if not _digits_fit(cand[start] == "+", before[end] - before[start], cfg, national_min, national_max):
+                    continue
                 if _ok(cand[start:end], cfg, region, national_min, national_max, leniency):
                     out.append((start, end))
                     g = last
