@@ -32,3 +32,66 @@ def test_a_daemonic_process_runs_the_jobs_inline_instead_of_failing():
     proc.join(timeout=60)
     assert result == (False, [0, 1, 4, 9, 16])
     assert can_start_processes()
+
+
+def _die(_: int) -> None:
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_maps_share_one_pool_and_a_dead_worker_costs_only_its_own_map() -> None:
+    import os
+    from concurrent.futures.process import BrokenProcessPool
+
+    import pytest
+
+    from corpus_dagster.core import parallel
+
+    first = set(parallel.ordered_map(os.getpid, [()] * 6, 2))
+    assert os.getpid() not in first
+    assert set(parallel.ordered_map(os.getpid, [()] * 6, 2)) <= first  # no new processes for the second map
+    with pytest.raises(BrokenProcessPool):
+        list(parallel.ordered_map(_die, [(1,), (2,)], 2))
+    assert list(parallel.ordered_map(pow, [(2, 3), (3, 2)], 2)) == [8, 9]  # a new pool took over
+    assert not set(parallel.ordered_map(os.getpid, [()] * 6, 2)) & first
+
+
+def test_pool_workers_end_when_their_parent_is_killed(tmp_path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, time\nfrom corpus_dagster.core import parallel\n"
+        "if __name__ == '__main__':\n"
+        "    print(' '.join(map(str, sorted(set(parallel.ordered_map(os.getpid, [()] * 6, 2))))), flush=True)\n"
+        "    time.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    workers = [int(p) for p in proc.stdout.readline().split()]
+    assert workers
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [p for p in workers if _alive(p)]
+    assert not alive, f"pool workers {alive} outlived their killed parent"
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by init) counts as gone
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ")[-1][0] != "Z"
+    except OSError:
+        return False

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import multiprocessing as mp
 import os
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -19,6 +23,20 @@ WORKER_ENV = {"RAYON_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_TH
 def _init_worker() -> None:
     for key, value in WORKER_ENV.items():
         os.environ[key] = value
+    exit_with_parent()
+
+
+def exit_with_parent() -> None:
+    """End this pool process soon after its parent died (killed, out of memory): an idle pool process waits
+    on its queue forever otherwise, holding its memory. Call it in the pool's initializer."""
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), name="exit-with-parent", daemon=True).start()
+
+
+def _watch_parent(parent: int, every_s: float = 1.0) -> None:
+    while True:
+        time.sleep(every_s)
+        if os.getppid() != parent:
+            os._exit(0)
 
 
 def can_start_processes() -> bool:
@@ -47,15 +65,66 @@ _WARNED = False
 
 
 def ordered_map(fn: Callable[..., T], jobs: Iterable[tuple[Any, ...]], workers: int) -> Iterator[T]:
-    """Apply fn(*job) to every job; results in job order. workers == 1 runs inline (no pool)."""
+    """Apply fn(*job) to every job; results in job order. workers == 1 runs inline (no pool).
+
+    The worker processes are this process's shared pool (see `shared_pool`): a stage that maps many times
+    (analysis, release) starts its workers once, not once per map."""
     jobs = list(jobs)
     workers = effective_workers(workers)
     if workers <= 1 or len(jobs) <= 1:
         for job in jobs:
             yield fn(*job)
         return
-    ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx, initializer=_init_worker) as pool:
-        futures = [pool.submit(fn, *job) for job in jobs]
+    pool = shared_pool(workers)
+    futures = [pool.submit(fn, *job) for job in jobs]
+    try:
         for fut in futures:
             yield fut.result()
+    except BrokenProcessPool:
+        _discard_pool(workers)  # a worker died (killed, out of memory): the next map starts a new pool
+        raise
+    finally:
+        for fut in futures:  # the caller stopped early or a job failed: queued jobs are dropped
+            fut.cancel()
+
+
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+_POOLS_PID = [os.getpid()]
+
+
+def shared_pool(workers: int) -> ProcessPoolExecutor:
+    """This process's pool of `workers` spawned processes, started on first use and kept until exit.
+
+    Spawned (not forked): the parent holds threads (polars, Dagster) that a fork would copy mid-state.
+    Starting a process costs an interpreter and this project's imports (about a second of CPU), which a
+    pool per map paid again for every map."""
+    if _POOLS and _POOLS_PID[0] != os.getpid():  # a forked child: the pools it inherited are its parent's
+        _POOLS.clear()
+    _POOLS_PID[0] = os.getpid()
+    pool = _POOLS.get(workers)
+    if pool is not None and getattr(pool, "_broken", False):  # a worker died since the last map
+        _discard_pool(workers)
+        pool = None
+    if pool is None:
+        pool = _POOLS[workers] = ProcessPoolExecutor(
+            max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker)
+    return pool
+
+
+def _discard_pool(workers: int) -> None:
+    pool = _POOLS.pop(workers, None)
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def shutdown_pools() -> None:
+    """Stop every shared pool's processes (at exit, or where a caller must not leave processes behind)."""
+    if _POOLS_PID[0] != os.getpid():
+        _POOLS.clear()
+        return
+    for workers in list(_POOLS):
+        pool = _POOLS.pop(workers)
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+atexit.register(shutdown_pools)

@@ -17,6 +17,7 @@ from typing import Any
 import dagster as dg
 
 from corpus_dagster.core.ledger import load_ledger
+from corpus_dagster.core.parallel import exit_with_parent
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 from corpus_dagster.defs.resources import CorpusConfig
 
@@ -143,7 +144,9 @@ class RunOutcome:
 
 
 def _send_output_to(path: str | None) -> None:
-    """Pool-process initializer: stdout and stderr (also of the step processes it starts) append to the log file."""
+    """Pool-process initializer: stdout and stderr (also of the step processes it starts) append to the log
+    file; the process ends when the CLI that started it was killed."""
+    exit_with_parent()
     if path:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(fd, 1)
