@@ -2,6 +2,8 @@
 
 import multiprocessing as mp
 
+import pytest
+
 from corpus_dagster.core.parallel import can_start_processes, ordered_map
 
 
@@ -95,3 +97,21 @@ def _alive(pid: int) -> bool:
             return fh.read().split(") ")[-1][0] != "Z"
     except OSError:
         return False
+
+
+def _map_in_a_pool_process(_: int) -> int:
+    from corpus_dagster.core import parallel
+
+    return sum(parallel.ordered_map(pow, [(2, 3), (3, 2)], 2))
+
+
+@pytest.mark.timeout(120)
+def test_a_pool_process_that_started_a_pool_of_its_own_ends() -> None:
+    # a run-pool process maps through a shared pool of its own; at its end multiprocessing joins its
+    # children, which must have been stopped first (this hung the CLI)
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"), max_tasks_per_child=1) as outer:
+        assert outer.submit(_map_in_a_pool_process, 0).result(timeout=60) == 17
+        assert outer.submit(_map_in_a_pool_process, 1).result(timeout=60) == 17  # the first child had to end

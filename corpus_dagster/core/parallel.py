@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import logging
 import multiprocessing as mp
+import multiprocessing.util as mp_util
 import os
 import threading
 import time
@@ -90,6 +91,7 @@ def ordered_map(fn: Callable[..., T], jobs: Iterable[tuple[Any, ...]], workers: 
 
 _POOLS: dict[int, ProcessPoolExecutor] = {}
 _POOLS_PID = [os.getpid()]
+_FINALIZER_PID: list[int | None] = [None]
 
 
 def shared_pool(workers: int) -> ProcessPoolExecutor:
@@ -106,6 +108,12 @@ def shared_pool(workers: int) -> ProcessPoolExecutor:
         _discard_pool(workers)
         pool = None
     if pool is None:
+        if _FINALIZER_PID[0] != os.getpid():
+            # Stop the pools before multiprocessing's exit handler joins this process's children: a pool
+            # process runs that handler at the end of its own task (before atexit), and would wait forever
+            # on idle workers of a pool it started.
+            _FINALIZER_PID[0] = os.getpid()
+            mp_util.Finalize(None, shutdown_pools, exitpriority=100)
         pool = _POOLS[workers] = ProcessPoolExecutor(
             max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker)
     return pool
