@@ -333,6 +333,9 @@ def child_stage(config: str, stage: str, profile: str | None) -> None:
         prof.dump_stats(profile)
     else:
         outcome = run()
+    from corpus_dagster.core.parallel import shutdown_pools
+
+    shutdown_pools()  # the shared pool's processes are reaped here, so their CPU seconds count
     cpu, wall = _cpu() - cpu0, time.monotonic() - wall0
     docs, nbytes = inputs()
     rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
