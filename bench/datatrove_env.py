@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 ENV_DIR = Path(__file__).resolve().parent / ".venv-datatrove"
-PACKAGES = ["datatrove[processing]>=0.4", "numpy", "pyarrow"]
+# aiohttp: datatrove resolves its asset cache paths (the language filter's model) through fsspec's HTTP filesystem
+PACKAGES = ["datatrove[processing]>=0.4", "numpy", "pyarrow", "aiohttp"]
 
 
 def ensure_datatrove_env() -> Path:
@@ -21,10 +22,12 @@ def ensure_datatrove_env() -> Path:
     with open(ENV_DIR.parent / ".datatrove-env.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         marker = ENV_DIR / ".ready"
-        if not marker.exists():
-            subprocess.run([sys.executable, "-m", "venv", str(ENV_DIR)], check=True)
+        wanted = " ".join(PACKAGES) + "\n"
+        if not marker.exists() or marker.read_text() != wanted:  # new, or a package was added since
+            if not python.exists():
+                subprocess.run([sys.executable, "-m", "venv", str(ENV_DIR)], check=True)
             subprocess.run([str(python), "-m", "pip", "install", "-q", *PACKAGES], check=True)
-            marker.write_text("ok\n")
+            marker.write_text(wanted)
     return python
 
 
