@@ -225,3 +225,31 @@ def test_remote_fsspec_source_is_cached_and_not_refetched(env):
     assert first.files_fetched == 1 and second.files_skipped == 1 and second.unchanged
     assert [r["text"] for r in raw_records(layout, "rem")] == ["remote doc"]
     assert len(list(layout.downloads("rem").iterdir())) == 1
+
+
+def test_sources_start_largest_first_by_their_last_fetch_else_their_local_files(tmp_path) -> None:
+    import json as _json
+
+    from corpus_dagster.core.layout import Layout
+    from corpus_dagster.core.ledger import Source
+    from corpus_dagster.ingest.estimate import expected_bytes, largest_first
+
+    (tmp_path / "small.jsonl").write_text("x" * 10)
+    (tmp_path / "big").mkdir()
+    for i in range(3):
+        (tmp_path / "big" / f"{i}.jsonl").write_text("y" * 100)
+    layout = Layout(tmp_path / "artifacts", "d", "v")
+    small = Source("small", (str(tmp_path / "small.jsonl"),), "jsonl", "MIT")
+    big = Source("big", (f"file://{tmp_path}/big/*.jsonl",), "jsonl", "MIT")
+    remote = Source("remote", ("https://example.org/x.jsonl",), "jsonl", "MIT")
+    tie = Source("tie", (str(tmp_path / "small.jsonl"),), "jsonl", "MIT")
+    assert expected_bytes(layout, big) == 300 and expected_bytes(layout, remote) == 0
+    assert largest_first(layout, [small, remote, big, tie]) == ["big", "small", "tie", "remote"]
+    folder = layout.raw_source("remote")  # a fetched remote source is known by its last fetch
+    folder.mkdir(parents=True)
+    (folder / "_RECORD.json").write_text(_json.dumps({
+        "stage": "ingest", "key": "k", "code_version": "1", "inputs": {}, "settings": {}, "output_dir": ".", "outputs": {},
+        "files": {}, "stats": {"bytes_uncompressed": 5000}}))
+    assert largest_first(layout, [small, remote, big, tie])[0] == "remote"
+    gone = Source("gone", (str(tmp_path / "nothing-*.jsonl"),), "jsonl", "MIT")
+    assert largest_first(layout, [small, remote, big, gone])[0] == "gone"  # it fails at once: first

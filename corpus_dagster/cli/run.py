@@ -148,8 +148,10 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     from corpus_dagster.core.ledger import load_ledger
     from corpus_dagster.defs.resources import CorpusConfig
     from corpus_dagster.defs.runner import GLOBAL_JOB, SOURCE_JOB, check_step_keys, source_pool
+    from corpus_dagster.ingest.estimate import largest_first
 
-    sources = [s.source_id for s in load_ledger(layout.ledger)]  # LedgerError names file, line and JSON path
+    ledger = load_ledger(layout.ledger)  # LedgerError names file, line and JSON path
+    sources = [s.source_id for s in ledger]
     os.environ.setdefault("DAGSTER_HOME", str(default_dagster_home()))
     ensure_dagster_home(Path(os.environ["DAGSTER_HOME"]))
     corpus = CorpusConfig(config_path=config_path)
@@ -161,9 +163,11 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     with dg.DagsterInstance.get() as instance:
         watcher = RunWatcher(instance, session, log, prefix=prefix, check_steps=check_step_keys())
         with source_pool(corpus, instance, sources, output=str(log_path)) as pool:
-            outcomes = pool.run_sources(sources, keep_going=keep_going, tags=tags, poll=watcher.poll)
+            # largest first, so that a large source does not run alone at the end
+            outcomes = pool.run_sources(largest_first(layout, ledger), keep_going=keep_going, tags=tags,
+                                        poll=watcher.poll)
             ok = [o.partition for o in outcomes if o.success]
-            not_run = [o.partition for o in outcomes if o.run_id is None]
+            not_run = sorted((o.partition for o in outcomes if o.run_id is None), key=sources.index)  # ledger order
             if not_run:
                 print(f"{prefix}: not run after the first failure (use --keep-going to try them): {', '.join(not_run)}")
             if len(ok) == len(sources) or (keep_going and ok):
