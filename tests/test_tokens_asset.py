@@ -70,7 +70,7 @@ def test_asset_with_the_offline_cl100k_default(tmp_path):
 
 
 def test_checks_fail_on_damaged_streams(tmp_path):
-    resource = setup_corpus(tmp_path, "  engine: tiktoken\n  rebuild_check: true\n")
+    resource = setup_corpus(tmp_path, "  engine: tiktoken\n  rebuild_check: true\n  rebuild_check_batches: 0\n")  # the full rebuild
     assert dg.materialize(TOKEN_ASSETS, resources={"corpus": resource}).success
     tokens = tmp_path / "artifacts" / "tokens" / "demo" / "v1"
     data = bytearray((tokens / "train.bin").read_bytes())
