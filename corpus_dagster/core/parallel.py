@@ -92,6 +92,7 @@ def ordered_map(fn: Callable[..., T], jobs: Iterable[tuple[Any, ...]], workers: 
 _POOLS: dict[int, ProcessPoolExecutor] = {}
 _POOLS_PID = [os.getpid()]
 _FINALIZER_PID: list[int | None] = [None]
+_POOLS_LOCK = threading.Lock()
 
 
 def shared_pool(workers: int) -> ProcessPoolExecutor:
@@ -100,6 +101,11 @@ def shared_pool(workers: int) -> ProcessPoolExecutor:
     Spawned (not forked): the parent holds threads (polars, Dagster) that a fork would copy mid-state.
     Starting a process costs an interpreter and this project's imports (about a second of CPU), which a
     pool per map paid again for every map."""
+    with _POOLS_LOCK:  # steps on threads of one process (a dask worker with threads) share the pools
+        return _shared_pool(workers)
+
+
+def _shared_pool(workers: int) -> ProcessPoolExecutor:
     if _POOLS and _POOLS_PID[0] != os.getpid():  # a forked child: the pools it inherited are its parent's
         _POOLS.clear()
     _POOLS_PID[0] = os.getpid()
