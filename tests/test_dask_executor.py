@@ -93,7 +93,12 @@ def test_dask_executor_with_fan_out_gives_the_in_process_bytes(tmp_path, cluster
     ids = [s.source_id for s in load_ledger(corpus.layout().ledger)]
 
     (tmp_path / "dagster_home").mkdir()
-    with dg.DagsterInstance.local_temp(str(tmp_path / "dagster_home")) as instance:
+    # No compute-log capture: Dagster's local capture runs `tail -F` per step and waits up to 2 x 30 s for it
+    # to end on SIGTERM; in one full-suite CI run the dask workers' tails ignored SIGTERM and every step
+    # took 60 s. Events (what this test reads) do not depend on it.
+    no_compute_logs = {"compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager",
+                                        "class": "NoOpComputeLogManager"}}
+    with dg.DagsterInstance.local_temp(str(tmp_path / "dagster_home"), overrides=no_compute_logs) as instance:
         with source_pool(corpus, instance, ids) as pool:
             sources = pool.run_sources(ids)
             corpus_run = pool.run_global()
