@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import logging
 import multiprocessing as mp
 import multiprocessing.util as mp_util
@@ -90,8 +89,7 @@ def ordered_map(fn: Callable[..., T], jobs: Iterable[tuple[Any, ...]], workers: 
 
 
 _POOLS: dict[int, ProcessPoolExecutor] = {}
-_POOLS_PID = [os.getpid()]
-_FINALIZER_PID: list[int | None] = [None]
+_OWNER: list[int | None] = [None]  # the pid the pools in _POOLS belong to
 _POOLS_LOCK = threading.Lock()
 
 
@@ -106,20 +104,17 @@ def shared_pool(workers: int) -> ProcessPoolExecutor:
 
 
 def _shared_pool(workers: int) -> ProcessPoolExecutor:
-    if _POOLS and _POOLS_PID[0] != os.getpid():  # a forked child: the pools it inherited are its parent's
+    if _OWNER[0] != os.getpid():  # first use here; in a forked child the pools it inherited are its parent's
         _POOLS.clear()
-    _POOLS_PID[0] = os.getpid()
+        _OWNER[0] = os.getpid()
+        # Stop the pools before multiprocessing's exit handler joins this process's children (at exit, and
+        # in a pool process at the end of its own task, before atexit): idle workers would wait forever.
+        mp_util.Finalize(None, shutdown_pools, exitpriority=100)
     pool = _POOLS.get(workers)
     if pool is not None and getattr(pool, "_broken", False):  # a worker died since the last map
         _discard_pool(workers)
         pool = None
     if pool is None:
-        if _FINALIZER_PID[0] != os.getpid():
-            # Stop the pools before multiprocessing's exit handler joins this process's children: a pool
-            # process runs that handler at the end of its own task (before atexit), and would wait forever
-            # on idle workers of a pool it started.
-            _FINALIZER_PID[0] = os.getpid()
-            mp_util.Finalize(None, shutdown_pools, exitpriority=100)
         pool = _POOLS[workers] = ProcessPoolExecutor(
             max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker)
     return pool
@@ -133,12 +128,9 @@ def _discard_pool(workers: int) -> None:
 
 def shutdown_pools() -> None:
     """Stop every shared pool's processes (at exit, or where a caller must not leave processes behind)."""
-    if _POOLS_PID[0] != os.getpid():
+    if _OWNER[0] != os.getpid():
         _POOLS.clear()
         return
     for workers in list(_POOLS):
         pool = _POOLS.pop(workers)
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-atexit.register(shutdown_pools)
