@@ -8,7 +8,7 @@ shingles are the sets of 5 consecutive words. Document ids: the `id` column when
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +50,18 @@ def shingle_hashes(text: str, k: int = 5) -> np.ndarray:
     for j in range(k):
         acc = acc * _MIX + h[j:j + n]  # wraps modulo 2**64
     return np.unique(acc)
+
+
+def shingles_of(texts: dict[str, str], k: int = 5) -> Callable[[str], np.ndarray]:
+    """shingle_hashes of a document by id, each built once (a pair check meets a document many times)."""
+    built: dict[str, np.ndarray] = {}
+
+    def shingles(doc_id: str) -> np.ndarray:
+        if doc_id not in built:
+            built[doc_id] = shingle_hashes(texts[doc_id], k)
+        return built[doc_id]
+
+    return shingles
 
 
 def jaccard_hashes(a: np.ndarray, b: np.ndarray) -> float:

@@ -14,13 +14,11 @@ import sys
 from itertools import combinations
 from pathlib import Path
 
-import numpy as np
-
 if __package__ in (None, ""):  # run as a script: python verify/<name>.py
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _reference import corpus_files, iter_documents, jaccard_hashes, shingle_hashes  # noqa: E402
+    from _reference import corpus_files, iter_documents, jaccard_hashes, shingles_of  # noqa: E402
 else:  # imported as verify.<name> (a checkout) or corpus_dagster.verify.<name> (the installed wheel)
-    from ._reference import corpus_files, iter_documents, jaccard_hashes, shingle_hashes  # noqa: E402
+    from ._reference import corpus_files, iter_documents, jaccard_hashes, shingles_of  # noqa: E402
 
 TOLERANCE = 1e-6  # the files round Jaccard to 6 decimals
 SAMPLE_PAIRS = 32  # pairs recomputed of a cluster that does not fit the budget whole
@@ -75,14 +73,7 @@ def check_cluster_files(files: list[Path], cluster_files: list[tuple[str | Path,
             known.add(doc_id)
             if doc_id in needed:
                 texts[doc_id] = text
-    sets: dict[str, np.ndarray] = {}
-
-    def shingles(doc_id: str) -> np.ndarray:
-        # each document's shingle set once, as sorted 64-bit hashes (see _reference.shingle_hashes)
-        if doc_id not in sets:
-            sets[doc_id] = shingle_hashes(texts[doc_id], k)
-        return sets[doc_id]
-
+    shingles = shingles_of(texts, k)
     return [_check(clusters, threshold, shingles, known, plan)
             for clusters, plan, (_, threshold) in zip(loaded, plans, cluster_files, strict=True)]
 

@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 
 if __package__ in (None, ""):  # run as a script: python verify/<name>.py
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _reference import corpus_files, jaccard_hashes, shingle_hashes, texts_of  # noqa: E402
+    from _reference import corpus_files, jaccard_hashes, shingles_of, texts_of  # noqa: E402
 else:  # imported as verify.<name> (a checkout) or corpus_dagster.verify.<name> (the installed wheel)
-    from ._reference import corpus_files, jaccard_hashes, shingle_hashes, texts_of  # noqa: E402
+    from ._reference import corpus_files, jaccard_hashes, shingles_of, texts_of  # noqa: E402
 
 TOLERANCE = 1e-6  # Jaccard is stored as float32
 
@@ -35,13 +35,7 @@ def check_duplicates_sample(files: list[Path], duplicates_dir: str | Path, thres
         wanted.update(n["doc_id"] for n in r["near_duplicates"])
     texts = texts_of(files, wanted)
     failures, scored = [], 0
-    sets: dict[str, object] = {}
-
-    def shingles(doc_id: str):
-        if doc_id not in sets:
-            sets[doc_id] = shingle_hashes(texts[doc_id], k)
-        return sets[doc_id]
-
+    shingles = shingles_of(texts, k)
     for r in picked:
         me = r["doc_id"]
         if me not in texts:
