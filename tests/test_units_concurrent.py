@@ -37,19 +37,17 @@ def test_units_of_a_plan_whose_key_another_run_finished_do_nothing(sources):
     assert dedup.finish_dedup(layout, resolved, plan_b.key)["cached"]
 
     run_scrub(layout, resolved)
-    plan_b = publish.plan_publish(layout, resolved)
-    assert plan_b.units
-    publish.run_publish(layout, resolved)
-    for unit in plan_b.units:
-        publish.run_publish_unit(layout, resolved, plan_b.key, unit)
-    assert publish.finish_publish(layout, resolved, plan_b.key).cached
-
-    plan_b = tokens.plan_token_streams(layout, resolved)
-    assert plan_b.units
-    tokens.run_token_streams(layout, resolved)
-    for unit in plan_b.units:
-        tokens.run_token_unit(layout, resolved, plan_b.key, unit)
-    assert tokens.finish_token_streams(layout, resolved, plan_b.key).cached
+    # the same race for the stages whose plan, whole run, unit and finish take (layout, resolved)
+    for plan, whole, run_unit, finish in (
+        (publish.plan_publish, publish.run_publish, publish.run_publish_unit, publish.finish_publish),
+        (tokens.plan_token_streams, tokens.run_token_streams, tokens.run_token_unit, tokens.finish_token_streams),
+    ):
+        plan_b = plan(layout, resolved)
+        assert plan_b.units
+        whole(layout, resolved)
+        for unit in plan_b.units:
+            run_unit(layout, resolved, plan_b.key, unit)
+        assert finish(layout, resolved, plan_b.key).cached
 
 
 def test_a_unit_without_a_plan_still_fails_when_the_stage_is_not_committed(sources):
