@@ -2,8 +2,9 @@
 
 Chunks (whitespace-separated) that no tokenizer rule touches, most of any text (words, numbers, times,
 hashes, identifiers), are one token; chunks of one prefix character, letters or digits and one suffix
-character are split by a polars regex; neither reaches Python. Every other distinct chunk goes through `tokenize_chunk` (spaCy's
-English rules, cached per process) once per batch, and numpy puts all tokens back in text order.
+character are split by a polars regex; neither reaches Python. Every other distinct chunk goes through
+`tokenize_chunk` (spaCy's English rules, cached per process) once per batch, and numpy puts all tokens
+back in text order.
 """
 
 from __future__ import annotations
