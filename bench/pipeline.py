@@ -297,21 +297,25 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
         "tokens sampled check": (checks(("sample", lambda: tokens_checks.check_rebuild_sample(
             layout.shards, layout.tokens, resolved["tokenize"], resolved["workers"], SAMPLE_BATCHES, "bench"))),
                                  shards_in),
-        "analysis": (lambda: (analysis.run_analysis_stage(layout, resolved, sids),
-                              [analysis.verify_analysis(layout, resolved, w)
-                               for w in ("clusters", "exact_groups", "duplicates_sample")]), kept_in),
-        "release": (lambda: (release.run_release_stage(layout, resolved), release.release_checks(layout, resolved),
-                             release.release_rebuild_check(layout, resolved)), shards_in),
+        "analysis": (lambda: analysis.run_analysis_stage(layout, resolved, sids), kept_in),
+        "analysis checks": (checks(*[(w, lambda w=w: analysis.verify_analysis(layout, resolved, w))
+                                     for w in ("clusters", "exact_groups", "duplicates_sample")]), kept_in),
+        "release": (lambda: release.run_release_stage(layout, resolved), shards_in),
+        "release checks": (lambda: [name for name, r in release.release_checks(layout, resolved).items()
+                                    if not _check(r)], shards_in),
+        "release rebuild check": (checks(("rebuild", lambda: release.release_rebuild_check(layout, resolved))),
+                                  shards_in),
     }
 
 
 STAGES = ["ingest", "clean", "minhash", "dedup", "scrub", "publish", "publish checks", "publish rebuild check",
           "tokens", "tokens checks", "tokens rebuild check", "publish sampled check", "tokens sampled check",
-          "analysis", "release"]
+          "analysis", "analysis checks", "release", "release checks", "release rebuild check"]
 # The sampled determinism checks (proposed replacements of the two full rebuild checks): measured, not summed.
 PROPOSED = {"publish sampled check", "tokens sampled check"}
 CORE_STAGES = [s for s in STAGES[:STAGES.index("analysis")] if s not in PROPOSED]
-CHECK_STAGES = {"publish checks", "publish rebuild check", "tokens checks", "tokens rebuild check"}
+CHECK_STAGES = {"publish checks", "publish rebuild check", "tokens checks", "tokens rebuild check", "analysis checks",
+                "release checks", "release rebuild check"}
 
 
 def child_stage(config: str, stage: str, profile: str | None) -> None:
