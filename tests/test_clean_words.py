@@ -82,3 +82,90 @@ def test_chunks_some_rule_touches_leave_the_inert_fast_path(chunk: str) -> None:
 
     assert not _inert(pl.Series([chunk]))[0]
     assert _inert(pl.Series(["x_y9", "5kmx", "naïve", "9a9f0c"])).all()
+
+
+def test_documents_sharing_chunks_get_their_own_tokens_in_order() -> None:
+    # each distinct chunk is split once and gathered back: repeats across and within documents, in any order
+    import random
+
+    rng = random.Random(7)
+    pool = ["well-known", "(x)", "a", "foo.bar()", "don't", "5km", "e.g.", "C++", "x", ""]
+    docs = [" ".join(rng.choice(pool) for _ in range(rng.randint(0, 12))) for _ in range(300)]
+    assert split_words(pl.Series(docs)).to_list() == [[t for c in d.split() for t in tokenize_chunk(c)] for d in docs]
+
+
+def test_distinct_values_and_expand_ranges() -> None:
+    import numpy as np
+
+    from corpus_dagster.clean.words import distinct_values, expand_ranges
+
+    codes, distinct = distinct_values(pl.Series(["b", "a", "b", "c", "a"]))
+    assert distinct.to_list() == ["b", "a", "c"] and codes.tolist() == [0, 1, 0, 2, 1]
+    assert expand_ranges(np.array([5, 0, 9]), np.array([2, 0, 3])).tolist() == [5, 6, 9, 10, 11]
+    assert expand_ranges(np.array([4, 2]), np.array([1, 1])).tolist() == [4, 2]
+    assert expand_ranges(np.array([], dtype=np.int64), np.array([], dtype=np.int64)).tolist() == []
+
+
+def _prefix_len_spec(s: str) -> int:
+    """spaCy's English prefix rules as written in the rules, one after another (no fast paths)."""
+    import unicodedata
+
+    from corpus_dagster.clean.word_tokens import MULTI_CURRENCY, PREFIX_CHARS
+
+    c = s[0]
+    if c == "+":
+        return 0 if len(s) > 1 and "0" <= s[1] <= "9" else 1
+    if c in PREFIX_CHARS:
+        return 1
+    if c == ".":
+        run = len(s) - len(s.lstrip("."))
+        return run if run >= 2 else 0
+    for cur in MULTI_CURRENCY:
+        if s.startswith(cur):
+            return len(cur)
+    return 1 if unicodedata.category(c) == "So" else 0
+
+
+def _suffix_len_spec(s: str) -> int:
+    """spaCy's English suffix rules as written in the rules: of all that match up to the end, the leftmost wins."""
+    import unicodedata
+
+    from corpus_dagster.clean.word_tokens import _DOT_AFTER, SUFFIX_CHARS, SUFFIX_UNITS
+
+    n, best, c = len(s), len(s), s[-1]
+    if c in SUFFIX_CHARS or unicodedata.category(c) == "So":
+        best = n - 1
+    if c == ".":
+        run = n - len(s.rstrip("."))
+        if run >= 2:
+            best = min(best, n - run)
+        elif n >= 2:
+            b = s[-2]
+            cat = unicodedata.category(b)
+            if ("0" <= b <= "9" or cat in ("Ll", "Lo") or b in _DOT_AFTER
+                    or (n >= 3 and cat in ("Lu", "Lo") and unicodedata.category(s[-3]) in ("Lu", "Lo"))
+                    or (n >= 3 and s[-3] == "°" and b in "FfCcKk")):
+                best = min(best, n - 1)
+    elif c == "+" and n >= 2 and "0" <= s[-2] <= "9":
+        best = min(best, n - 1)
+    if n >= 2 and s[-2] in "'’" and c in "sS":
+        best = min(best, n - 2)
+    for k in range(1, min(max(map(len, SUFFIX_UNITS)), n - 1) + 1):
+        if "0" <= s[-k - 1] <= "9":
+            if s[-k:] in SUFFIX_UNITS:
+                best = min(best, n - k)
+            break
+    return n - best
+
+
+def test_prefix_and_suffix_fast_paths_follow_the_rules() -> None:
+    # _prefix_len/_suffix_len skip rules that cannot match an ASCII letter or digit: same lengths as the rules
+    import random
+
+    from corpus_dagster.clean.word_tokens import _prefix_len, _suffix_len
+
+    rng = random.Random(3)
+    alphabet = list("aZsSé9_0'’.,-–:/=+*^$%()[]<>\"«»#&§•©…°FCK²UCA") + ["km", "US$", "C$", "A$", "m/s", "MB", "'s"]
+    chunks = sorted({"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) for _ in range(30_000)})
+    assert [_prefix_len(c) for c in chunks] == [_prefix_len_spec(c) for c in chunks]
+    assert [_suffix_len(c) for c in chunks] == [_suffix_len_spec(c) for c in chunks]

@@ -64,16 +64,23 @@ _CONTRACTION_RE = regex.compile(r"^(\w+?)(n['’]t|['’](?:re|ve|ll|d|m|RE|VE|L
 
 
 def _is_icon(c: str) -> bool:
-    return unicodedata.category(c) == "So"
+    return c >= "\x80" and unicodedata.category(c) == "So"  # no ASCII character is a symbol of category So
+
+
+_MULTI_CURRENCY_FIRST = frozenset(c[0] for c in MULTI_CURRENCY)
+_DIGITS = frozenset("0123456789")
+_ASCII_ALNUM = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 def _prefix_len(s: str) -> int:
     """Length of the prefix spaCy's English prefix rules split off the front of s (0 = none)."""
     c = s[0]
-    if c == "+":
-        return 0 if len(s) > 1 and "0" <= s[1] <= "9" else 1
     if c in PREFIX_CHARS:
         return 1
+    if c in _ASCII_ALNUM and c not in _MULTI_CURRENCY_FIRST:  # the common case: nothing to peel
+        return 0
+    if c == "+":
+        return 0 if len(s) > 1 and s[1] in _DIGITS else 1
     if c == ".":
         run = len(s) - len(s.lstrip("."))
         return run if run >= 2 else 0
@@ -90,25 +97,27 @@ def _suffix_len(s: str) -> int:
     n = len(s)
     best = n
     c = s[-1]
-    if c in SUFFIX_CHARS or _is_icon(c):
-        best = n - 1
-    if c == ".":
-        run = n - len(s.rstrip("."))
-        if run >= 2:
-            best = min(best, n - run)
-        elif n >= 2:
-            b = s[-2]
-            cat = unicodedata.category(b)
-            if ("0" <= b <= "9" or cat in ("Ll", "Lo") or b in _DOT_AFTER
-                    or (n >= 3 and cat in ("Lu", "Lo") and unicodedata.category(s[-3]) in ("Lu", "Lo"))
-                    or (n >= 3 and s[-3] == "°" and b in "FfCcKk")):
-                best = min(best, n - 1)
-    elif c == "+" and n >= 2 and "0" <= s[-2] <= "9":
-        best = min(best, n - 1)
-    if n >= 2 and s[-2] in "'’" and c in "sS":
-        best = min(best, n - 2)
+    if c in _ASCII_ALNUM:  # only `'s` and a unit after a digit can end in a letter or digit
+        if n >= 2 and c in "sS" and s[-2] in "'’":
+            best = n - 2
+    else:
+        if c in SUFFIX_CHARS or _is_icon(c):
+            best = n - 1
+        if c == ".":
+            run = n - len(s.rstrip("."))
+            if run >= 2:
+                best = min(best, n - run)
+            elif n >= 2:
+                b = s[-2]
+                cat = unicodedata.category(b)
+                if (b in _DIGITS or cat in ("Ll", "Lo") or b in _DOT_AFTER
+                        or (n >= 3 and cat in ("Lu", "Lo") and unicodedata.category(s[-3]) in ("Lu", "Lo"))
+                        or (n >= 3 and s[-3] == "°" and b in "FfCcKk")):
+                    best = min(best, n - 1)
+        elif c == "+" and n >= 2 and s[-2] in _DIGITS:
+            best = min(best, n - 1)
     for k in range(1, min(_MAX_UNIT, n - 1) + 1):  # a unit or currency right after the last digit
-        if "0" <= s[-k - 1] <= "9":
+        if s[-k - 1] in _DIGITS:
             if s[-k:] in SUFFIX_UNITS:
                 best = min(best, n - k)
             break

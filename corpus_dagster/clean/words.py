@@ -1,10 +1,10 @@
 """Word tokenization shared by the Gopher, repetition and FineWeb rules, for a whole batch at once.
 
-Chunks (whitespace-separated) that no tokenizer rule touches, most of any text (words, numbers, times,
-hashes, identifiers), are one token; chunks of one prefix character, letters or digits and one suffix
-character are split by a polars regex; neither reaches Python. Every other distinct chunk goes through
-`tokenize_chunk` (spaCy's English rules, cached per process) once per batch, and numpy puts all tokens
-back in text order.
+Text repeats its whitespace-separated chunks, so each distinct chunk of a batch is split once and the
+tokens are gathered back in text order. Chunks that no tokenizer rule touches, most of any text (words,
+numbers, times, hashes, identifiers), are one token; chunks of one prefix character, letters or digits and
+one suffix character are split by a polars regex; neither reaches Python. Every other distinct chunk goes
+through `tokenize_chunk` (spaCy's English rules, cached per process).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import regex
 
 from corpus_dagster.clean.word_tokens import (
@@ -47,8 +48,40 @@ LETTER_PATTERN = r"\p{L}"
 
 
 def split_words(texts: pl.Series) -> pl.Series:
-    """Tokens of every text as a list column (one list per document, in order)."""
+    """Tokens of every text as a list column (one list per document, in order).
+
+    Each distinct chunk is split once (text repeats its chunks: a 74 MB batch of changelogs has 8.4 M chunks
+    and 0.63 M distinct ones), then every chunk's tokens are gathered in text order."""
     chunks, doc, offsets = flatten(texts.str.extract_all(r"\S+"))
+    codes, distinct = distinct_values(chunks)
+    counts, values = _chunk_tokens(distinct)
+    first = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=first[1:])
+    per_chunk = counts[codes]
+    tokens = values.gather(expand_ranges(first[codes], per_chunk))
+    per_doc = np.bincount(doc, weights=per_chunk, minlength=len(offsets) - 1).astype(np.int64)
+    list_offsets = np.zeros(len(per_doc) + 1, dtype=np.int64)
+    np.cumsum(per_doc, out=list_offsets[1:])
+    arr = pa.LargeListArray.from_arrays(pa.array(list_offsets), tokens.to_arrow())
+    return pl.Series("words", arr)
+
+
+def distinct_values(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """(code of every value, the distinct values in order of first appearance): values[i] == distinct[code[i]]."""
+    encoded = pc.dictionary_encode(values.to_arrow())
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), pl.Series(encoded.dictionary)
+
+
+def expand_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """starts[0], starts[0]+1, .., starts[0]+lengths[0]-1, starts[1], ..: the ranges laid end to end."""
+    if not len(lengths) or (lengths == 1).all():
+        return starts.astype(np.int64)
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1] if len(ends) else 0, dtype=np.int64)
+
+
+def _chunk_tokens(chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """(tokens per chunk, every chunk's tokens laid end to end in chunk order) of whitespace-free chunks."""
     n = len(chunks)
     plain = _inert(chunks)
     rest = np.flatnonzero(~plain)
@@ -60,24 +93,18 @@ def split_words(texts: pl.Series) -> pl.Series:
                    & ~(pre + core).is_in(specials) & ~chunks.gather(rest).str.ends_with("8)")
                    ).fill_null(False).to_numpy()
     shaped, other = rest[shaped_mask], rest[~shaped_mask]
-    pre, core, suf = pre.filter(pl.Series(shaped_mask)), core.filter(pl.Series(shaped_mask)), suf.filter(
-        pl.Series(shaped_mask))
+    keep = pl.Series(shaped_mask)
+    pre, core, suf = pre.filter(keep), core.filter(keep), suf.filter(keep)
     has_pre = (pre.str.len_bytes() > 0).to_numpy()
     has_suf = (suf.str.len_bytes() > 0).to_numpy()
 
     per_chunk = np.ones(n, dtype=np.int64)
     per_chunk[shaped] += has_pre.astype(np.int64) + has_suf
-    mapped = None
-    if len(other):
-        distinct = chunks.gather(other).unique()
-        split = pa.array([tokenize_chunk(c) for c in distinct.to_list()], type=pa.large_list(pa.large_string()))
-        table = pl.DataFrame({"c": distinct, "t": pl.Series(split)})
-        mapped = pl.DataFrame({"c": chunks.gather(other)}).join(table, on="c", how="left",
-                                                                maintain_order="left")["t"]
-        per_chunk[other] = mapped.list.len().to_numpy()
+    split = [tokenize_chunk(c) for c in chunks.gather(other).to_list()]
+    per_chunk[other] = [len(t) for t in split]
     starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(per_chunk, out=starts[1:])
-    # final token position -> index into [chunks, prefixes, cores, suffixes, other chunks' tokens]
+    # token position -> index into [chunks, prefixes, cores, suffixes, other chunks' tokens]
     source = np.empty(starts[-1], dtype=np.int64)
     plain_idx = np.flatnonzero(plain)
     source[starts[plain_idx]] = plain_idx
@@ -86,19 +113,10 @@ def split_words(texts: pl.Series) -> pl.Series:
     source[base[has_pre]] = n + np.flatnonzero(has_pre)
     source[base + has_pre] = n + m + np.arange(m)
     source[(base + has_pre + 1)[has_suf]] = n + 2 * m + np.flatnonzero(has_suf)
-    pieces = [chunks, pre, core, suf]
-    if mapped is not None:
-        counts = per_chunk[other]
-        first = np.repeat(starts[other], counts)
-        within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-        source[first + within] = n + 3 * m + np.arange(len(first))
-        pieces.append(mapped.explode(empty_as_null=False, keep_nulls=False))
-    values = pl.concat([x.alias("w") for x in pieces]).gather(source)
-    per_doc = np.bincount(doc, weights=per_chunk, minlength=len(offsets) - 1).astype(np.int64)
-    list_offsets = np.zeros(len(per_doc) + 1, dtype=np.int64)
-    np.cumsum(per_doc, out=list_offsets[1:])
-    arr = pa.LargeListArray.from_arrays(pa.array(list_offsets), values.to_arrow())
-    return pl.Series("words", arr)
+    flat_other = [t for tokens in split for t in tokens]
+    source[expand_ranges(starts[other], per_chunk[other])] = n + 3 * m + np.arange(len(flat_other))
+    pieces = [chunks, pre, core, suf, pl.Series(flat_other, dtype=pl.String)]
+    return per_chunk, pl.concat([x.alias("w") for x in pieces]).gather(source)
 
 
 def _inert(chunks: pl.Series) -> np.ndarray:
