@@ -180,6 +180,7 @@ SPECIAL_CASES: dict[str, list[str]] = _special_cases()
 # matcher does (`[:alpha:]` -> `[:` `alpha` `:]`).
 _MERGE = {k for k in SPECIAL_CASES if not regex.search(r"\p{L}", k) and len(k) > 1}
 _MAX_MERGE = max(map(len, _MERGE))
+_MERGE_HEADS = frozenset(k[:i] for k in _MERGE for i in range(1, len(k)))  # what a merged run can start with
 
 
 @lru_cache(maxsize=1 << 20)
@@ -241,7 +242,7 @@ def tokenize_chunk(chunk: str) -> tuple[str, ...]:
             if s[start:]:
                 tokens.append(s[start:])
     tokens.extend(reversed(suffixes))
-    if len(tokens) > 1:
+    if len(tokens) > 1 and not _MERGE_HEADS.isdisjoint(tokens):
         tokens = _merge_specials(tokens)
     return tuple(tokens)
 
