@@ -7,9 +7,11 @@ changed what another source keeps.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,35 +73,66 @@ def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str
     }
 
 
-@records.locked(lambda a: f"scrub.{a['source_id']}")
-def run_scrub_source(
-    layout: Layout, source_id: str, resolved: dict[str, Any], drop: list[str], progress: Progress | None = None
-) -> dict[str, Any]:
-    """Scrub one source's kept documents, unless its inputs and settings are unchanged since last time."""
+@dataclass
+class _Pending:
+    """A source whose scrub output is not cached: where its files go, and its part stats as they arrive."""
+
+    key: str
+    inputs: dict[str, Any]
+    settings: dict[str, Any]
+    folder: Path
+    parts: list[dict[str, Any] | None]
+
+
+def _scrub_key(layout: Layout, source_id: str, resolved: dict[str, Any], drop: list[str]) -> tuple[str, dict, dict]:
     inputs = {"clean": clean_record(layout, source_id).key, "dropped_ids": sha256_hex("\n".join(drop).encode())}
     settings = output_settings(resolved, "pii")
-    key = stage_key(STAGE, CODE_VERSION, inputs, settings)
-    folder = layout.stage(STAGE, source_id)
-    done = records.cached(folder, key)
-    if done is not None:
-        return {**done.stats, "cached": True, "key": key}
-    records.begin(folder)
-    (folder / key).mkdir(parents=True, exist_ok=True)
-    records.begin(folder / key)
-    files = clean_doc_files(layout, source_id)
-    jobs = [(path, folder / key / f"docs-{i:05d}.parquet", drop, resolved["pii"]) for i, path in enumerate(files)]
-    parts = []
-    for part in ordered_map(scrub_file, jobs, resolved["workers"]):
-        parts.append(part)
-        if progress is not None:
-            progress.update(part["docs"] + part["dropped"], part["bytes"])
-    stats = summarize(parts)
-    names = [f"{key}/docs-{i:05d}.parquet" for i in range(len(files))]
-    records.commit(folder, StageRecord(
-        stage=STAGE, key=key, code_version=CODE_VERSION, inputs=inputs, settings=settings,
-        outputs=records.describe_outputs(folder, names), files={"docs": names}, stats=stats,
-    ))
-    return {**stats, "cached": False, "key": key}
+    return stage_key(STAGE, CODE_VERSION, inputs, settings), inputs, settings
+
+
+def scrub_sources(layout: Layout, source_ids: list[str], resolved: dict[str, Any], drop: dict[str, list[str]],
+                  progress: Progress | None = None) -> dict[str, dict[str, Any]]:
+    """Scrub the kept documents of every source whose inputs or settings changed since last time.
+
+    The files of all those sources go through one pool of `workers`, largest first, so a corpus of many
+    one-file sources scrubs in parallel too; each source's record is committed once all its files are
+    written. Every source's lock is held throughout (taken in sorted order, so two runs cannot deadlock).
+    """
+    out: dict[str, dict[str, Any]] = {}
+    pending: dict[str, _Pending] = {}
+    jobs: list[tuple[str, int, tuple]] = []
+    with contextlib.ExitStack() as locks:
+        for sid in sorted(source_ids):
+            locks.enter_context(records.stage_lock(layout.root, f"scrub.{sid}", resolved, what=f"scrub ({sid})"))
+        for sid in source_ids:
+            key, inputs, settings = _scrub_key(layout, sid, resolved, drop.get(sid, []))
+            folder = layout.stage(STAGE, sid)
+            done = records.cached(folder, key)
+            if done is not None:
+                out[sid] = {**done.stats, "cached": True, "key": key}
+                continue
+            records.begin(folder)
+            (folder / key).mkdir(parents=True, exist_ok=True)
+            records.begin(folder / key)
+            files = clean_doc_files(layout, sid)
+            pending[sid] = _Pending(key, inputs, settings, folder, [None] * len(files))
+            jobs += [(sid, i, (path, folder / key / f"docs-{i:05d}.parquet", drop.get(sid, []), resolved["pii"]))
+                     for i, path in enumerate(files)]
+        jobs.sort(key=lambda job: -job[2][0].stat().st_size)  # stable: equal sizes stay in source, file order
+        results = ordered_map(scrub_file, [job for _, _, job in jobs], resolved["workers"]) if jobs else iter(())
+        for (sid, i, _), part in zip(jobs, results, strict=True):
+            pending[sid].parts[i] = part
+            if progress is not None:
+                progress.update(part["docs"] + part["dropped"], part["bytes"])
+        for sid, p in pending.items():
+            stats = summarize([part for part in p.parts if part is not None])
+            names = [f"{p.key}/docs-{i:05d}.parquet" for i in range(len(p.parts))]
+            records.commit(p.folder, StageRecord(
+                stage=STAGE, key=p.key, code_version=CODE_VERSION, inputs=p.inputs, settings=p.settings,
+                outputs=records.describe_outputs(p.folder, names), files={"docs": names}, stats=stats,
+            ))
+            out[sid] = {**stats, "cached": False, "key": p.key}
+    return {sid: out[sid] for sid in source_ids}
 
 
 def summarize(parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -135,7 +168,7 @@ def run_scrub(layout: Layout, resolved: dict[str, Any], log: Log | None = None) 
         by_source.setdefault(x.rsplit(":", 1)[0], []).append(x)
     total = sum(clean_record(layout, sid).stats.get("kept", 0) for sid in source_ids)
     progress = Progress(log, "scrub", total_docs=total, interval_s=interval_of(resolved))
-    out = {sid: run_scrub_source(layout, sid, resolved, by_source.get(sid, []), progress) for sid in source_ids}
+    out = scrub_sources(layout, source_ids, resolved, by_source, progress)
     progress.finish()
     return out
 
