@@ -11,6 +11,7 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from corpus_dagster.core import records
@@ -72,7 +73,7 @@ def test_units_in_reversed_order_write_the_bytes_of_run_token_streams(shards, bp
     layout, resolved = setup(tmp_path / "units", shards, bpe_file, workers=workers)
     plan = plan_token_streams(layout, resolved)
     assert plan.key == ref.key and plan.cached is None
-    assert plan.units == tuple(f"shard-{i:05d}" for i in range(5))
+    assert plan.units == tuple(f"shard-{i:05d}-rg0000" for i in range(5))
     for unit in reversed(plan.units):
         run_token_unit(layout, resolved, plan.key, unit)
     run = finish_token_streams(layout, resolved, plan.key)
@@ -89,11 +90,11 @@ def test_units_in_reversed_order_write_the_bytes_of_run_token_streams(shards, bp
 def test_rerunning_a_finished_unit_does_nothing(shards, bpe_file, tmp_path):
     layout, resolved = setup(tmp_path, shards, bpe_file)
     plan = plan_token_streams(layout, resolved)
-    run_token_unit(layout, resolved, plan.key, "shard-00001")
+    run_token_unit(layout, resolved, plan.key, "shard-00001-rg0000")
     units = work_folder(layout, plan.key) / "units"
     before = stats(units)
-    assert len(before) == 6 and "shard-00001.json" in before  # docs, tokens and lengths per split, marker
-    run_token_unit(layout, resolved, plan.key, "shard-00001")
+    assert len(before) == 6 and "shard-00001-rg0000.json" in before  # docs, tokens and lengths per split, marker
+    run_token_unit(layout, resolved, plan.key, "shard-00001-rg0000")
     assert stats(units) == before
 
 
@@ -104,12 +105,12 @@ def test_a_damaged_unit_output_is_rewritten(shards, bpe_file, tmp_path):
     plan = plan_token_streams(layout, resolved)
     for unit in plan.units:
         run_token_unit(layout, resolved, plan.key, unit)
-    damaged = work_folder(layout, plan.key) / "units" / "shard-00002.tokens-train.npy"
+    damaged = work_folder(layout, plan.key) / "units" / "shard-00002-rg0000.tokens-train.npy"
     damaged.write_bytes(damaged.read_bytes()[:-6])
-    with pytest.raises(TokenStreamError, match=r"1 unit\(s\) have no complete output \(shard-00002\)"):
+    with pytest.raises(TokenStreamError, match=r"1 unit\(s\) have no complete output \(shard-00002-rg0000\)"):
         finish_token_streams(layout, resolved, plan.key)
-    assert plan_token_streams(layout, resolved).units == ("shard-00002",)
-    run_token_unit(layout, resolved, plan.key, "shard-00002")
+    assert plan_token_streams(layout, resolved).units == ("shard-00002-rg0000",)
+    run_token_unit(layout, resolved, plan.key, "shard-00002-rg0000")
     finish_token_streams(layout, resolved, plan.key)
     assert file_hashes(layout.tokens) == file_hashes(tmp_path / "a" / "tokens" / "demo" / "v1")
     assert ref.key == plan.key
@@ -141,7 +142,7 @@ def test_resume_keeps_finished_units_and_gives_the_same_bytes(shards, bpe_file, 
 def test_a_plan_of_another_key_removes_the_old_work_folder(shards, bpe_file, tmp_path):
     layout, resolved = setup(tmp_path, shards, bpe_file)
     old = plan_token_streams(layout, resolved)
-    run_token_unit(layout, resolved, old.key, "shard-00000")
+    run_token_unit(layout, resolved, old.key, "shard-00000-rg0000")
     changed = load_config(None, {**{k: resolved[k] for k in ("dataset", "version", "paths")},
                                  "tokenize": {**resolved["tokenize"], "max_file_bytes": 4096}})
     new = plan_token_streams(layout, changed)
@@ -156,7 +157,7 @@ def test_a_unit_without_a_plan_names_the_work_folder(shards, bpe_file, tmp_path)
     key = "0123456789abcdef"
     folder = work_folder(layout, key)
     with pytest.raises(CorpusError, match=re.escape(str(folder)) + ".*run plan_token_streams first"):
-        run_token_unit(layout, resolved, key, "shard-00000")
+        run_token_unit(layout, resolved, key, "shard-00000-rg0000")
     with pytest.raises(CorpusError, match=re.escape(str(folder)) + ".*run plan_token_streams first"):
         finish_token_streams(layout, resolved, key)
 
@@ -164,8 +165,8 @@ def test_a_unit_without_a_plan_names_the_work_folder(shards, bpe_file, tmp_path)
 def test_a_unit_outside_the_plan_is_refused(shards, bpe_file, tmp_path):
     layout, resolved = setup(tmp_path, shards, bpe_file)
     plan = plan_token_streams(layout, resolved)
-    with pytest.raises(TokenStreamError, match="unit 'shard-00009' is not in _PLAN.json"):
-        run_token_unit(layout, resolved, plan.key, "shard-00009")
+    with pytest.raises(TokenStreamError, match="unit 'shard-00009-rg0000' is not in _PLAN.json"):
+        run_token_unit(layout, resolved, plan.key, "shard-00009-rg0000")
 
 
 def test_cached_streams_plan_no_units_and_finish_returns_the_cached_result(shards, bpe_file, tmp_path):
@@ -189,3 +190,39 @@ def test_unit_thread_budget(monkeypatch):
     monkeypatch.setenv("RAYON_NUM_THREADS", "2")
     assert unit_threads({"threads_per_worker": None}) == 2
     assert unit_threads({"threads_per_worker": 4}) == 4
+
+
+def test_a_unit_per_row_group_writes_the_bytes_of_whole_shards(bpe_file, tmp_path):
+    # shards of 10 rows in row groups of at most 3: 4 units per shard, run in reverse; the streams must be
+    # the in-memory whole-shard build's bytes (build_token_streams, what the rebuild check runs)
+    from corpus_dagster.tokenize.driver import build_token_streams
+
+    folder = tmp_path / "grouped" / "v1"
+    write_sample_shards(sample_texts(26) + EXTRA, folder, dataset="demo", version="v1", shard_rows=10,
+                        val_permille=200, row_group_rows=3)
+    layout, resolved = setup(tmp_path / "units", folder, bpe_file, workers=2)
+    plan = plan_token_streams(layout, resolved)
+    assert plan.units == tuple(f"shard-{i:05d}-rg{g:04d}" for i, groups in enumerate([4, 4, 4]) for g in range(groups))
+    for unit in reversed(plan.units):
+        run_token_unit(layout, resolved, plan.key, unit)
+    run = finish_token_streams(layout, resolved, plan.key)
+    whole = build_token_streams(folder, tmp_path / "whole", resolved["tokenize"], workers=1)
+    assert file_hashes(layout.tokens) == file_hashes(tmp_path / "whole")
+    assert run.manifest == whole.manifest and run.manifest["n_docs"] == 30
+
+
+def test_a_row_group_unit_checks_its_rows(bpe_file, tmp_path):
+    from corpus_dagster.tokenize.driver import ShardTask, tokenize_shard
+    from corpus_dagster.tokenize.tokenizer import load_tokenizer
+
+    folder = tmp_path / "shards" / "v1"
+    manifest = write_sample_shards(sample_texts(10), folder, shard_rows=10, row_group_rows=4)
+    entry = manifest["shards"][0]
+    _layout, resolved = setup(tmp_path / "root", folder, bpe_file)
+    tok = load_tokenizer(resolved["tokenize"])
+    task = ShardTask(0, folder / entry["name"], entry["sha256"], 4, row_group=1)
+    assert len(tokenize_shard(task, tok, np.dtype("uint16"), 3).ids) == 4
+    with pytest.raises(TokenStreamError, match="2 rows in row group 2, the plan says 4"):
+        tokenize_shard(ShardTask(0, task.path, task.sha256, 4, row_group=2), tok, np.dtype("uint16"), 3)
+    with pytest.raises(TokenStreamError, match="no row group 3"):
+        tokenize_shard(ShardTask(0, task.path, task.sha256, 4, row_group=3), tok, np.dtype("uint16"), 3)

@@ -72,11 +72,11 @@ def streams_metadata(context: dg.OpExecutionContext, layout, run: driver.Streams
 
 
 def token_streams_asset(fan_out: int = 1) -> dg.AssetsDefinition:
-    """Token streams as a graph: plan (one unit per published shard), tokenizing spread over `fan_out` steps,
+    """Token streams as a graph: plan (one unit per row group of each published shard), tokenizing spread over `fan_out` steps,
     finish (per-split .bin/.idx files in shard order, counts, _TOKENS.json, record)."""
 
     @dg.op(name="token_streams_plan", ins={"manifest": dg.In(dg.Nothing)},
-           description="Check the shards' manifest; one unit per published shard.")
+           description="Check the shards' manifest; one unit per row group of each published shard.")
     def plan_op(context: dg.OpExecutionContext, corpus: CorpusConfig) -> dict:
         with corpus_failure("token_streams"):  # bad input or an unloadable tokenizer: the message says what to do
             resolved, layout = corpus.load()

@@ -1,10 +1,10 @@
 """The tokenize stage's driver: published shards -> per-split Megatron datasets, token counts, _TOKENS.json.
 
-Shards are the unit of work. The stage runs as plan / units / finish (`core.units`): the plan writes the
-shard list (names, sha256, rows) and the tokenizer's identity into a work folder keyed by the stage key;
-each unit reads one shard (checking its sha256), encodes it in batches and writes its token arrays per
-split into that folder, in any process on any machine that mounts the artifacts root; the finish step
-streams the units' arrays strictly in shard order through one writer (`write_streams`), one unit in
+A row group of a shard is the unit of work. The stage runs as plan / units / finish (`core.units`): the
+plan writes the shard list (names, sha256, rows, rows per row group) and the tokenizer's identity into a
+work folder keyed by the stage key; each unit reads one shard (checking its sha256), encodes one of its
+row groups in batches and writes its token arrays per split into that folder, in any process on any machine that mounts the artifacts root; the finish step
+streams the units' arrays strictly in shard, row-group order through one writer (`write_streams`), one unit in
 memory at a time, so the output bytes never depend on the worker count, the executor or which unit
 finished first. `build_token_streams` feeds the same writer from an in-memory pool (at most
 `workers + 1` shards in flight); the rebuild check uses it to prove the unit path's bytes.
@@ -68,7 +68,8 @@ class ShardTask:
     index: int
     path: Path
     sha256: str
-    rows: int
+    rows: int  # of the whole shard, or of `row_group` when set
+    row_group: int | None = None  # tokenize only this row group of the shard
 
 
 @dataclass
@@ -146,11 +147,15 @@ def tokenize_shard(task: ShardTask, tok: LoadedTokenizer, dtype: np.dtype, batch
     missing = {"id", "text", "split"} - set(pf.schema_arrow.names)
     if missing:
         raise TokenStreamError(f"{task.path}: missing column(s) {sorted(missing)}")
+    groups = None if task.row_group is None else [task.row_group]
+    if groups is not None and not 0 <= task.row_group < pf.num_row_groups:
+        raise TokenStreamError(f"{task.path}: no row group {task.row_group} (the shard has {pf.num_row_groups})")
     ids, toks, lens, codes = [], [], [], []
     text_bytes = 0
     # use_threads=False: a shard is decoded on the thread that tokenizes it (the pool threads cost more
     # CPU than they save here: decoding is a few percent of encoding, and parallelism comes from workers)
-    for batch in pf.iter_batches(batch_size=batch_docs, columns=["id", "text", "split"], use_threads=False):
+    for batch in pf.iter_batches(batch_size=batch_docs, row_groups=groups, columns=["id", "text", "split"],
+                                 use_threads=False):
         text = batch.column("text")
         if text.null_count:
             raise TokenStreamError(f"{task.path}: null text in a published shard")
@@ -169,7 +174,8 @@ def tokenize_shard(task: ShardTask, tok: LoadedTokenizer, dtype: np.dtype, batch
         codes.append(code)
     id_arr = pa.concat_arrays(ids) if ids else pa.array([], pa.string())
     if len(id_arr) != task.rows:
-        raise TokenStreamError(f"{task.path}: {len(id_arr)} rows, {SHARDS_MANIFEST} says {task.rows}")
+        where = f", {SHARDS_MANIFEST} says" if task.row_group is None else f" in row group {task.row_group}, the plan says"
+        raise TokenStreamError(f"{task.path}: {len(id_arr)} rows{where} {task.rows}")
     if len(id_arr) > 1 and not pc.all(pc.less(id_arr[:-1], id_arr[1:])).as_py():
         raise TokenStreamError(f"{task.path}: ids are not strictly increasing (shards must be sorted by id)")
     tokens = np.concatenate(toks) if toks else np.zeros(0, dtype=dtype)
@@ -429,14 +435,17 @@ class StreamsRun(NamedTuple):
     key: str
 
 
-# --- Units: one per published shard, runnable by any executor that mounts the artifacts root ------------
+# --- Units: one per row group of a published shard, runnable by any executor that mounts the artifacts root
+#
+# A row group (at most publish.row_group_max_bytes of data) bounds a unit's memory and lets a corpus of
+# few large shards spread over every worker; the streams append the units in shard, row-group order.
 #
 # stages/tokens/.work-<key>/           the work folder of one key (hidden: not a stage output, kept by
 #   _PLAN.json                         records.begin and records.commit; finish removes it)
-#   units/shard-00000.json             a unit's completion marker, written last: files and their sizes
-#   units/shard-00000.docs.arrow       id, n_tokens (int32), split code (uint8) of every document, id order
-#   units/shard-00000.tokens-<split>.npy    the split's tokens, documents back to back
-#   units/shard-00000.lengths-<split>.npy   the split's document lengths (int32)
+#   units/shard-00000-rg0000.json      a unit's completion marker, written last: files and their sizes
+#   units/shard-00000-rg0000.docs.arrow     id, n_tokens (int32), split code (uint8) of every document, id order
+#   units/shard-00000-rg0000.tokens-<split>.npy    the split's tokens, documents back to back
+#   units/shard-00000-rg0000.lengths-<split>.npy   the split's document lengths (int32)
 # Unit files sit one level below the work folder so `records.begin` (run by a plan under the lock) never
 # removes the temp file of a unit that is being written by another process without the lock.
 
@@ -449,9 +458,15 @@ def work_folder(layout: Layout, key: str) -> Path:
     return layout.stage(STAGE) / f"{WORK_PREFIX}{key}"
 
 
-def unit_name(index: int) -> str:
-    """The unit of the shard at position `index` of the shards' manifest."""
-    return f"shard-{index:05d}"
+def unit_name(index: int, row_group: int) -> str:
+    """The unit of one row group of the shard at position `index` of the shards' manifest."""
+    return f"shard-{index:05d}-rg{row_group:04d}"
+
+
+def row_group_rows(path: Path) -> list[int]:
+    """Rows of every row group of a shard (its Parquet footer only)."""
+    meta = pq.read_metadata(path)
+    return [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
 
 
 def read_plan(layout: Layout, key: str) -> dict[str, Any]:
@@ -501,7 +516,7 @@ def _cached_manifest(layout: Layout) -> dict[str, Any]:
 def plan_token_streams(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> Plan:
     """Decide the tokens key; cached: the manifest and no units. Else write the plan (the shard list with
     sha256 and rows, the tokenizer's identity and dtype) into the key's work folder and name the units still
-    to run, one per shard (`shard-00000`, ...). A complete plan of the same key is reused with every unit
+    to run, one per row group of each shard (`shard-00000-rg0000`, ...). A complete plan of the same key is reused with every unit
     output already written (resume); work folders of other keys are removed."""
     key, _inputs = tokens_key(layout, resolved)
     if records.cached(layout.stage(STAGE), key) is not None:
@@ -513,7 +528,10 @@ def plan_token_streams(layout: Layout, resolved: dict[str, Any], log: Log | None
     _remove_work_folders(layout, keep=key)
     shards_manifest, shards_raw = read_shards_manifest(layout.shards)
     tasks = shard_tasks(layout.shards, shards_manifest)  # a missing shard fails here, before any unit
-    shards = [{"unit": unit_name(t.index), "name": t.path.name, "sha256": t.sha256, "rows": t.rows} for t in tasks]
+    shards = [{"name": t.path.name, "sha256": t.sha256, "rows": t.rows, "row_groups": row_group_rows(t.path)}
+              for t in tasks]
+    plan_units = [{"unit": unit_name(i, g), "shard": i, "row_group": g, "rows": rows}
+                  for i, s in enumerate(shards) for g, rows in enumerate(s["row_groups"])]
     work = work_folder(layout, key)
     try:
         plan = read_plan(layout, key)
@@ -532,13 +550,15 @@ def plan_token_streams(layout: Layout, resolved: dict[str, Any], log: Log | None
             "dtype": token_dtype(tok.info.vocab_size).name,
             "engine": tok.engine,
             "shards": shards,
+            "units": plan_units,
         }
         atomic_write_bytes(work / PLAN_NAME, (json.dumps(plan, indent=1, sort_keys=True) + "\n").encode())
     units = work / "units"
-    todo = tuple(s["unit"] for s in shards if _unit_marker(units, s["unit"], key) is None)
+    todo = tuple(u["unit"] for u in plan_units if _unit_marker(units, u["unit"], key) is None)
+    n = len(plan_units)
     if log is not None:
-        log(f"token_streams: {len(shards)} unit(s) planned in {work}, {len(shards) - len(todo)} already done")
-    return Plan(key, todo, info={"work": str(work), "n_units": len(shards), "units_done": len(shards) - len(todo)})
+        log(f"token_streams: {n} unit(s) ({len(shards)} shard(s)) planned in {work}, {n - len(todo)} already done")
+    return Plan(key, todo, info={"work": str(work), "n_units": n, "units_done": n - len(todo)})
 
 
 _UNIT_TOKENIZERS: dict[str, LoadedTokenizer] = {}
@@ -586,13 +606,13 @@ def _save_docs(path: Path, res: ShardTokens) -> int:
 
 @done_elsewhere(lambda layout: layout.stage(STAGE))
 def run_token_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str) -> None:
-    """Tokenize one shard of a plan into its unit files (atomically; nothing to do when already complete).
+    """Tokenize one row group of a shard of a plan into its unit files (atomically; nothing to do when already complete).
 
     Takes no lock: it writes only its own files in the key's work folder, so any process on any machine
     that mounts the artifacts root can run it, and two runs of one unit write the same bytes.
     """
     plan = read_plan(layout, key)
-    entry = next((s for s in plan["shards"] if s["unit"] == unit), None)
+    entry = next((u for u in plan["units"] if u["unit"] == unit), None)
     if entry is None:
         raise TokenStreamError(f"{work_folder(layout, key)}: unit {unit!r} is not in {PLAN_NAME}")
     units = work_folder(layout, key) / "units"
@@ -608,26 +628,27 @@ def run_token_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str
     threads = unit_threads(tok_cfg)
     set_thread_budget(threads)
     tok = _unit_tokenizer(tok_cfg, threads, TokenizerInfo(**plan["tokenizer"]))
-    index = plan["shards"].index(entry)
-    task = ShardTask(index, layout.shards / entry["name"], entry["sha256"], int(entry["rows"]))
+    shard = plan["shards"][entry["shard"]]
+    task = ShardTask(entry["shard"], layout.shards / shard["name"], shard["sha256"], int(entry["rows"]),
+                     row_group=int(entry["row_group"]))
     started, clock = time.time(), time.perf_counter()
     res = tokenize_shard(task, tok, np.dtype(plan["dtype"]), tok_cfg["batch_docs"])
     files = {f"{unit}.docs.arrow": _save_docs(units / f"{unit}.docs.arrow", res)}
     for s in SPLITS:
         files[f"{unit}.tokens-{s}.npy"] = _save_npy(units / f"{unit}.tokens-{s}.npy", res.tokens[s])
         files[f"{unit}.lengths-{s}.npy"] = _save_npy(units / f"{unit}.lengths-{s}.npy", res.lengths[s])
-    marker = {"unit": unit, "key": key, "shard": entry["name"], "rows": len(res.ids), "text_bytes": res.text_bytes,
+    marker = {"unit": unit, "key": key, "shard": shard["name"], "row_group": entry["row_group"], "rows": len(res.ids), "text_bytes": res.text_bytes,
               "files": files, "started_at": started, "seconds": round(time.perf_counter() - clock, 3)}
     atomic_write_bytes(units / f"{unit}.json", (json.dumps(marker, indent=1, sort_keys=True) + "\n").encode())
 
 
 def _load_unit(units: Path, unit: str, marker: dict[str, Any], rows: int) -> ShardTokens:
-    """One unit's arrays, read back exactly as its shard was tokenized."""
+    """One unit's arrays, read back exactly as its row group was tokenized."""
     path = units / f"{unit}.docs.arrow"
     with pa.OSFile(str(path), "rb") as source:
         docs = pa.ipc.open_file(source).read_all()
     if docs.num_rows != rows:
-        raise TokenStreamError(f"{path}: {docs.num_rows} documents, the plan's shard has {rows}; rerun the unit")
+        raise TokenStreamError(f"{path}: {docs.num_rows} documents, the plan's unit has {rows}; rerun the unit")
     tokens, lengths = {}, {}
     for s in SPLITS:
         tokens[s] = np.load(units / f"{unit}.tokens-{s}.npy", allow_pickle=False)
@@ -661,7 +682,7 @@ def finish_token_streams(layout: Layout, resolved: dict[str, Any], key: str, log
             f"run plan_token_streams again"
         )
     units = work / "units"
-    markers = {s["unit"]: _unit_marker(units, s["unit"], key) for s in plan["shards"]}
+    markers = {u["unit"]: _unit_marker(units, u["unit"], key) for u in plan["units"]}
     missing = [u for u, m in markers.items() if m is None]
     if missing:
         raise TokenStreamError(
@@ -669,10 +690,10 @@ def finish_token_streams(layout: Layout, resolved: dict[str, Any], key: str, log
             f"{', ...' if len(missing) > 5 else ''}); run run_token_unit for them, then finish again"
         )
     tok_cfg = resolved["tokenize"]
-    workers, threads = resolve_parallelism(tok_cfg, resolved["workers"], len(plan["shards"]))
+    workers, threads = resolve_parallelism(tok_cfg, resolved["workers"], len(plan["units"]))
     records.begin(folder)
     records.begin(layout.tokens.parent)
-    outputs = (_load_unit(units, s["unit"], markers[s["unit"]], int(s["rows"])) for s in plan["shards"])
+    outputs = (_load_unit(units, u["unit"], markers[u["unit"]], int(u["rows"])) for u in plan["units"])
     with heartbeat(log, "token_streams", interval_of(resolved), "writing the split files"):
         with atomic_dir(layout.tokens) as tmp:
             manifest, text_bytes = write_streams(

@@ -33,8 +33,10 @@ def write_sample_shards(
     source_id: str = "sample",
     shard_rows: int = 100,
     val_permille: int = 100,
+    row_group_rows: int | None = None,
 ) -> dict[str, Any]:
-    """Write `texts` as documents `<source_id>:<k>` into shards under `out_dir`; returns the manifest."""
+    """Write `texts` as documents `<source_id>:<k>` into shards under `out_dir` (row groups of at most
+    `row_group_rows` rows, default one per shard); returns the manifest."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -64,7 +66,7 @@ def write_sample_shards(
             schema=SHARD_SCHEMA,
         )
         name = f"shard-{i:05d}-of-{n_shards:05d}.parquet"
-        pq.write_table(table, out / name, compression="zstd", compression_level=3)
+        pq.write_table(table, out / name, compression="zstd", compression_level=3, row_group_size=row_group_rows)
         entries.append(
             {
                 "name": name,
