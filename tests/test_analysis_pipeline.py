@@ -314,3 +314,22 @@ def test_reference_shingle_hashes_give_the_jaccard_of_the_shingle_sets():
         b = " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 40))) if rng.random() < 0.5 else a + " the river"
         assert len(shingle_hashes(a)) == len(shingle_set(a))
         assert jaccard_hashes(shingle_hashes(a), shingle_hashes(b)) == pytest.approx(jaccard(shingle_set(a), shingle_set(b)))
+
+
+def test_reference_normalization_is_the_regex_rule_on_every_character():
+    """normalized_words takes a Latin-1, a BMP-table and a regex path: each must give the words of the
+    plain rule (lowercase, every run of characters outside [^\\W_] is one separator) for every character."""
+    import re
+
+    from verify._reference import normalized_words
+
+    def plain(text: str) -> list[str]:
+        return re.sub(r"[\W_]+", " ", text.lower()).split()
+
+    latin1 = "".join(f"{chr(c)}a{chr(c)} " for c in range(256))
+    bmp = "".join(f"{chr(c)}x{chr(c)}" for c in range(0x100, 0x10000) if not 0xD800 <= c < 0xE000)
+    samples = [latin1, bmp, "İstanbul ΣΟΦΟΣ naïve_x", "𝐀𝐁c 😀 ab\u0301cd", "lone \ud800 surrogate Ⅻ ①②", "", "___"]
+    for text in samples:
+        assert normalized_words(text) == plain(text), text[:40]
+    assert normalized_words("A_b,C-d ½ ª²") == ["a", "b", "c", "d", "½", "ª²"]
+

@@ -9,17 +9,39 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 
-_NON_ALNUM = re.compile(r"[\W_]+")
+_NON_ALNUM = re.compile(r"[\W_]+")  # not str.isalnum(): the regex's [^\W_] is the same set of characters
+# Per code point of Latin-1 (bytes.translate) and of the BMP (a lookup table): itself when str.isalnum(), else a space.
+_LATIN1 = bytes(c if chr(c).isalnum() else 32 for c in range(256))
+
+
+@cache
+def _bmp_alnum() -> np.ndarray:
+    return np.array([chr(c).isalnum() for c in range(0x10000)])
 
 
 def normalized_words(text: str) -> list[str]:
-    """Words of the normalized text."""
-    return _NON_ALNUM.sub(" ", text.lower()).split()
+    """Words of the normalized text: lowercase, then every character that is not a letter or digit
+    (str.isalnum) is a separator.
+
+    The same rule three ways, the first that applies: bytes.translate when the lowercased text is Latin-1,
+    a table lookup over its UTF-16 code units when it is all in the BMP, else the regex (each several times
+    faster than the next)."""
+    low = text.lower()
+    try:
+        return low.encode("latin-1").translate(_LATIN1).decode("latin-1").split()
+    except UnicodeEncodeError:
+        pass
+    units = np.frombuffer(low.encode("utf-16-le", "surrogatepass"), np.uint16)
+    if not ((units >= 0xD800) & (units < 0xE000)).any():  # no surrogates: one unit per character
+        units = np.where(_bmp_alnum()[units], units, np.uint16(32))
+        return units.tobytes().decode("utf-16-le").split()
+    return _NON_ALNUM.sub(" ", low).split()
 
 
 def shingle_set(text: str, k: int = 5) -> set[tuple[str, ...]]:
@@ -49,7 +71,11 @@ def shingle_hashes(text: str, k: int = 5) -> np.ndarray:
     acc = np.zeros(n, np.uint64)
     for j in range(k):
         acc = acc * _MIX + h[j:j + n]  # wraps modulo 2**64
-    return np.unique(acc)
+    acc.sort()
+    keep = np.empty(n, bool)  # np.unique, several times faster on uint64
+    keep[0] = True
+    np.not_equal(acc[1:], acc[:-1], out=keep[1:])
+    return acc[keep]
 
 
 def shingles_of(texts: dict[str, str], k: int = 5) -> Callable[[str], np.ndarray]:
