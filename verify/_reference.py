@@ -13,6 +13,8 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 _NON_ALNUM = re.compile(r"[\W_]+")  # not str.isalnum(): the regex's [^\W_] is the same set of characters
@@ -118,8 +120,8 @@ def corpus_files(corpus_dir: str | Path, exclude: str | Path | None = None) -> l
     return out
 
 
-def iter_documents(files: Iterable[str | Path]) -> Iterator[tuple[str, str]]:
-    """(id, text) of every document, file by file."""
+def _batches(files: Iterable[str | Path]) -> Iterator[tuple[list[str], pa.Array]]:
+    """(ids, text column) of each record batch, file by file."""
     for path in files:
         pf = pq.ParquetFile(path)
         has_id = "id" in pf.schema_arrow.names
@@ -127,14 +129,38 @@ def iter_documents(files: Iterable[str | Path]) -> Iterator[tuple[str, str]]:
         width = max(5, len(str(max(rows - 1, 0))))
         row = 0
         for batch in pf.iter_batches(batch_size=8192, columns=["id", "text"] if has_id else ["text"]):
-            d = batch.to_pydict()
-            texts = d["text"]
-            ids = d["id"] if has_id else [f"{Path(path).stem}_{row + i:0{width}d}" for i in range(len(texts))]
-            for doc_id, text in zip(ids, texts, strict=True):
-                yield str(doc_id), text or ""
-            row += len(texts)
+            n = batch.num_rows
+            ids = ([str(i) for i in batch.column("id").to_pylist()] if has_id
+                   else [f"{Path(path).stem}_{row + i:0{width}d}" for i in range(n)])
+            yield ids, batch.column("text")
+            row += n
+
+
+def iter_documents(files: Iterable[str | Path], wanted: set[str] | None = None,
+                   utf8: bool = False) -> Iterator[tuple[str, str | bytes]]:
+    """(id, text) of every document, file by file, or of the `wanted` ids only (only their texts are
+    converted to Python); with `utf8`, the text's UTF-8 bytes. A null text is empty."""
+    pick = pa.array(sorted(wanted), pa.string()) if wanted is not None else None
+    for ids, texts in _batches(files):
+        if pick is not None:
+            keep = pc.is_in(pa.array(ids, pa.string()), value_set=pick)
+            ids = [i for i, k in zip(ids, keep.to_pylist(), strict=True) if k]
+            texts = texts.filter(keep)
+        if utf8:
+            texts = texts.cast(pa.large_binary() if pa.types.is_large_string(texts.type) else pa.binary())
+        empty = b"" if utf8 else ""
+        for doc_id, text in zip(ids, texts.to_pylist(), strict=True):
+            yield doc_id, empty if text is None else text
+
+
+def text_sizes(files: Iterable[str | Path]) -> dict[str, int]:
+    """UTF-8 bytes of every document's text by id (what hashing it costs)."""
+    sizes: dict[str, int] = {}
+    for ids, texts in _batches(files):
+        sizes.update(zip(ids, pc.fill_null(pc.binary_length(texts), 0).to_pylist(), strict=True))
+    return sizes
 
 
 def texts_of(files: Iterable[str | Path], wanted: set[str]) -> dict[str, str]:
     """Texts of the wanted ids only."""
-    return {i: t for i, t in iter_documents(files) if i in wanted}
+    return dict(iter_documents(files, wanted))
