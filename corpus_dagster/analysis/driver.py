@@ -66,7 +66,7 @@ from corpus_dagster.tokenize.driver import token_counts_file
 CODE_VERSION = "analysis-1"
 STEPS = ("scan", "exact", "candidates", "jaccard", "duplicates", "clusters", "lengths", "figures", "report")
 # Keys that only change speed or memory, never an output byte: left out of the run key.
-EXECUTION_KEYS = ("batch_bytes", "verify_batch_shingles")
+EXECUTION_KEYS = ("batch_bytes", "verify_batch_shingles", "verify_cluster_bytes")
 # Analysis tables: written whole, one row group unless a size is given (fixed settings, same bytes every run).
 ANALYSIS_PARQUET = ParquetSettings(compression_level=3, use_dictionary=False, write_statistics=False)
 GROUPS_FILE = "duplicate_groups.jsonl"
