@@ -496,14 +496,7 @@ def _step_jaccard(ctx: _Ctx) -> dict[str, Any]:
                 store.append(slot, values, lengths)
             store.close()
             pn = np.searchsorted(nodes, pairs)
-            # |A & B| / |A | B| <= min(|A|, |B|) / max(|A|, |B|), and a correctly rounded division keeps the
-            # order: a pair whose sizes are too far apart is below the threshold unread (its Jaccard is
-            # never written; it counts as rejected either way). 0/0 (two empty sets) is nan: scored.
-            la, lb = store.length[pn[:, 0]], store.length[pn[:, 1]]
-            with np.errstate(invalid="ignore"):
-                bound = np.minimum(la, lb).astype(np.float64) / np.maximum(la, lb).astype(np.float64)
-            score = ~(bound < cfg["pair_threshold"])
-            jac[score] = store.jaccard(pn[score, 0], pn[score, 1], cfg["verify_batch_shingles"])
+            jac = store.jaccard(pn[:, 0], pn[:, 1], cfg["verify_batch_shingles"])
         finally:
             store_path.unlink(missing_ok=True)
     keep = jac >= cfg["pair_threshold"]
