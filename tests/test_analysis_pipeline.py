@@ -314,3 +314,78 @@ def test_reference_shingle_hashes_give_the_jaccard_of_the_shingle_sets():
         b = " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 40))) if rng.random() < 0.5 else a + " the river"
         assert len(shingle_hashes(a)) == len(shingle_set(a))
         assert jaccard_hashes(shingle_hashes(a), shingle_hashes(b)) == pytest.approx(jaccard(shingle_set(a), shingle_set(b)))
+
+
+def test_reference_normalization_is_the_regex_rule_on_every_character():
+    """normalized_words takes a Latin-1, a BMP-table and a regex path: each must give the words of the
+    plain rule (lowercase, every run of characters outside [^\\W_] is one separator) for every character."""
+    import re
+
+    from verify._reference import normalized_words
+
+    def plain(text: str) -> list[str]:
+        return re.sub(r"[\W_]+", " ", text.lower()).split()
+
+    latin1 = "".join(f"{chr(c)}a{chr(c)} " for c in range(256))
+    bmp = "".join(f"{chr(c)}x{chr(c)}" for c in range(0x100, 0x10000) if not 0xD800 <= c < 0xE000)
+    samples = [latin1, bmp, "İstanbul ΣΟΦΟΣ naïve_x", "𝐀𝐁c 😀 ab\u0301cd", "lone \ud800 surrogate Ⅻ ①②", "", "___"]
+    for text in samples:
+        assert normalized_words(text) == plain(text), text[:40]
+    assert normalized_words("A_b,C-d ½ ª²") == ["a", "b", "c", "d", "½", "ª²"]
+
+
+def test_cluster_check_with_a_text_budget_recomputes_a_seeded_sample_of_clusters(tmp_path):
+    """With `max_bytes` the cluster check hashes a seeded sample of clusters: the same seed draws the same
+    ones, another seed others, a wrong reported min is caught exactly when its cluster is drawn, and 0
+    recomputes every cluster. Ids, sizes and the reported min of every cluster are checked on every draw."""
+    import random
+
+    from verify._reference import jaccard, shingle_set, text_sizes
+    from verify.cluster_jaccard import _sample_clusters, check_cluster_files
+
+    rng = random.Random(11)
+    docs, clusters = {}, []
+    for c in range(10):
+        words = [f"w{rng.randrange(10**6)}" for _ in range(150)]
+        a, b = f"c{c}a", f"c{c}b"
+        docs[a], docs[b] = " ".join(words), " ".join(words[:140] + ["changed"] * 10)
+        j = round(jaccard(shingle_set(docs[a]), shingle_set(docs[b])), 6)
+        clusters.append({"component": c, "size": 2, "doc_ids": [a, b], "min_jaccard": j, "mean_jaccard": j})
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    pq.write_table(pa.table({"id": list(docs), "text": list(docs.values())}), corpus / "docs.parquet")
+    files = corpus_files(corpus)
+    per_cluster = 2 * len(docs["c0a"])  # every text here is ASCII and about as long
+
+    def run(lines: list[dict], seed, max_bytes: int) -> dict:
+        path = tmp_path / "clusters.jsonl"
+        path.write_text("".join(json.dumps(c) + "\n" for c in lines))
+        return check_cluster_files(files, [(path, 0.5)], seed=seed, max_bytes=max_bytes)[0]
+
+    budget = 3 * per_cluster
+    good = run(clusters, "s", budget)
+    assert good["passed"] and good["clusters"] == 10 and 2 <= good["clusters_recomputed"] <= 3
+    assert good["text_bytes_hashed"] <= budget
+    assert run(clusters, "s", budget) == good  # seeded
+    every = run(clusters, "s", 0)
+    assert every["passed"] and every["clusters_recomputed"] == 10 and every["pairs_checked"] == 10
+
+    bad = [dict(c) for c in clusters]
+    bad[4]["min_jaccard"] = bad[4]["mean_jaccard"] = 0.99  # wrong, still above the threshold
+    sizes = text_sizes(files)
+    caught = {}
+    for seed in range(12):
+        drawn = _sample_clusters([bad], sizes, budget, seed)[0][4]
+        res = run(bad, seed, budget)
+        assert res["passed"] is not drawn, (seed, res)
+        caught[seed] = drawn
+    assert any(caught.values()) and not all(caught.values())  # each build draws anew
+    assert not run(bad, 0, 0)["passed"]  # the full check always catches it
+
+    for seed in range(4):  # checked on every draw, recomputed or not
+        low = [dict(c) for c in clusters]
+        low[7]["min_jaccard"] = 0.4
+        assert any("reported min_jaccard 0.4 < 0.5" in f for f in run(low, seed, budget)["failures"])
+        ghost = [dict(c) for c in clusters]
+        ghost[2]["doc_ids"] = ["c2a", "nobody"]
+        assert any("unknown document id" in f for f in run(ghost, seed, budget)["failures"])

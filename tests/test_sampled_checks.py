@@ -123,3 +123,49 @@ def test_no_pii_check_catches_unscrubbed_text_outside_its_sample(built: Path) ->
     report = publish_driver.check_no_pii(layout, resolved)
     assert not report.passed
     assert any("not the scrubbed text" in p for p in report.problems)
+
+
+def test_analysis_cluster_check_draws_by_the_build_key_within_its_text_budget(setup_dir: Path, monkeypatch) -> None:
+    """The cluster check hashes about `analysis.verify_cluster_bytes` of text, on a sample seeded by
+    `verify_seed` and the analysis key (each build draws anew); 0 recomputes every cluster."""
+    import random
+
+    from corpus_factory import document
+    from test_stage_keys import run_all
+
+    from corpus_dagster.analysis import driver as analysis_driver
+    from corpus_dagster.core.ledger import load_ledger
+
+    rng = random.Random(4)
+    for group in range(4):  # near duplicates: the same text, then a different last sentence
+        base = document(rng, sentences=20)
+        for member in range(2 + group % 2):
+            tail = document(rng, sentences=1)
+            (setup_dir.parent / "sources" / "gamma" / f"near{group}_{member}.txt").write_text(f"{base} {tail}", encoding="utf-8")
+    run_all(setup_dir)
+    built = setup_dir
+
+    def resolved_with(**analysis) -> tuple[dict, Layout]:
+        cfg = yaml.safe_load(built.read_text())
+        cfg.setdefault("analysis", {}).update(analysis)
+        built.write_text(yaml.safe_dump(cfg))
+        resolved = load_config(built)
+        return resolved, Layout.from_config(resolved)
+
+    resolved, layout = resolved_with(verify_cluster_bytes=1)
+    analysis_driver.run_analysis_stage(layout, resolved, [s.source_id for s in load_ledger(layout.ledger)])
+    key = analysis_driver.analysis_record(layout).key
+    mod = analysis_driver._verify_module("cluster_jaccard")
+    calls, real = [], mod.check_cluster_files
+    monkeypatch.setattr(mod, "check_cluster_files", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+
+    sampled = analysis_driver.verify_analysis(layout, resolved, "clusters")
+    assert sampled.passed, sampled.problems
+    assert calls[-1]["seed"] == f"0:{key}" and calls[-1]["max_bytes"] == 1
+    clusters = sampled.metadata["t70_clusters"]
+    assert clusters >= 2, "the test corpus needs near-duplicate clusters"
+    assert sampled.metadata["t70_clusters_recomputed"] < clusters  # the budget held it to the first cluster drawn
+
+    resolved, layout = resolved_with(verify_cluster_bytes=0)
+    full = analysis_driver.verify_analysis(layout, resolved, "clusters")
+    assert full.passed and full.metadata["t70_clusters_recomputed"] == clusters

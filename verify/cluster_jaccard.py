@@ -1,6 +1,8 @@
 """Recompute every cluster's Jaccard from the texts: each pair must reach the threshold (complete
 linkage) and the reported min/mean must match. With a pair budget (`--max-pairs`), clusters that fit it
-are checked whole and every other cluster on a seeded sample of its pairs.
+are checked whole and every other cluster on a seeded sample of its pairs. With a text budget
+(`--max-bytes`), a seeded sample of clusters is recomputed; every cluster's ids, size and reported min
+are still checked.
 
     python verify/cluster_jaccard.py --corpus-dir DIR --clusters OUT/near_dup_clusters_t70.jsonl --threshold 0.7
 """
@@ -16,23 +18,53 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python verify/<name>.py
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _reference import corpus_files, iter_documents, jaccard_hashes, shingles_of  # noqa: E402
+    from _reference import corpus_files, iter_documents, jaccard_hashes, shingles_of, text_sizes  # noqa: E402
 else:  # imported as verify.<name> (a checkout) or corpus_dagster.verify.<name> (the installed wheel)
-    from ._reference import corpus_files, iter_documents, jaccard_hashes, shingles_of  # noqa: E402
+    from ._reference import corpus_files, iter_documents, jaccard_hashes, shingles_of, text_sizes  # noqa: E402
 
 TOLERANCE = 1e-6  # the files round Jaccard to 6 decimals
 SAMPLE_PAIRS = 32  # pairs recomputed of a cluster that does not fit the budget whole
 
 
 def check_clusters(files: list[Path], cluster_file: str | Path, threshold: float, k: int = 5,
-                   max_pairs: int = 0, seed: int = 0) -> dict:
+                   max_pairs: int = 0, seed: int | str = 0, max_bytes: int = 0) -> dict:
     """Every pair in every cluster has exact Jaccard >= threshold; size, min and mean are as reported.
 
-    With `max_pairs` > 0, at most about that many pairs are recomputed (see check_cluster_files)."""
-    return check_cluster_files(files, [(cluster_file, threshold)], k, max_pairs, seed)[0]
+    With `max_pairs` > 0, at most about that many pairs are recomputed; with `max_bytes` > 0, about that
+    many text bytes are hashed (see check_cluster_files)."""
+    return check_cluster_files(files, [(cluster_file, threshold)], k, max_pairs, seed, max_bytes)[0]
 
 
-def _plan_pairs(clusters: list[dict], max_pairs: int, seed: int) -> list[list[tuple[str, str]] | None]:
+def _sample_clusters(loaded: list[list[dict]], sizes: dict[str, int], max_bytes: int,
+                     seed: int | str) -> list[list[bool]]:
+    """Per file and cluster: whether its Jaccard is recomputed from the texts.
+
+    Every cluster when `max_bytes` <= 0 or all of them fit. Else the clusters of all files, in one seeded
+    order, while the text bytes of their documents (each counted once, whichever clusters share it) fit
+    the budget; a cluster that does not fit is left out and the walk goes on. The first cluster of the
+    order is always taken, however large, so every cluster can be drawn by some seed.
+    """
+    chosen = [[True] * len(clusters) for clusters in loaded]
+    every = {d for clusters in loaded for c in clusters for d in c["doc_ids"]}
+    if max_bytes <= 0 or sum(sizes.get(d, 0) for d in every) <= max_bytes:
+        return chosen
+    items = [(f, i) for f, clusters in enumerate(loaded) for i in range(len(clusters))]
+    random.Random(f"{seed}:clusters").shuffle(items)
+    chosen = [[False] * len(clusters) for clusters in loaded]
+    held: set[str] = set()
+    spent = 0
+    for f, i in items:
+        new = set(loaded[f][i]["doc_ids"]) - held
+        cost = sum(sizes.get(d, 0) for d in new)
+        if held and spent + cost > max_bytes:
+            continue
+        chosen[f][i] = True
+        held |= new
+        spent += cost
+    return chosen
+
+
+def _plan_pairs(clusters: list[dict], max_pairs: int, seed: int | str) -> list[list[tuple[str, str]] | None]:
     """Per cluster: None to recompute every pair, else the seeded sample of pairs to recompute.
 
     Within the budget, clusters are checked whole (min and mean must match the report), smallest
@@ -56,31 +88,38 @@ def _plan_pairs(clusters: list[dict], max_pairs: int, seed: int) -> list[list[tu
 
 
 def check_cluster_files(files: list[Path], cluster_files: list[tuple[str | Path, float]], k: int = 5,
-                        max_pairs: int = 0, seed: int = 0) -> list[dict]:
+                        max_pairs: int = 0, seed: int | str = 0, max_bytes: int = 0) -> list[dict]:
     """check_clusters for several cluster files of one corpus: the texts are read once and each
-    document's shingle set is built once for all of them."""
+    document's shingle set is built once for all of them.
+
+    `max_bytes` > 0 recomputes the Jaccard of a seeded sample of clusters only (_sample_clusters), the
+    pair budget `max_pairs` applying to them; every cluster's ids, size and reported min are checked."""
     loaded = [[json.loads(line) for line in Path(f).read_text(encoding="utf-8").splitlines() if line]
               for f, _ in cluster_files]
-    plans = [_plan_pairs(clusters, max_pairs, seed) for clusters in loaded]
-    # Every clustered id must exist; only the texts of the pairs to recompute are held (the budget bounds them).
-    wanted = {d for clusters in loaded for c in clusters for d in c["doc_ids"]}
-    needed = {d for clusters, plan in zip(loaded, plans, strict=True) for c, sample in zip(clusters, plan, strict=True)
+    sizes = text_sizes(files)  # every id of the corpus, and what hashing its text costs
+    sampled = _sample_clusters(loaded, sizes, max_bytes, seed)
+    plans = [_plan_pairs([c for c, s in zip(clusters, keep, strict=True) if s], max_pairs, seed)
+             for clusters, keep in zip(loaded, sampled, strict=True)]
+    # Only the texts of the pairs to recompute are read and held (the budgets bound them).
+    needed = {d for clusters, keep, plan in zip(loaded, sampled, plans, strict=True)
+              for c, sample in zip([c for c, s in zip(clusters, keep, strict=True) if s], plan, strict=True)
               for d in (c["doc_ids"] if sample is None else [x for pair in sample for x in pair])}
-    known: set[str] = set()
-    texts: dict[str, str] = {}
-    for doc_id, text in iter_documents(files):
-        if doc_id in wanted:
-            known.add(doc_id)
-            if doc_id in needed:
-                texts[doc_id] = text
+    texts = dict(iter_documents(files, needed & sizes.keys()))
     shingles = shingles_of(texts, k)
-    return [_check(clusters, threshold, shingles, known, plan)
-            for clusters, plan, (_, threshold) in zip(loaded, plans, cluster_files, strict=True)]
+    results = []
+    for clusters, keep, plan, (_, threshold) in zip(loaded, sampled, plans, cluster_files, strict=True):
+        steps = iter(plan)
+        full_plan = [next(steps) if s else False for s in keep]
+        results.append(_check(clusters, threshold, shingles, sizes.keys(), full_plan))
+    held = sum(sizes[d] for d in texts)
+    return [{**r, "text_bytes_hashed": held} for r in results]
 
 
-def _check(clusters: list[dict], threshold: float, shingles, known: set[str],
-           plan: list[list[tuple[str, str]] | None]) -> dict:
-    failures, pairs, whole = [], 0, 0
+def _check(clusters: list[dict], threshold: float, shingles, known,
+           plan: list[list[tuple[str, str]] | None | bool]) -> dict:
+    """plan per cluster: None recomputes every pair, a list those pairs, False none (ids, size and the
+    reported min are checked all the same)."""
+    failures, pairs, whole, recomputed = [], 0, 0, 0
     for c, sample in zip(clusters, plan, strict=True):
         ids = c["doc_ids"]
         missing = [d for d in ids if d not in known]
@@ -90,6 +129,11 @@ def _check(clusters: list[dict], threshold: float, shingles, known: set[str],
         if c["size"] != len(ids) or len(set(ids)) != len(ids) or len(ids) < 2:
             failures.append(f"component {c['component']}: size {c['size']} but {len(ids)} ids ({len(set(ids))} unique)")
             continue
+        if c["min_jaccard"] < threshold:
+            failures.append(f"component {c['component']}: reported min_jaccard {c['min_jaccard']} < {threshold}")
+        if sample is False:
+            continue
+        recomputed += 1
         chosen = list(combinations(ids, 2)) if sample is None else sample
         js = [jaccard_hashes(shingles(a), shingles(b)) for a, b in chosen]
         pairs += len(js)
@@ -106,9 +150,8 @@ def _check(clusters: list[dict], threshold: float, shingles, known: set[str],
         elif lo < c["min_jaccard"] - TOLERANCE:
             failures.append(f"component {c['component']}: a sampled pair has Jaccard {lo:.6f} below the reported "
                             f"min {c['min_jaccard']}")
-        if c["min_jaccard"] < threshold:
-            failures.append(f"component {c['component']}: reported min_jaccard {c['min_jaccard']} < {threshold}")
-    return {"passed": not failures, "clusters": len(clusters), "clusters_checked_whole": whole,
+    return {"passed": not failures, "clusters": len(clusters), "clusters_recomputed": recomputed,
+            "clusters_checked_whole": whole,
             "pairs_checked": pairs, "failures": failures[:20], "n_failures": len(failures)}
 
 
@@ -119,11 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threshold", type=float, required=True)
     p.add_argument("--exclude", help="folder under the corpus dir to skip (the analysis out dir)")
     p.add_argument("--max-pairs", type=int, default=0, help="recompute at most about this many pairs (0: every pair)")
+    p.add_argument("--max-bytes", type=int, default=0,
+                   help="hash about this many text bytes: a seeded sample of clusters (0: every cluster)")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
-    res = check_clusters(corpus_files(a.corpus_dir, a.exclude), a.clusters, a.threshold, max_pairs=a.max_pairs, seed=a.seed)
+    res = check_clusters(corpus_files(a.corpus_dir, a.exclude), a.clusters, a.threshold, max_pairs=a.max_pairs,
+                         seed=a.seed, max_bytes=a.max_bytes)
     verdict = "PASS" if res["passed"] else "FAIL"
-    print(f"{verdict}: {res['clusters']} clusters, {res['pairs_checked']} pairs recomputed, {res['n_failures']} failure(s)")
+    print(f"{verdict}: {res['clusters']} clusters ({res['clusters_recomputed']} recomputed), {res['pairs_checked']} "
+          f"pairs, {res['n_failures']} failure(s)")
     for f in res["failures"]:
         print(f"  {f}")
     return 0 if res["passed"] else 1

@@ -22,8 +22,8 @@ def check_exact_groups(files: list[Path], groups_file: str | Path) -> dict:
     """The groups of byte-identical texts (SHA-256 of the UTF-8 bytes) equal the file's, count and members."""
     by_digest: dict[bytes, list[str]] = {}
     docs = 0
-    for doc_id, text in iter_documents(files):
-        by_digest.setdefault(hashlib.sha256(text.encode("utf-8")).digest(), []).append(doc_id)
+    for doc_id, utf8 in iter_documents(files, utf8=True):
+        by_digest.setdefault(hashlib.sha256(utf8).digest(), []).append(doc_id)
         docs += 1
     truth = {frozenset(ids) for ids in by_digest.values() if len(ids) > 1}
     lines = [json.loads(x) for x in Path(groups_file).read_text(encoding="utf-8").splitlines() if x]

@@ -22,7 +22,7 @@ TOLERANCE = 1e-6  # Jaccard is stored as float32
 
 
 def check_duplicates_sample(files: list[Path], duplicates_dir: str | Path, threshold: float,
-                            sample: int = 200, seed: int = 0, k: int = 5) -> dict:
+                            sample: int = 200, seed: int | str = 0, k: int = 5) -> dict:
     """For sampled rows: exact twins are byte-identical, near entries are not and have the stated Jaccard
     (>= threshold, descending), the lists are disjoint, and n_exact/n_near match."""
     parts = sorted(Path(duplicates_dir).glob("*.parquet"))

@@ -66,7 +66,7 @@ from corpus_dagster.tokenize.driver import token_counts_file
 CODE_VERSION = "analysis-1"
 STEPS = ("scan", "exact", "candidates", "jaccard", "duplicates", "clusters", "lengths", "figures", "report")
 # Keys that only change speed or memory, never an output byte: left out of the run key.
-EXECUTION_KEYS = ("batch_bytes", "verify_batch_shingles")
+EXECUTION_KEYS = ("batch_bytes", "verify_batch_shingles", "verify_cluster_bytes")
 # Analysis tables: written whole, one row group unless a size is given (fixed settings, same bytes every run).
 ANALYSIS_PARQUET = ParquetSettings(compression_level=3, use_dictionary=False, write_statistics=False)
 GROUPS_FILE = "duplicate_groups.jsonl"
@@ -968,25 +968,30 @@ def _verify_module(name: str) -> Any:
 
 
 def verify_analysis(layout: Layout, resolved: dict[str, Any], which: str) -> Any:
-    """Run one independent verification of the last analysis: `clusters`, `exact_groups` or `duplicates_sample`."""
+    """Run one independent verification of the last analysis: `clusters`, `exact_groups` or `duplicates_sample`.
+
+    The samples (clusters recomputed within `verify_cluster_bytes`, records re-scored) are seeded by
+    `verify_seed` and the analysis key, so each new build checks others."""
 
     record = analysis_record(layout)
     files = [p for sid in record.stats["sources"] for p in clean_doc_files(layout, sid)]
     cfg = resolved[STAGE]
     out = layout.analysis
+    seed = f"{cfg['verify_seed']}:{record.key}"  # each new build draws other samples
     reports = []
     if which == "clusters":
         mod = _verify_module("cluster_jaccard")
         thresholds = cfg["cluster_thresholds"]
         results = mod.check_cluster_files(files, [(out / f"near_dup_clusters_{tag(t)}.jsonl", t) for t in thresholds],
-                                          max_pairs=cfg["verify_cluster_pairs"], seed=cfg["verify_seed"])
+                                          max_pairs=cfg["verify_cluster_pairs"], seed=seed,
+                                          max_bytes=cfg["verify_cluster_bytes"])
         reports += [(f"t{tag(t)[1:]}", r) for t, r in zip(thresholds, results, strict=True)]
     elif which == "exact_groups":
         reports.append(("exact", _verify_module("exact_groups").check_exact_groups(files, out / GROUPS_FILE)))
     elif which == "duplicates_sample":
         mod = _verify_module("rescore_sample")
         reports.append(("sample", mod.check_duplicates_sample(files, out / duplicates_dir_name(cfg), cfg["pair_threshold"],
-                                                               cfg["verify_sample"], cfg["verify_seed"])))
+                                                               cfg["verify_sample"], seed)))
     else:
         raise AnalysisError(f"unknown verification {which!r}")
     report = CheckReport()

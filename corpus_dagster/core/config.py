@@ -41,6 +41,7 @@ EXECUTION_KEYS = (
     "analysis.batch_bytes",
     "analysis.verify_batch_shingles",
     "analysis.verify_cluster_pairs",
+    "analysis.verify_cluster_bytes",
 )
 # Sections of stages that read the published corpus and never change it: they have stage keys of their own
 # and stay out of the manifest's config_sha256, so tuning a release or an analysis never republishes shards.

@@ -55,7 +55,7 @@ def _verify(corpus: CorpusConfig, which: str) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(asset=corpus_analysis, blocking=True,
-                description="Every cluster's min Jaccard recomputed from the texts by verify/ (plain Python) >= its threshold.")
+                description="Clusters' min Jaccard recomputed from the texts by verify/ (a seeded sample per build) >= the threshold.")
 def clusters_complete_linkage(corpus: CorpusConfig) -> dg.AssetCheckResult:
     return _verify(corpus, "clusters")
 
