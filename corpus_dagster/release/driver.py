@@ -629,8 +629,11 @@ def _document_info(layout: Layout, source_ids: list[str]) -> list[pa.Table]:
     """Per source: id, fetched_at, kept ledger fields (from ingest) and repairs (from clean), for `metadata`."""
     tables = []
     for sid in source_ids:
+        files = clean_doc_files(layout, sid)
+        if not files:  # a source whose fetch found no documents: nothing to describe
+            continue
         info = pl.from_arrow(ingest_driver.document_info(layout, sid))
-        repairs = pl.concat([pl.from_arrow(pq.read_table(p, columns=["id", "repairs"])) for p in clean_doc_files(layout, sid)])
+        repairs = pl.concat([pl.from_arrow(pq.read_table(p, columns=["id", "repairs"])) for p in files])
         tables.append(repairs.join(info, on="id", how="left").to_arrow())
     return tables
 
