@@ -196,12 +196,13 @@ def _segment_job(
     settings: dict[str, Any], cfg: dict[str, Any],
 ) -> dict[str, Any]:
     buckets = Buckets.from_settings(settings)
+    tok = _tokenizer(cfg)
     texts = pq.read_table(path, columns=["text"])["text"].take(rows).to_pylist()
     stats = {"seconds": 0.0, "bytes": 0}
 
     def count(s: str) -> int:
         t0 = time.perf_counter()
-        n = _count(cfg, [s])[0]
+        n = len(tok.encode_texts([s])[0])
         stats["seconds"] += time.perf_counter() - t0
         stats["bytes"] += len(s.encode("utf-8"))
         return n
@@ -230,17 +231,18 @@ def _scatter_job(
     path: str, spill: str, rows: list[int], starts: list[int], ends: list[int], gparts: list[int], seqs: list[int]
 ) -> dict[int, int]:
     """Write the selected texts of one shard, one record batch per part; returns part -> batch index."""
-    texts = pq.read_table(path, columns=["text"])["text"]
     index: dict[int, int] = {}
     order = np.lexsort((np.asarray(seqs), np.asarray(gparts)))
+    # one take for the whole shard, in spill order (a take per part re-gathers the column's chunks each time)
+    selected = pq.read_table(path, columns=["text"])["text"].take(pa.array(np.asarray(rows)[order])).to_pylist()
     schema = pa.schema([("key", pa.int64()), ("content", pa.string())])
     with ipc.new_file(spill, schema, options=SPILL_OPTIONS) as w:
         gp = np.asarray(gparts)[order]
         cuts = np.flatnonzero(np.diff(gp)) + 1
-        for chunk in np.split(order, cuts):
+        for chunk, first in zip(np.split(order, cuts), [0, *cuts.tolist()], strict=True):
             if not len(chunk):
                 continue
-            sel = texts.take(pa.array([rows[i] for i in chunk])).to_pylist()
+            sel = selected[first:first + len(chunk)]
             contents = [
                 t if starts[i] == 0 and ends[i] == len(t) else t[starts[i]:ends[i]]
                 for t, i in zip(sel, chunk, strict=True)
@@ -405,9 +407,10 @@ def build_release(
         t = time.perf_counter()
         plan_cols = [c for c in plan.columns if c not in ("content_sha256", "lang")]
         jobs = []
+        by_part = plan.partition_by("gpart", as_dict=True)
         for i, (b, p, _) in enumerate(parts):
             rel = f"data/{buckets.folder(b)}/part-{p:05d}.parquet"
-            part_plan = plan.filter(pl.col("gpart") == i).sort("row").select(plan_cols).to_arrow()
+            part_plan = by_part[(i,)].sort("row").select(plan_cols).to_arrow()
             jobs.append((spills[i], part_plan, str(tmp / rel), tok.name, keep_fields, int(settings["zstd_level"])))
         for job, (rows, digest) in zip(jobs, ordered_map(_write_job, jobs, workers), strict=True):
             files.append({"path": str(Path(job[2]).relative_to(tmp)), "rows": rows, "sha256": digest})
