@@ -160,3 +160,14 @@ def test_sampled_rebuild_finds_extra_and_missing_files(release_copy):
     r = _sampled(kwargs, units, sha, 1, "k")
     problems = {(p["file"], p["problem"]) for p in r["problems"]}
     assert ("data/stray.txt", "not in the rebuilt plan") in problems and (gone, "missing in release") in problems
+
+
+def test_a_figure_drawn_differently_is_caught_when_drawn(release_copy):
+    kwargs, units, sha = release_copy
+    out = kwargs["out_dir"]
+    outputs = _outputs(out)
+    k = outputs.index("assets/source_mix.png")
+    (out / outputs[k]).write_bytes((out / outputs[k]).read_bytes() + b"\0")
+    hit = next(s for s in map(str, range(200)) if k in sample_units(len(outputs), 1, f"{s}:outputs"))
+    r = _sampled(kwargs, units, sha, 1, hit)
+    assert r["metadata"]["figures_redrawn"] == 1 and [p["file"] for p in r["problems"]] == ["assets/source_mix.png"]

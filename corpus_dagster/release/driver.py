@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import tempfile
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -28,7 +27,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from corpus_dagster.clean.driver import clean_doc_files, clean_record
@@ -41,18 +39,23 @@ from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.parallel import ordered_map
-from corpus_dagster.core.parquet import ParquetSettings, write_parquet
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.dedup.driver import dedup_sources
 from corpus_dagster.ingest import driver as ingest_driver
 from corpus_dagster.release import card as card_mod
 from corpus_dagster.release import checks
-from corpus_dagster.release import figures as fig_mod
 from corpus_dagster.release.buckets import Buckets
 from corpus_dagster.release.ids import release_id
+from corpus_dagster.release.jobs import (
+    SEGMENT_SCHEMA,
+    count_job,
+    scatter_job,
+    segment_job,
+    tokenizer,
+    write_job,
+)
 from corpus_dagster.release.plan import parts_of, plan_release, room_by_source, summary_frame
-from corpus_dagster.release.rows import length_column, part_table
-from corpus_dagster.release.segment import segment_text
+from corpus_dagster.release.rows import length_column
 from corpus_dagster.release.stats import data_stats
 from corpus_dagster.tokenize.driver import token_counts_file
 
@@ -62,13 +65,9 @@ TOKENS_MANIFEST_NAME = "_TOKENS.json"
 SHARD_COLUMNS = ["id", "source_id", "url", "license_spdx", "lang", "n_chars", "sha256"]
 # doc_info columns with a fixed meaning; any other column is a kept source field (into metadata)
 INFO_COLUMNS = ("id", "fetched_at", "repairs", "cleaned", "source_file")
-SPILL_OPTIONS = ipc.IpcWriteOptions(compression="lz4")
 UNITS_NAME = "units.jsonl"  # the build's units, in the release stage's key folder
 # Documents with work (a token count to compute, segments to cut) per unit of the sampled rebuild check
 UNIT_DOCS = 8
-# Columns of a unit's segment rows (content_sha256 as hex, so a unit is plain JSON)
-SEGMENT_SCHEMA = {"doc_id": pl.String, "segment": pl.Int32, "char_start": pl.Int64, "char_end": pl.Int64,
-                  "n_tokens": pl.Int32, "content_sha256": pl.String}
 
 
 
@@ -82,30 +81,6 @@ def release_tokenizer_cfg(settings: Mapping[str, Any], tokenize_cfg: Mapping[str
         if value is not None:
             cfg[key] = value
     return cfg
-
-
-_TOKENIZERS: dict[str, Any] = {}
-
-
-def _tokenizer(cfg: Mapping[str, Any]) -> Any:
-    """The plain text encoder (no special tokens), built once per process."""
-    from corpus_dagster.tokenize.tokenizer import HFTokenizer, TiktokenTokenizer, TokenizerLoadError
-
-    key = json.dumps(cfg, sort_keys=True, default=str)
-    if key not in _TOKENIZERS:
-        if cfg["kind"] == "tiktoken":
-            _TOKENIZERS[key] = TiktokenTokenizer(cfg["encoding"], engine=cfg.get("engine", "auto"), name=cfg.get("name"))
-        elif cfg["kind"] == "huggingface":
-            if not cfg.get("path"):
-                raise TokenizerLoadError("release tokenizer kind is 'huggingface' but no path is set")
-            _TOKENIZERS[key] = HFTokenizer(cfg["path"], name=cfg.get("name"))
-        else:
-            raise TokenizerLoadError(f"unknown tokenizer kind {cfg['kind']!r}")
-    return _TOKENIZERS[key]
-
-
-def _count(cfg: Mapping[str, Any], texts: Sequence[str]) -> list[int]:
-    return [len(ids) for ids in _tokenizer(cfg).encode_texts(list(texts))]
 
 
 # ---------------------------------------------------------------- inputs
@@ -188,105 +163,6 @@ def _source_facts(sources: Sequence[Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-# ---------------------------------------------------------------- worker jobs
-
-
-def _count_job(path: str, rows: list[int], cfg: dict[str, Any]) -> tuple[list[int], float, int]:
-    texts = pq.read_table(path, columns=["text"])["text"].take(rows).to_pylist()
-    t0 = time.perf_counter()
-    counts = _count(cfg, texts)
-    return counts, time.perf_counter() - t0, sum(len(t.encode("utf-8")) for t in texts)
-
-
-def _segment_job(
-    path: str, batches: list[tuple[list[int], list[int], list[str], list[list[bool]]]], settings: dict[str, Any],
-    cfg: dict[str, Any],
-) -> dict[str, Any]:
-    """Segment the long documents of one shard, given as batches (rows, n_tokens, doc_ids, rooms): one
-    result (rows, no_segment, tails_dropped) per batch, plus the tokenizer's seconds and bytes."""
-    buckets = Buckets.from_settings(settings)
-    tok = _tokenizer(cfg)
-    every = [r for rows, _, _, _ in batches for r in rows]
-    texts = iter(pq.read_table(path, columns=["text"])["text"].take(pa.array(every, pa.int64())).to_pylist()
-                 if every else [])
-    stats = {"seconds": 0.0, "bytes": 0}
-
-    def count(s: str) -> int:
-        t0 = time.perf_counter()
-        n = len(tok.encode_texts([s])[0])
-        stats["seconds"] += time.perf_counter() - t0
-        stats["bytes"] += len(s.encode("utf-8"))
-        return n
-
-    results = []
-    for _, n_tokens, doc_ids, rooms in batches:
-        out: dict[str, list[Any]] = {k: [] for k in SEGMENT_SCHEMA}
-        reasons: dict[str, int] = {}
-        tails = 0
-        for n, doc_id, room in zip(n_tokens, doc_ids, rooms, strict=True):
-            text = next(texts)
-            rng = random.Random(f"{settings['seed']}:segment:{doc_id}")
-            seg = segment_text(text, n, count, buckets, int(settings["max_segments"]), room, rng)
-            if not seg.spans:
-                reasons[seg.stop_reason] = reasons.get(seg.stop_reason, 0) + 1
-            elif seg.dropped_chars:
-                tails += 1
-            for j, ((a, b), t) in enumerate(zip(seg.spans, seg.tokens, strict=True)):
-                out["doc_id"].append(doc_id)
-                out["segment"].append(j)
-                out["char_start"].append(a)
-                out["char_end"].append(b)
-                out["n_tokens"].append(t)
-                out["content_sha256"].append(hashlib.sha256(text[a:b].encode("utf-8")).hexdigest())
-        results.append({"rows": out, "no_segment": reasons, "tails_dropped": tails})
-    return {"batches": results, **stats}
-
-
-def _scatter_job(
-    path: str, spill: str, rows: list[int], starts: list[int], ends: list[int], gparts: list[int], seqs: list[int]
-) -> dict[int, int]:
-    """Write the selected texts of one shard, one record batch per part; returns part -> batch index."""
-    index: dict[int, int] = {}
-    order = np.lexsort((np.asarray(seqs), np.asarray(gparts)))
-    # one take for the whole shard, in spill order (a take per part re-gathers the column's chunks each time)
-    selected = pq.read_table(path, columns=["text"])["text"].take(pa.array(np.asarray(rows)[order])).to_pylist()
-    schema = pa.schema([("key", pa.int64()), ("content", pa.string())])
-    with ipc.new_file(spill, schema, options=SPILL_OPTIONS) as w:
-        gp = np.asarray(gparts)[order]
-        cuts = np.flatnonzero(np.diff(gp)) + 1
-        for chunk, first in zip(np.split(order, cuts), [0, *cuts.tolist()], strict=True):
-            if not len(chunk):
-                continue
-            sel = selected[first:first + len(chunk)]
-            contents = [
-                t if starts[i] == 0 and ends[i] == len(t) else t[starts[i]:ends[i]]
-                for t, i in zip(sel, chunk, strict=True)
-            ]
-            keys = [seqs[i] for i in chunk]
-            index[int(gparts[chunk[0]])] = len(index)
-            w.write_batch(pa.record_batch([pa.array(keys, pa.int64()), pa.array(contents, pa.string())], schema=schema))
-    return index
-
-
-def _write_job(
-    spills: list[tuple[str, int]], plan_part: pa.Table, out: str, tokenizer_name: str,
-    keep_fields: list[str], zstd_level: int,
-) -> tuple[int, str]:
-    """Assemble one part from its spill batches and write it with fixed Parquet settings."""
-    plan = pl.from_arrow(plan_part)
-    found: dict[int, str] = {}
-    for spill, batch in spills:
-        with ipc.open_file(spill) as r:
-            b = r.get_batch(batch)
-        found.update(zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True))
-    contents = [found[k] for k in plan["seq"].to_list()]
-    table = part_table(plan, contents, tokenizer_name, keep_fields)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    settings = ParquetSettings(compression_level=zstd_level, use_dictionary=("source_type",))
-    write_parquet(table, out, settings, row_groups=[0, table.num_rows])
-    return table.num_rows, sha256_file(out)
-
-
 # ---------------------------------------------------------------- build
 #
 # A build and its sampled rebuild check run the same phases: inputs, units (runs of documents whose token
@@ -310,7 +186,7 @@ def _inputs(shards_dir: Path, settings: Mapping[str, Any], tokenize_cfg: Mapping
     buckets = Buckets.from_settings(settings)
     manifest = _read_manifest(shards_dir)
     cfg = release_tokenizer_cfg(settings, tokenize_cfg)
-    tok = _tokenizer(cfg)
+    tok = tokenizer(cfg)
     facts = _source_facts(sources)
     docs, paths = _read_docs(shards_dir, manifest)
     if docs.height == 0:
@@ -401,7 +277,8 @@ def _plan(inp: _Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any]], 
     ).rename({"id": "doc_id"})
     cands = whole
     seg_frames = [
-        pl.DataFrame({k: u["segmented"]["rows"][k] for k in SEGMENT_SCHEMA}, schema=SEGMENT_SCHEMA).with_columns(pl.col("content_sha256").str.decode("hex"))
+        pl.DataFrame({k: u["segmented"]["rows"][k] for k in SEGMENT_SCHEMA}, schema=SEGMENT_SCHEMA)
+        .with_columns(pl.col("content_sha256").str.decode("hex"))
         for u in units if u["segmented"]["rows"]["doc_id"]
     ]
     if seg_frames:
@@ -439,7 +316,7 @@ def _scatter_write(plan: pl.DataFrame, parts: Sequence[tuple[int, int, int]], in
         for s, g in by_shard.items()
     ]
     spills: dict[int, list[tuple[str, int]]] = {}
-    for job, index in zip(jobs, ordered_map(_scatter_job, jobs, workers), strict=True):
+    for job, index in zip(jobs, ordered_map(scatter_job, jobs, workers), strict=True):
         for gp, batch in index.items():
             spills.setdefault(gp, []).append((job[1], batch))
     scatter_s, t = time.perf_counter() - t, time.perf_counter()
@@ -453,7 +330,7 @@ def _scatter_write(plan: pl.DataFrame, parts: Sequence[tuple[int, int, int]], in
                      int(settings["zstd_level"])))
     files = [
         {"path": str(Path(job[2]).relative_to(out)), "rows": rows, "sha256": digest}
-        for job, (rows, digest) in zip(jobs, ordered_map(_write_job, jobs, workers), strict=True)
+        for job, (rows, digest) in zip(jobs, ordered_map(write_job, jobs, workers), strict=True)
     ]
     return files, scatter_s, time.perf_counter() - t
 
@@ -512,7 +389,7 @@ def build_release(
     tok_seconds, tok_bytes, n_tokenized = 0.0, 0, 0
     uncounted = _uncounted(inp.docs)
     jobs = [(str(inp.paths[s]), rows, cfg) for s, rows in uncounted]
-    for (s, rows), (cnts, secs, nbytes) in zip(uncounted, ordered_map(_count_job, jobs, workers), strict=True):
+    for (s, rows), (cnts, secs, nbytes) in zip(uncounted, ordered_map(count_job, jobs, workers), strict=True):
         counted[s] = dict(zip(rows, cnts, strict=True))
         tok_seconds += secs
         tok_bytes += nbytes
@@ -530,7 +407,7 @@ def build_release(
             for s in shards]
     results = []
     seg_seconds, seg_bytes = 0.0, 0
-    for res in ordered_map(_segment_job, jobs, workers):
+    for res in ordered_map(segment_job, jobs, workers):
         results += res["batches"]
         seg_seconds += res["seconds"]
         seg_bytes += res["bytes"]
@@ -665,6 +542,8 @@ def _write_card(folder: Path, record: Mapping[str, Any], figures: Collection[str
     assets = folder / "assets"
     assets.mkdir(parents=True, exist_ok=True)
     tokenizer = info["tokenizer"]
+    if figures is None or figures:
+        from corpus_dagster.release import figures as fig_mod  # matplotlib: imported only to draw
 
     def source_mix() -> bytes:
         mix = fig_mod.mix_shares(
@@ -816,11 +695,11 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
     recount = [i for i in picks if units[i]["counted"]["rows"]]
     jobs = [(str(inp.paths[work[i][0]]), units[i]["counted"]["rows"], inp.cfg) for i in recount]
     recounted = {i: dict(zip(units[i]["counted"]["rows"], cnts, strict=True))
-                 for i, (cnts, _, _) in zip(recount, ordered_map(_count_job, jobs, workers), strict=True)}
+                 for i, (cnts, _, _) in zip(recount, ordered_map(count_job, jobs, workers), strict=True)}
     room = room_by_source(docs, inp.buckets, settings)
     batches = _segment_batches(docs, [work[i] for i in picks], inp.buckets, room)
     jobs = [(str(inp.paths[work[i][0]]), [b], settings, inp.cfg) for i, b in zip(picks, batches, strict=True)]
-    for i, res in zip(picks, ordered_map(_segment_job, jobs, workers), strict=True):
+    for i, res in zip(picks, ordered_map(segment_job, jobs, workers), strict=True):
         s, rows = work[i]
         again = _unit(s, rows, recounted.get(i, {}), res["batches"][0])
         if unit_line(again) != unit_line(units[i]):
