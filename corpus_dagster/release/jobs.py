@@ -110,18 +110,18 @@ def scatter_job(
     path: str, spill: str, rows: list[int], starts: list[int], ends: list[int], gparts: list[int], seqs: list[int]
 ) -> dict[int, int]:
     """Write the selected texts of one shard, one record batch per part; returns part -> batch index."""
+    # one contiguous array: a take per part from the chunked column would gather its chunks every time
+    texts = pq.read_table(path, columns=["text"])["text"].combine_chunks()
     index: dict[int, int] = {}
     order = np.lexsort((np.asarray(seqs), np.asarray(gparts)))
-    # one take for the whole shard, in spill order (a take per part re-gathers the column's chunks each time)
-    selected = pq.read_table(path, columns=["text"])["text"].take(pa.array(np.asarray(rows)[order])).to_pylist()
     schema = pa.schema([("key", pa.int64()), ("content", pa.string())])
     with ipc.new_file(spill, schema, options=SPILL_OPTIONS) as w:
         gp = np.asarray(gparts)[order]
         cuts = np.flatnonzero(np.diff(gp)) + 1
-        for chunk, first in zip(np.split(order, cuts), [0, *cuts.tolist()], strict=True):
+        for chunk in np.split(order, cuts):
             if not len(chunk):
                 continue
-            sel = selected[first:first + len(chunk)]
+            sel = texts.take(pa.array([rows[i] for i in chunk])).to_pylist()
             contents = [
                 t if starts[i] == 0 and ends[i] == len(t) else t[starts[i]:ends[i]]
                 for t, i in zip(sel, chunk, strict=True)
