@@ -51,6 +51,7 @@ from corpus_dagster.release.jobs import (
     count_job,
     scatter_job,
     segment_job,
+    shard_texts,
     tokenizer,
     write_job,
 )
@@ -297,6 +298,19 @@ def _plan(inp: _Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any]], 
     return plan, plan_counts, keep_fields, parts
 
 
+@dataclass
+class _Selected:
+    """Texts of some rows of one shard, read once for the rebuild check's jobs: array, shard row -> position."""
+
+    array: pa.Array
+    position: dict[int, int]
+
+
+def _select_texts(path: Path, rows: Collection[int]) -> _Selected:
+    wanted = sorted(rows)
+    return _Selected(shard_texts(str(path)).take(pa.array(wanted, pa.int64())), {r: i for i, r in enumerate(wanted)})
+
+
 def part_path(buckets: Buckets, bucket: int, part: int) -> str:
     """A part file's path relative to the release folder."""
     return f"data/{buckets.folder(bucket)}/part-{part:05d}.parquet"
@@ -304,17 +318,22 @@ def part_path(buckets: Buckets, bucket: int, part: int) -> str:
 
 def _scatter_write(plan: pl.DataFrame, parts: Sequence[tuple[int, int, int]], inp: _Inputs, keep_fields: list[str],
                    settings: Mapping[str, Any], spill_dir: Path, out: Path, workers: int,
-                   only: Sequence[int] | None = None) -> tuple[list[dict[str, Any]], float, float]:
+                   only: Sequence[int] | None = None, texts: Mapping[int, _Selected] | None = None,
+                   ) -> tuple[list[dict[str, Any]], float, float]:
     """Write the parts (all, or the global part indexes `only`) under `out`; returns their files entries
-    (path, rows, sha256) in part order and the scatter and write seconds."""
+    (path, rows, sha256) in part order and the scatter and write seconds. The scatter jobs read their
+    shards, or take the texts of `texts` (by shard) where given."""
     t = time.perf_counter()
     chosen = plan if only is None else plan.filter(pl.col("gpart").is_in(list(only)))
     by_shard = chosen.sort("shard", "gpart", "row").partition_by("shard", as_dict=True, maintain_order=True)
-    jobs = [
-        (str(inp.paths[int(s[0])]), str(spill_dir / f"s{int(s[0]):05d}.arrow"), g["shard_row"].to_list(),
-         g["char_start"].to_list(), g["char_end"].to_list(), g["gpart"].to_list(), g["seq"].to_list())
-        for s, g in by_shard.items()
-    ]
+    jobs = []
+    for (s, *_), g in by_shard.items():
+        rows = g["shard_row"].to_list()
+        source: str | pa.Array = str(inp.paths[s])
+        if texts is not None and s in texts:
+            source, rows = texts[s].array, [texts[s].position[r] for r in rows]
+        jobs.append((source, str(spill_dir / f"s{int(s):05d}.arrow"), rows, g["char_start"].to_list(),
+                     g["char_end"].to_list(), g["gpart"].to_list(), g["seq"].to_list()))
     spills: dict[int, list[tuple[str, int]]] = {}
     for job, index in zip(jobs, ordered_map(scatter_job, jobs, workers), strict=True):
         for gp, batch in index.items():
@@ -698,13 +717,6 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
                  for i, (cnts, _, _) in zip(recount, ordered_map(count_job, jobs, workers), strict=True)}
     room = room_by_source(docs, inp.buckets, settings)
     batches = _segment_batches(docs, [work[i] for i in picks], inp.buckets, room)
-    jobs = [(str(inp.paths[work[i][0]]), [b], settings, inp.cfg) for i, b in zip(picks, batches, strict=True)]
-    for i, res in zip(picks, ordered_map(segment_job, jobs, workers), strict=True):
-        s, rows = work[i]
-        again = _unit(s, rows, recounted.get(i, {}), res["batches"][0])
-        if unit_line(again) != unit_line(units[i]):
-            problems.append({"file": shard_name(s), "problem": f"rows {rows[0]}..{rows[-1]}: counts or segments differ "
-                             f"from a rebuild with workers={workers}"})
 
     plan, plan_counts, keep_fields, parts = _plan(inp, docs, units, settings, kw.get("doc_info", ()))
     part_files = [part_path(inp.buckets, b, p) for b, p, _ in parts]
@@ -717,11 +729,30 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
     drawn = sample_units(len(outputs), sample, f"{seed}:outputs")
     part_picks = [i for i in drawn if i < len(parts)]
     fig_picks = [outputs[i] for i in drawn if i >= len(parts)]
+
+    # each shard the sample needs is read once, here; the jobs get only their texts
+    needed: dict[int, set[int]] = {}
+    for i, b in zip(picks, batches, strict=True):
+        needed.setdefault(work[i][0], set()).update(b[0])
+    for s, r in plan.filter(pl.col("gpart").is_in(part_picks)).select("shard", "shard_row").iter_rows():
+        needed.setdefault(int(s), set()).add(int(r))
+    texts = {s: _select_texts(inp.paths[s], rows) for s, rows in sorted(needed.items())}
+    jobs = []
+    for i, (rows, n_tokens, doc_ids, rooms) in zip(picks, batches, strict=True):
+        sel = texts.get(work[i][0])
+        source = sel.array.take(pa.array([sel.position[r] for r in rows], pa.int64())) if rows else pa.array([], pa.string())
+        jobs.append((source, [(list(range(len(rows))), n_tokens, doc_ids, rooms)], settings, inp.cfg))
+    for i, res in zip(picks, ordered_map(segment_job, jobs, workers), strict=True):
+        s, rows = work[i]
+        again = _unit(s, rows, recounted.get(i, {}), res["batches"][0])
+        if unit_line(again) != unit_line(units[i]):
+            problems.append({"file": shard_name(s), "problem": f"rows {rows[0]}..{rows[-1]}: counts or segments differ "
+                             f"from a rebuild with workers={workers}"})
     with tempfile.TemporaryDirectory(prefix="release-rebuild-") as tmp_name:
         tmp = Path(tmp_name)
         (tmp / "spill").mkdir()
         written, _, _ = _scatter_write(plan, parts, inp, keep_fields, settings, tmp / "spill", tmp / "out", workers,
-                                       only=part_picks)
+                                       only=part_picks, texts=texts)
         digests = {f["path"]: f["sha256"] for f in written}
         files = []
         for rel, (_, _, rows) in zip(part_files, parts, strict=True):

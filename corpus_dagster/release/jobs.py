@@ -62,17 +62,26 @@ def count_job(path: str, rows: list[int], cfg: dict[str, Any]) -> tuple[list[int
     return counts, time.perf_counter() - t0, sum(len(t.encode("utf-8")) for t in texts)
 
 
+def shard_texts(source: str | pa.Array) -> pa.Array:
+    """The texts a job's rows index: a shard's whole text column (source: its path, read here) or the
+    texts the caller already selected (source: an array; the rows are positions in it)."""
+    if isinstance(source, pa.Array):
+        return source
+    # one contiguous array: a take per part from the chunked column would gather its chunks every time
+    return pq.read_table(source, columns=["text"])["text"].combine_chunks()
+
+
 def segment_job(
-    path: str, batches: list[tuple[list[int], list[int], list[str], list[list[bool]]]], settings: dict[str, Any],
-    cfg: dict[str, Any],
+    source: str | pa.Array, batches: list[tuple[list[int], list[int], list[str], list[list[bool]]]],
+    settings: dict[str, Any], cfg: dict[str, Any],
 ) -> dict[str, Any]:
-    """Segment the long documents of one shard, given as batches (rows, n_tokens, doc_ids, rooms): one
-    result (rows, no_segment, tails_dropped) per batch, plus the tokenizer's seconds and bytes."""
+    """Segment the long documents of one shard, given as batches (rows, n_tokens, doc_ids, rooms; rows index
+    `source`, see shard_texts): one result (rows, no_segment, tails_dropped) per batch, plus the tokenizer's
+    seconds and bytes."""
     buckets = Buckets.from_settings(settings)
     tok = tokenizer(cfg)
     every = [r for rows, _, _, _ in batches for r in rows]
-    texts = iter(pq.read_table(path, columns=["text"])["text"].take(pa.array(every, pa.int64())).to_pylist()
-                 if every else [])
+    texts = iter(shard_texts(source).take(pa.array(every, pa.int64())).to_pylist() if every else [])
     stats = {"seconds": 0.0, "bytes": 0}
 
     def count(s: str) -> int:
@@ -107,11 +116,12 @@ def segment_job(
 
 
 def scatter_job(
-    path: str, spill: str, rows: list[int], starts: list[int], ends: list[int], gparts: list[int], seqs: list[int]
+    source: str | pa.Array, spill: str, rows: list[int], starts: list[int], ends: list[int], gparts: list[int],
+    seqs: list[int],
 ) -> dict[int, int]:
-    """Write the selected texts of one shard, one record batch per part; returns part -> batch index."""
-    # one contiguous array: a take per part from the chunked column would gather its chunks every time
-    texts = pq.read_table(path, columns=["text"])["text"].combine_chunks()
+    """Write the selected texts of one shard (rows index `source`, see shard_texts), one record batch per
+    part; returns part -> batch index."""
+    texts = shard_texts(source)
     index: dict[int, int] = {}
     order = np.lexsort((np.asarray(seqs), np.asarray(gparts)))
     schema = pa.schema([("key", pa.int64()), ("content", pa.string())])
