@@ -164,10 +164,11 @@ def test_same_seed_same_bytes_other_seed_other_selection(tmp_path):
 
 
 def test_token_counts_are_reused_when_the_tokenizer_matches(tmp_path, built):
-    from corpus_dagster.release.driver import _tokenizer, release_tokenizer_cfg
+    from corpus_dagster.release.driver import release_tokenizer_cfg
+    from corpus_dagster.release.jobs import tokenizer
 
     kwargs, stats, docs = built
-    tok = _tokenizer(release_tokenizer_cfg(kwargs["settings"], kwargs["tokenize_cfg"]))
+    tok = tokenizer(release_tokenizer_cfg(kwargs["settings"], kwargs["tokenize_cfg"]))
     counts = [len(ids) + 1 for ids in tok.encode_texts([d["text"] for d in docs])]  # streams count EOD
     tdir = tmp_path / "tokens"
     tdir.mkdir()

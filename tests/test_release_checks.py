@@ -1,10 +1,15 @@
-"""Each release check fails on the fault it guards against."""
+"""Each release check fails on the fault it guards against; the sampled rebuild check draws per seed."""
 
+import hashlib
+import json
 import shutil
 
 import polars as pl
+import pyarrow.parquet as pq
+import pytest
 from release_factory import build_kwargs, make_docs
 
+from corpus_dagster.core.checks import sample_units
 from corpus_dagster.release.buckets import Buckets
 from corpus_dagster.release.checks import (
     check_bucket_bounds,
@@ -12,7 +17,7 @@ from corpus_dagster.release.checks import (
     check_source_caps,
     check_unique_ids,
 )
-from corpus_dagster.release.driver import build_release, check_release
+from corpus_dagster.release.driver import build_release, check_rebuild_sample, check_release, unit_line
 
 BUCKETS = Buckets(min_tokens=64, max_tokens=512, width=64)
 
@@ -51,3 +56,118 @@ def test_card_check_fails_when_a_number_or_a_file_changes(tmp_path):
     shutil.move(victim, tmp_path / "gone.parquet")
     r = check_release(out, kwargs["settings"])["card_matches_data"]
     assert not r["passed"] and any(p.get("statistic") == "docs" for p in r["problems"])
+
+
+# --- the sampled rebuild check (release.rebuild_check_units) ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sampled_build(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sampled")
+    kwargs = build_kwargs(root, make_docs(seed=5, per_source={"alpha": 40, "beta": 30, "gamma": 20}))
+    stats = build_release(**kwargs, units_file=root / "units.jsonl")
+    return kwargs, root / "units.jsonl", stats["units"]["sha256"]
+
+
+@pytest.fixture
+def release_copy(sampled_build, tmp_path):
+    """A copy of the sampled build's release folder and units file that a test may damage."""
+    kwargs, units, sha = sampled_build
+    out = tmp_path / "release"
+    shutil.copytree(kwargs["out_dir"], out)
+    shutil.copy(units, tmp_path / "units.jsonl")
+    return kwargs | {"out_dir": out}, tmp_path / "units.jsonl", sha
+
+
+def _outputs(out):
+    """The sampled check's output files in its order: part files (bucket, part order), then the figures."""
+    return sorted(str(p.relative_to(out)) for p in out.glob("data/*/*.parquet")) + [
+        "assets/docs_per_bucket.png", "assets/tokens_by_source.png", "assets/source_mix.png"]
+
+
+def _sampled(kwargs, units, sha, sample, seed, workers=1):
+    return check_rebuild_sample(kwargs["out_dir"], kwargs, workers, units, sha, sample, seed)
+
+
+def test_sampled_rebuild_passes_on_the_build_through_another_worker_count(release_copy):
+    kwargs, units, sha = release_copy
+    r = _sampled(kwargs, units, sha, 2, "k", workers=2)
+    assert r["passed"], r["problems"]
+    m = r["metadata"]
+    assert m["mode"] == "sample" and m["units_rebuilt"] == 2 and m["units"] > 2
+    assert m["parts_rewritten"] + m["figures_redrawn"] == 2 and m["parts"] > 2
+
+
+def test_a_part_built_differently_is_caught_when_drawn_and_by_the_full_rebuild(release_copy):
+    """A build that wrote other bytes into one part (and recorded them): the sample finds it when it draws
+    that part, a sample that does not draw it passes, and 0 (everything) always finds it."""
+    kwargs, units, sha = release_copy
+    out = kwargs["out_dir"]
+    outputs = _outputs(out)
+    victim = outputs[1]
+    table = pq.read_table(out / victim)
+    pq.write_table(table.slice(1), out / victim)  # one row fewer: other bytes
+    record = json.loads((out / "_RELEASE.json").read_text())
+    for f in record["files"]:
+        if f["path"] == victim:
+            f["sha256"] = hashlib.sha256((out / victim).read_bytes()).hexdigest()
+    (out / "_RELEASE.json").write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    hit = next(s for s in map(str, range(200)) if 1 in sample_units(len(outputs), 2, f"{s}:outputs"))
+    miss = next(s for s in map(str, range(200)) if 1 not in sample_units(len(outputs), 2, f"{s}:outputs"))
+    r = _sampled(kwargs, units, sha, 2, hit)
+    assert [p["file"] for p in r["problems"]] == [victim, "_RELEASE.json"]  # the rebuilt part's sha256 differs too
+    assert "bytes differ from a rebuild with workers=1" in r["problems"][0]["problem"]
+    assert _sampled(kwargs, units, sha, 2, miss)["passed"]
+    full = _sampled(kwargs, units, sha, 0, miss)
+    assert full["metadata"]["mode"] == "full" and not full["passed"]
+
+
+def test_a_part_changed_after_the_build_fails_every_sample(release_copy):
+    """_RELEASE.json holds every part's sha256 and is always compared: a part edited afterwards is caught
+    whichever parts the sample draws."""
+    kwargs, units, sha = release_copy
+    out = kwargs["out_dir"]
+    outputs = _outputs(out)
+    victim = outputs[0]
+    pq.write_table(pq.read_table(out / victim).slice(1), out / victim)
+    miss = next(s for s in map(str, range(200)) if 0 not in sample_units(len(outputs), 1, f"{s}:outputs"))
+    r = _sampled(kwargs, units, sha, 1, miss)
+    assert not r["passed"] and [p["file"] for p in r["problems"]] == ["_RELEASE.json"]
+
+
+def test_units_that_a_rebuild_does_not_reproduce_are_caught(release_copy):
+    kwargs, units, sha = release_copy
+    lines = [json.loads(line) for line in units.read_text().splitlines()]
+    k = next(i for i, u in enumerate(lines) if u["segmented"]["rows"]["n_tokens"])
+    lines[k]["segmented"]["rows"]["n_tokens"][0] += 1  # a segment whose count the build got otherwise
+    body = b"".join(unit_line(u) for u in lines)
+    units.write_bytes(body)
+    r = _sampled(kwargs, units, sha, 1, "k")
+    assert not r["passed"] and "sha256 differs" in r["problems"][0]["problem"]  # not the file the build wrote
+    r = _sampled(kwargs, units, hashlib.sha256(body).hexdigest(), len(lines), "k")  # every unit drawn
+    assert not r["passed"] and any("counts or segments differ" in p["problem"] for p in r["problems"])
+    units.unlink()
+    r = _sampled(kwargs, units, sha, 1, "k")
+    assert not r["passed"] and "missing" in r["problems"][0]["problem"]
+
+
+def test_sampled_rebuild_finds_extra_and_missing_files(release_copy):
+    kwargs, units, sha = release_copy
+    out = kwargs["out_dir"]
+    (out / "data" / "stray.txt").write_text("x")
+    gone = _outputs(out)[2]
+    (out / gone).unlink()
+    r = _sampled(kwargs, units, sha, 1, "k")
+    problems = {(p["file"], p["problem"]) for p in r["problems"]}
+    assert ("data/stray.txt", "not in the rebuilt plan") in problems and (gone, "missing in release") in problems
+
+
+def test_a_figure_drawn_differently_is_caught_when_drawn(release_copy):
+    kwargs, units, sha = release_copy
+    out = kwargs["out_dir"]
+    outputs = _outputs(out)
+    k = outputs.index("assets/source_mix.png")
+    (out / outputs[k]).write_bytes((out / outputs[k]).read_bytes() + b"\0")
+    hit = next(s for s in map(str, range(200)) if k in sample_units(len(outputs), 1, f"{s}:outputs"))
+    r = _sampled(kwargs, units, sha, 1, hit)
+    assert r["metadata"]["figures_redrawn"] == 1 and [p["file"] for p in r["problems"]] == ["assets/source_mix.png"]

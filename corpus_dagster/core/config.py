@@ -34,6 +34,8 @@ EXECUTION_KEYS = (
     "tokenize.rebuild_check",
     "tokenize.rebuild_check_batches",
     "publish.rebuild_check_shards",
+    "release.rebuild_check",
+    "release.rebuild_check_units",
     "publish.pii_check_docs",
     "dedup.batch_bytes",
     "dedup.verify_batch_shingles",

@@ -80,7 +80,9 @@ def release_card_matches_data(corpus: CorpusConfig) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(asset=release, blocking=True,
-                description="A rebuild with another worker count is byte-identical (files and card); off: release.rebuild_check.")
+                description="A rebuild with another worker count is byte-identical: a seeded sample of "
+                            "release.rebuild_check_units units (counts, segments) and files, plus the plan, README.md "
+                            "and _RELEASE.json; 0 rebuilds every file; off: release.rebuild_check.")
 def release_reproducible(corpus: CorpusConfig) -> dg.AssetCheckResult:
     with corpus_failure("release check reproducible"):
         resolved, layout = corpus.load()

@@ -73,6 +73,11 @@ def check_card(actual: str, expected: str, recorded: Mapping[str, Any], recomput
     return _report(problems, docs=recomputed.get("docs", 0), tokens=recomputed.get("tokens", 0))
 
 
+def rebuild_report(problems: list[Any], **metadata: Any) -> dict[str, Any]:
+    """The report of a (sampled) rebuild: problems are {file, problem}."""
+    return _report(problems, **metadata)
+
+
 def check_identical(first: Mapping[str, str], second: Mapping[str, str]) -> dict[str, Any]:
     """Two builds have the same files with the same SHA-256 (relative path -> digest)."""
     problems = [

@@ -16,10 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,31 +27,36 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from corpus_dagster.clean.driver import clean_doc_files, clean_record
 from corpus_dagster.core import records
-from corpus_dagster.core.atomic import atomic_dir
-from corpus_dagster.core.checks import CheckReport
+from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes
+from corpus_dagster.core.checks import CheckReport, sample_units
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.errors import CorpusError, ReleaseError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.parallel import ordered_map
-from corpus_dagster.core.parquet import ParquetSettings, write_parquet
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.dedup.driver import dedup_sources
 from corpus_dagster.ingest import driver as ingest_driver
 from corpus_dagster.release import card as card_mod
 from corpus_dagster.release import checks
-from corpus_dagster.release import figures as fig_mod
 from corpus_dagster.release.buckets import Buckets
 from corpus_dagster.release.ids import release_id
+from corpus_dagster.release.jobs import (
+    SEGMENT_SCHEMA,
+    count_job,
+    scatter_job,
+    segment_job,
+    shard_texts,
+    tokenizer,
+    write_job,
+)
 from corpus_dagster.release.plan import parts_of, plan_release, room_by_source, summary_frame
-from corpus_dagster.release.rows import length_column, part_table
-from corpus_dagster.release.segment import segment_text
+from corpus_dagster.release.rows import length_column
 from corpus_dagster.release.stats import data_stats
 from corpus_dagster.tokenize.driver import token_counts_file
 
@@ -61,7 +66,9 @@ TOKENS_MANIFEST_NAME = "_TOKENS.json"
 SHARD_COLUMNS = ["id", "source_id", "url", "license_spdx", "lang", "n_chars", "sha256"]
 # doc_info columns with a fixed meaning; any other column is a kept source field (into metadata)
 INFO_COLUMNS = ("id", "fetched_at", "repairs", "cleaned", "source_file")
-SPILL_OPTIONS = ipc.IpcWriteOptions(compression="lz4")
+UNITS_NAME = "units.jsonl"  # the build's units, in the release stage's key folder
+# Documents with work (a token count to compute, segments to cut) per unit of the sampled rebuild check
+UNIT_DOCS = 8
 
 
 
@@ -75,30 +82,6 @@ def release_tokenizer_cfg(settings: Mapping[str, Any], tokenize_cfg: Mapping[str
         if value is not None:
             cfg[key] = value
     return cfg
-
-
-_TOKENIZERS: dict[str, Any] = {}
-
-
-def _tokenizer(cfg: Mapping[str, Any]) -> Any:
-    """The plain text encoder (no special tokens), built once per process."""
-    from corpus_dagster.tokenize.tokenizer import HFTokenizer, TiktokenTokenizer, TokenizerLoadError
-
-    key = json.dumps(cfg, sort_keys=True, default=str)
-    if key not in _TOKENIZERS:
-        if cfg["kind"] == "tiktoken":
-            _TOKENIZERS[key] = TiktokenTokenizer(cfg["encoding"], engine=cfg.get("engine", "auto"), name=cfg.get("name"))
-        elif cfg["kind"] == "huggingface":
-            if not cfg.get("path"):
-                raise TokenizerLoadError("release tokenizer kind is 'huggingface' but no path is set")
-            _TOKENIZERS[key] = HFTokenizer(cfg["path"], name=cfg.get("name"))
-        else:
-            raise TokenizerLoadError(f"unknown tokenizer kind {cfg['kind']!r}")
-    return _TOKENIZERS[key]
-
-
-def _count(cfg: Mapping[str, Any], texts: Sequence[str]) -> list[int]:
-    return [len(ids) for ids in _tokenizer(cfg).encode_texts(list(texts))]
 
 
 # ---------------------------------------------------------------- inputs
@@ -181,96 +164,216 @@ def _source_facts(sources: Sequence[Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-# ---------------------------------------------------------------- worker jobs
-
-
-def _count_job(path: str, rows: list[int], cfg: dict[str, Any]) -> tuple[list[int], float, int]:
-    texts = pq.read_table(path, columns=["text"])["text"].take(rows).to_pylist()
-    t0 = time.perf_counter()
-    counts = _count(cfg, texts)
-    return counts, time.perf_counter() - t0, sum(len(t.encode("utf-8")) for t in texts)
-
-
-def _segment_job(
-    path: str, rows: list[int], n_tokens: list[int], doc_ids: list[str], rooms: list[list[bool]],
-    settings: dict[str, Any], cfg: dict[str, Any],
-) -> dict[str, Any]:
-    buckets = Buckets.from_settings(settings)
-    texts = pq.read_table(path, columns=["text"])["text"].take(rows).to_pylist()
-    stats = {"seconds": 0.0, "bytes": 0}
-
-    def count(s: str) -> int:
-        t0 = time.perf_counter()
-        n = _count(cfg, [s])[0]
-        stats["seconds"] += time.perf_counter() - t0
-        stats["bytes"] += len(s.encode("utf-8"))
-        return n
-
-    out: dict[str, list[Any]] = {k: [] for k in ("doc_id", "segment", "char_start", "char_end", "n_tokens", "content_sha256")}
-    reasons: dict[str, int] = {}
-    tails = 0
-    for text, n, doc_id, room in zip(texts, n_tokens, doc_ids, rooms, strict=True):
-        rng = random.Random(f"{settings['seed']}:segment:{doc_id}")
-        seg = segment_text(text, n, count, buckets, int(settings["max_segments"]), room, rng)
-        if not seg.spans:
-            reasons[seg.stop_reason] = reasons.get(seg.stop_reason, 0) + 1
-        elif seg.dropped_chars:
-            tails += 1
-        for j, ((a, b), t) in enumerate(zip(seg.spans, seg.tokens, strict=True)):
-            out["doc_id"].append(doc_id)
-            out["segment"].append(j)
-            out["char_start"].append(a)
-            out["char_end"].append(b)
-            out["n_tokens"].append(t)
-            out["content_sha256"].append(hashlib.sha256(text[a:b].encode("utf-8")).digest())
-    return {"rows": out, "no_segment": reasons, "tails_dropped": tails, **stats}
-
-
-def _scatter_job(
-    path: str, spill: str, rows: list[int], starts: list[int], ends: list[int], gparts: list[int], seqs: list[int]
-) -> dict[int, int]:
-    """Write the selected texts of one shard, one record batch per part; returns part -> batch index."""
-    texts = pq.read_table(path, columns=["text"])["text"]
-    index: dict[int, int] = {}
-    order = np.lexsort((np.asarray(seqs), np.asarray(gparts)))
-    schema = pa.schema([("key", pa.int64()), ("content", pa.string())])
-    with ipc.new_file(spill, schema, options=SPILL_OPTIONS) as w:
-        gp = np.asarray(gparts)[order]
-        cuts = np.flatnonzero(np.diff(gp)) + 1
-        for chunk in np.split(order, cuts):
-            if not len(chunk):
-                continue
-            sel = texts.take(pa.array([rows[i] for i in chunk])).to_pylist()
-            contents = [
-                t if starts[i] == 0 and ends[i] == len(t) else t[starts[i]:ends[i]]
-                for t, i in zip(sel, chunk, strict=True)
-            ]
-            keys = [seqs[i] for i in chunk]
-            index[int(gparts[chunk[0]])] = len(index)
-            w.write_batch(pa.record_batch([pa.array(keys, pa.int64()), pa.array(contents, pa.string())], schema=schema))
-    return index
-
-
-def _write_job(
-    spills: list[tuple[str, int]], plan_part: pa.Table, out: str, tokenizer_name: str,
-    keep_fields: list[str], zstd_level: int,
-) -> tuple[int, str]:
-    """Assemble one part from its spill batches and write it with fixed Parquet settings."""
-    plan = pl.from_arrow(plan_part)
-    found: dict[int, str] = {}
-    for spill, batch in spills:
-        with ipc.open_file(spill) as r:
-            b = r.get_batch(batch)
-        found.update(zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True))
-    contents = [found[k] for k in plan["seq"].to_list()]
-    table = part_table(plan, contents, tokenizer_name, keep_fields)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    settings = ParquetSettings(compression_level=zstd_level, use_dictionary=("source_type",))
-    write_parquet(table, out, settings, row_groups=[0, table.num_rows])
-    return table.num_rows, sha256_file(out)
-
-
 # ---------------------------------------------------------------- build
+#
+# A build and its sampled rebuild check run the same phases: inputs, units (runs of documents whose token
+# count the release computes or which it segments), plan, scatter and write, record and card.
+
+
+@dataclass
+class _Inputs:
+    manifest: dict[str, Any]
+    cfg: dict[str, Any]
+    tok: Any
+    facts: dict[str, dict[str, Any]]
+    docs: pl.DataFrame  # one row per published document; n_tokens null where no count is reusable
+    paths: list[Path]
+    counts_note: str
+    buckets: Buckets
+
+
+def _inputs(shards_dir: Path, settings: Mapping[str, Any], tokenize_cfg: Mapping[str, Any], sources: Sequence[Any],
+            token_counts: str | Path | None) -> _Inputs:
+    buckets = Buckets.from_settings(settings)
+    manifest = _read_manifest(shards_dir)
+    cfg = release_tokenizer_cfg(settings, tokenize_cfg)
+    tok = tokenizer(cfg)
+    facts = _source_facts(sources)
+    docs, paths = _read_docs(shards_dir, manifest)
+    if docs.height == 0:
+        raise ReleaseError(f"{shards_dir}: the shards hold no documents; nothing to release")
+    unknown = sorted(set(docs["source_id"].unique().to_list()) - set(facts))
+    if unknown:
+        raise ReleaseError(f"{shards_dir}: sources {unknown} are in the shards but not in the ledger rows given")
+    counts, counts_note = reusable_counts(Path(token_counts) if token_counts else None, tok)
+    if counts is not None:
+        docs = docs.join(counts, on="id", how="left")
+    else:
+        docs = docs.with_columns(pl.lit(None, dtype=pl.Int32).alias("n_tokens"))
+    return _Inputs(manifest, cfg, tok, facts, docs, paths, counts_note, buckets)
+
+
+def _uncounted(docs: pl.DataFrame) -> list[tuple[int, list[int]]]:
+    """(shard, rows) of the documents without a reusable token count, in shard order."""
+    missing = docs.filter(pl.col("n_tokens").is_null())
+    return [(int(s), g["shard_row"].to_list()) for (s,), g in missing.group_by(["shard"], maintain_order=True)]
+
+
+def _with_counts(docs: pl.DataFrame, counted: Mapping[int, Mapping[int, int]]) -> pl.DataFrame:
+    """`docs` with the counts the release computed filled in (counted: shard -> row -> n_tokens)."""
+    frames = [
+        pl.DataFrame({"shard": [s] * len(c), "shard_row": list(c), "n_new": list(c.values())},
+                     schema={"shard": pl.Int32, "shard_row": pl.Int32, "n_new": pl.Int32})
+        for s, c in counted.items() if c
+    ]
+    if not frames:
+        return docs
+    return docs.join(pl.concat(frames), on=["shard", "shard_row"], how="left").with_columns(
+        pl.coalesce("n_tokens", "n_new").alias("n_tokens")
+    ).drop("n_new")
+
+
+def _work_units(docs: pl.DataFrame, counted: Mapping[int, Mapping[int, int]], buckets: Buckets) -> list[tuple[int, list[int]]]:
+    """(shard, rows) of every unit: up to UNIT_DOCS consecutive documents of one shard with work for the
+    worker processes (a token count the release computed, or over max_tokens), in shard and row order."""
+    long = docs.filter(pl.col("n_tokens") > buckets.max_tokens).select("shard", "shard_row")
+    rows_by_shard: dict[int, set[int]] = {int(s): set(c) for s, c in counted.items() if c}
+    for s, r in long.iter_rows():
+        rows_by_shard.setdefault(int(s), set()).add(int(r))
+    units = []
+    for s in sorted(rows_by_shard):
+        rows = sorted(rows_by_shard[s])
+        units += [(s, rows[i:i + UNIT_DOCS]) for i in range(0, len(rows), UNIT_DOCS)]
+    return units
+
+
+def _segment_batches(docs: pl.DataFrame, units: Sequence[tuple[int, list[int]]], buckets: Buckets,
+                     room: Mapping[str, list[bool]]) -> list[tuple[list[int], list[int], list[str], list[list[bool]]]]:
+    """Per unit, its documents over max_tokens as a segment job's batch (rows, n_tokens, doc_ids, rooms)."""
+    long = docs.filter(pl.col("n_tokens") > buckets.max_tokens).select("shard", "shard_row", "n_tokens", "id", "source_id")
+    by_key = {(int(s), int(r)): (int(n), i, sid) for s, r, n, i, sid in long.iter_rows()}
+    batches = []
+    for s, rows in units:
+        hit = [(r, by_key[(s, r)]) for r in rows if (s, r) in by_key]
+        batches.append(([r for r, _ in hit], [v[0] for _, v in hit], [v[1] for _, v in hit], [room[v[2]] for _, v in hit]))
+    return batches
+
+
+def _unit(shard: int, rows: list[int], counted: Mapping[int, int], segmented: Mapping[str, Any]) -> dict[str, Any]:
+    """A unit as recorded: its rows, the counts the release computed for them, their segments."""
+    mine = [r for r in rows if r in counted]
+    return {"shard": shard, "rows": rows, "counted": {"rows": mine, "n_tokens": [counted[r] for r in mine]},
+            "segmented": dict(segmented)}
+
+
+def unit_line(unit: Mapping[str, Any]) -> bytes:
+    """One unit as the line the build writes and the check compares (canonical JSON)."""
+    return json.dumps(unit, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+def _plan(inp: _Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any]], settings: Mapping[str, Any],
+          doc_info: Sequence[str | Path | pa.Table]) -> tuple[pl.DataFrame, dict[str, Any], list[str], list[tuple[int, int, int]]]:
+    """The plan (with gpart and seq), its counts, the kept fields and the parts, from counted docs and units."""
+    buckets = inp.buckets
+    doc_cols = ["id", "source_id", "url", "license_spdx", "lang", "shard", "shard_row"] + (
+        ["fetched_at"] if "fetched_at" in docs.columns else []
+    )
+    whole = docs.filter(pl.col("n_tokens") <= buckets.max_tokens).select(
+        *doc_cols,
+        pl.lit(-1, dtype=pl.Int32).alias("segment"),
+        pl.lit(0, dtype=pl.Int64).alias("char_start"),
+        pl.col("n_chars").cast(pl.Int64).alias("char_end"),
+        pl.col("n_tokens").cast(pl.Int32),
+        pl.col("sha256").cast(pl.Binary).alias("content_sha256"),
+    ).rename({"id": "doc_id"})
+    cands = whole
+    seg_frames = [
+        pl.DataFrame({k: u["segmented"]["rows"][k] for k in SEGMENT_SCHEMA}, schema=SEGMENT_SCHEMA)
+        .with_columns(pl.col("content_sha256").str.decode("hex"))
+        for u in units if u["segmented"]["rows"]["doc_id"]
+    ]
+    if seg_frames:
+        segs = pl.concat(seg_frames).join(docs.select(doc_cols).rename({"id": "doc_id"}), on="doc_id", how="left")
+        cands = pl.concat([whole, segs.select(whole.columns)], how="vertical_relaxed")
+    plan, plan_counts = plan_release(cands, buckets, settings)
+    plan, keep_fields = _attach_metadata(plan, inp.facts, _doc_info(doc_info), settings)
+    parts = parts_of(plan)
+    gpart_of = pl.DataFrame(
+        {"bucket": [b for b, _, _ in parts], "part": [p for _, p, _ in parts], "gpart": list(range(len(parts)))},
+        schema={"bucket": plan.schema["bucket"], "part": plan.schema["part"], "gpart": pl.Int64},
+    )
+    plan = plan.join(gpart_of, on=["bucket", "part"], how="left", maintain_order="left").with_columns(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("seq")
+    )
+    return plan, plan_counts, keep_fields, parts
+
+
+@dataclass
+class _Selected:
+    """Texts of some rows of one shard, read once for the rebuild check's jobs: array, shard row -> position."""
+
+    array: pa.Array
+    position: dict[int, int]
+
+
+def _select_texts(path: Path, rows: Collection[int]) -> _Selected:
+    wanted = sorted(rows)
+    return _Selected(shard_texts(str(path)).take(pa.array(wanted, pa.int64())), {r: i for i, r in enumerate(wanted)})
+
+
+def part_path(buckets: Buckets, bucket: int, part: int) -> str:
+    """A part file's path relative to the release folder."""
+    return f"data/{buckets.folder(bucket)}/part-{part:05d}.parquet"
+
+
+def _scatter_write(plan: pl.DataFrame, parts: Sequence[tuple[int, int, int]], inp: _Inputs, keep_fields: list[str],
+                   settings: Mapping[str, Any], spill_dir: Path, out: Path, workers: int,
+                   only: Sequence[int] | None = None, texts: Mapping[int, _Selected] | None = None,
+                   ) -> tuple[list[dict[str, Any]], float, float]:
+    """Write the parts (all, or the global part indexes `only`) under `out`; returns their files entries
+    (path, rows, sha256) in part order and the scatter and write seconds. The scatter jobs read their
+    shards, or take the texts of `texts` (by shard) where given."""
+    t = time.perf_counter()
+    chosen = plan if only is None else plan.filter(pl.col("gpart").is_in(list(only)))
+    by_shard = chosen.sort("shard", "gpart", "row").partition_by("shard", as_dict=True, maintain_order=True)
+    jobs = []
+    for (s, *_), g in by_shard.items():
+        rows = g["shard_row"].to_list()
+        source: str | pa.Array = str(inp.paths[s])
+        if texts is not None and s in texts:
+            source, rows = texts[s].array, [texts[s].position[r] for r in rows]
+        jobs.append((source, str(spill_dir / f"s{int(s):05d}.arrow"), rows, g["char_start"].to_list(),
+                     g["char_end"].to_list(), g["gpart"].to_list(), g["seq"].to_list()))
+    spills: dict[int, list[tuple[str, int]]] = {}
+    for job, index in zip(jobs, ordered_map(scatter_job, jobs, workers), strict=True):
+        for gp, batch in index.items():
+            spills.setdefault(gp, []).append((job[1], batch))
+    scatter_s, t = time.perf_counter() - t, time.perf_counter()
+    plan_cols = [c for c in chosen.columns if c not in ("content_sha256", "lang")]
+    by_part = chosen.partition_by("gpart", as_dict=True)
+    jobs = []
+    for i in range(len(parts)) if only is None else sorted(only):
+        b, p, _ = parts[i]
+        part_plan = by_part[(i,)].sort("row").select(plan_cols).to_arrow()
+        jobs.append((spills[i], part_plan, str(out / part_path(inp.buckets, b, p)), inp.tok.name, keep_fields,
+                     int(settings["zstd_level"])))
+    files = [
+        {"path": str(Path(job[2]).relative_to(out)), "rows": rows, "sha256": digest}
+        for job, (rows, digest) in zip(jobs, ordered_map(write_job, jobs, workers), strict=True)
+    ]
+    return files, scatter_s, time.perf_counter() - t
+
+
+def _record(inp: _Inputs, settings: Mapping[str, Any], plan: pl.DataFrame, plan_counts: Mapping[str, Any],
+            units: Sequence[Mapping[str, Any]], selection_excluded: Mapping[str, int] | None,
+            files: list[dict[str, Any]]) -> dict[str, Any]:
+    """The statistics record (_RELEASE.json): card info, cleaning rows, data statistics, files."""
+    no_segment: dict[str, int] = {}
+    for u in units:
+        for k, v in u["segmented"]["no_segment"].items():
+            no_segment[k] = no_segment.get(k, 0) + v
+    tails = sum(u["segmented"]["tails_dropped"] for u in units)
+    summary = summary_frame(plan["bucket"].to_numpy(), plan["source_id"], plan["n_tokens"].to_numpy(),
+                            (plan["segment"] >= 0).to_numpy())
+    data = data_stats(summary, inp.buckets, inp.facts)
+    name = settings.get("name") or inp.manifest["dataset"]
+    info = _card_info(name, inp.manifest["version"], inp.tok.name, plan, inp.facts, settings)
+    cleaning = cleaning_rows(inp.manifest, selection_excluded or {}, plan_counts, no_segment, tails)
+    return {"info": info, "cleaning": cleaning, "data": data, "files": files}
+
+
+def _record_bytes(record: Mapping[str, Any]) -> bytes:
+    return (json.dumps(record, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def build_release(
@@ -284,146 +387,75 @@ def build_release(
     doc_info: Sequence[str | Path | pa.Table] = (),
     selection_excluded: Mapping[str, int] | None = None,
     workers: int = 1,
+    units_file: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Build release/<name>/<version>/ from the published shards; returns stats for the UI (see docs/release.md)."""
+    """Build release/<name>/<version>/ from the published shards; returns stats for the UI (see docs/release.md).
+
+    With `units_file`, the units (runs of up to UNIT_DOCS documents of a shard with a token count the
+    release computed or segments to cut: those counts and segments, one canonical JSON line each) are
+    written there too, for the sampled rebuild check (`check_rebuild_sample`); stats["units"] holds its sha256."""
     settings = dict(settings)
     shards_dir, out_dir = Path(shards_dir), Path(out_dir)
     seconds: dict[str, float] = {}
     t = time.perf_counter()
-    buckets = Buckets.from_settings(settings)
-    manifest = _read_manifest(shards_dir)
-    cfg = release_tokenizer_cfg(settings, tokenize_cfg)
-    tok = _tokenizer(cfg)
-    facts = _source_facts(sources)
-    docs, paths = _read_docs(shards_dir, manifest)
-    if docs.height == 0:
-        raise ReleaseError(f"{shards_dir}: the shards hold no documents; nothing to release")
-    unknown = sorted(set(docs["source_id"].unique().to_list()) - set(facts))
-    if unknown:
-        raise ReleaseError(f"{shards_dir}: sources {unknown} are in the shards but not in the ledger rows given")
-    counts, counts_note = reusable_counts(Path(token_counts) if token_counts else None, tok)
-    if counts is not None:
-        docs = docs.join(counts, on="id", how="left")
-    else:
-        docs = docs.with_columns(pl.lit(None, dtype=pl.Int32).alias("n_tokens"))
+    inp = _inputs(shards_dir, settings, tokenize_cfg, sources, token_counts)
+    buckets, cfg = inp.buckets, inp.cfg
     seconds["read"] = time.perf_counter() - t
 
     # 2. tokenize documents without a count
     t = time.perf_counter()
+    counted: dict[int, dict[int, int]] = {}
     tok_seconds, tok_bytes, n_tokenized = 0.0, 0, 0
-    missing = docs.filter(pl.col("n_tokens").is_null())
-    if missing.height:
-        jobs = [
-            (str(paths[s]), g["shard_row"].to_list(), cfg)
-            for (s,), g in missing.group_by(["shard"], maintain_order=True)
-        ]
-        shard_ids = [int(s) for (s,), _ in missing.group_by(["shard"], maintain_order=True)]
-        filled = []
-        for s, job, (cnts, secs, nbytes) in zip(shard_ids, jobs, ordered_map(_count_job, jobs, workers), strict=True):
-            filled.append(pl.DataFrame({"shard": [s] * len(cnts), "shard_row": job[1], "n_new": cnts},
-                                       schema={"shard": pl.Int32, "shard_row": pl.Int32, "n_new": pl.Int32}))
-            tok_seconds += secs
-            tok_bytes += nbytes
-            n_tokenized += len(cnts)
-        docs = docs.join(pl.concat(filled), on=["shard", "shard_row"], how="left").with_columns(
-            pl.coalesce("n_tokens", "n_new").alias("n_tokens")
-        ).drop("n_new")
+    uncounted = _uncounted(inp.docs)
+    jobs = [(str(inp.paths[s]), rows, cfg) for s, rows in uncounted]
+    for (s, rows), (cnts, secs, nbytes) in zip(uncounted, ordered_map(count_job, jobs, workers), strict=True):
+        counted[s] = dict(zip(rows, cnts, strict=True))
+        tok_seconds += secs
+        tok_bytes += nbytes
+        n_tokenized += len(cnts)
+    docs = _with_counts(inp.docs, counted)
     seconds["tokenize_documents"] = time.perf_counter() - t
 
-    # 3. segment documents over max_tokens
+    # 3. segment documents over max_tokens: one job per shard, one result per unit
     t = time.perf_counter()
     room = room_by_source(docs, buckets, settings)
-    long = docs.filter(pl.col("n_tokens") > buckets.max_tokens).sort("shard", "shard_row")
-    seg_frames, no_segment, tails, seg_seconds, seg_bytes = [], {}, 0, 0.0, 0
-    if long.height:
-        groups = list(long.group_by(["shard"], maintain_order=True))
-        jobs = [
-            (str(paths[int(s)]), g["shard_row"].to_list(), g["n_tokens"].to_list(), g["id"].to_list(),
-             [room[sid] for sid in g["source_id"].to_list()], settings, cfg)
-            for (s,), g in groups
-        ]
-        for res in ordered_map(_segment_job, jobs, workers):
-            seg_frames.append(pl.DataFrame(res["rows"], schema={
-                "doc_id": pl.String, "segment": pl.Int32, "char_start": pl.Int64, "char_end": pl.Int64,
-                "n_tokens": pl.Int32, "content_sha256": pl.Binary}))
-            for k, v in res["no_segment"].items():
-                no_segment[k] = no_segment.get(k, 0) + v
-            tails += res["tails_dropped"]
-            seg_seconds += res["seconds"]
-            seg_bytes += res["bytes"]
+    work = _work_units(docs, counted, buckets)
+    batches = _segment_batches(docs, work, buckets, room)
+    shards = sorted({s for s, _ in work})
+    jobs = [(str(inp.paths[s]), [b for (us, _), b in zip(work, batches, strict=True) if us == s], settings, cfg)
+            for s in shards]
+    results = []
+    seg_seconds, seg_bytes = 0.0, 0
+    for res in ordered_map(segment_job, jobs, workers):
+        results += res["batches"]
+        seg_seconds += res["seconds"]
+        seg_bytes += res["bytes"]
+    units = [_unit(s, rows, counted.get(s, {}), seg) for (s, rows), seg in zip(work, results, strict=True)]
+    units_stats = None
+    if units_file is not None:
+        body = b"".join(unit_line(u) for u in units)
+        atomic_write_bytes(units_file, body)
+        units_stats = {"file": str(units_file), "sha256": hashlib.sha256(body).hexdigest(), "units": len(units)}
     seconds["segment"] = time.perf_counter() - t
 
     # 4. plan
     t = time.perf_counter()
-    doc_cols = ["id", "source_id", "url", "license_spdx", "lang", "shard", "shard_row"] + (
-        ["fetched_at"] if "fetched_at" in docs.columns else []
-    )
-    whole = docs.filter(pl.col("n_tokens") <= buckets.max_tokens).select(
-        *doc_cols,
-        pl.lit(-1, dtype=pl.Int32).alias("segment"),
-        pl.lit(0, dtype=pl.Int64).alias("char_start"),
-        pl.col("n_chars").cast(pl.Int64).alias("char_end"),
-        pl.col("n_tokens").cast(pl.Int32),
-        pl.col("sha256").cast(pl.Binary).alias("content_sha256"),
-    ).rename({"id": "doc_id"})
-    cands = whole
-    if seg_frames:
-        segs = pl.concat(seg_frames).join(docs.select(doc_cols).rename({"id": "doc_id"}), on="doc_id", how="left")
-        cands = pl.concat([whole, segs.select(whole.columns)], how="vertical_relaxed")
-    plan, plan_counts = plan_release(cands, buckets, settings)
-    plan, keep_fields = _attach_metadata(plan, facts, _doc_info(doc_info), settings)
+    plan, plan_counts, keep_fields, parts = _plan(inp, docs, units, settings, doc_info)
     seconds["plan"] = time.perf_counter() - t
 
-    name = settings.get("name") or manifest["dataset"]
-    version = manifest["version"]
-    parts = parts_of(plan)
-    gpart_of = pl.DataFrame(
-        {"bucket": [b for b, _, _ in parts], "part": [p for _, p, _ in parts], "gpart": list(range(len(parts)))},
-        schema={"bucket": plan.schema["bucket"], "part": plan.schema["part"], "gpart": pl.Int64},
-    )
-    plan = plan.join(gpart_of, on=["bucket", "part"], how="left", maintain_order="left").with_columns(
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("seq")
-    )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    files: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{out_dir.name}.spill-") as spill_dir, atomic_dir(out_dir) as tmp:
-        # 5. scatter
-        t = time.perf_counter()
-        by_shard = plan.sort("shard", "gpart", "row").partition_by("shard", as_dict=True, maintain_order=True)
-        jobs = [
-            (str(paths[int(s[0])]), str(Path(spill_dir) / f"s{int(s[0]):05d}.arrow"), g["shard_row"].to_list(),
-             g["char_start"].to_list(), g["char_end"].to_list(), g["gpart"].to_list(), g["seq"].to_list())
-            for s, g in by_shard.items()
-        ]
-        spills: dict[int, list[tuple[str, int]]] = {}
-        for job, index in zip(jobs, ordered_map(_scatter_job, jobs, workers), strict=True):
-            for gp, batch in index.items():
-                spills.setdefault(gp, []).append((job[1], batch))
-        seconds["scatter"] = time.perf_counter() - t
-
-        # 6. write parts
-        t = time.perf_counter()
-        plan_cols = [c for c in plan.columns if c not in ("content_sha256", "lang")]
-        jobs = []
-        for i, (b, p, _) in enumerate(parts):
-            rel = f"data/{buckets.folder(b)}/part-{p:05d}.parquet"
-            part_plan = plan.filter(pl.col("gpart") == i).sort("row").select(plan_cols).to_arrow()
-            jobs.append((spills[i], part_plan, str(tmp / rel), tok.name, keep_fields, int(settings["zstd_level"])))
-        for job, (rows, digest) in zip(jobs, ordered_map(_write_job, jobs, workers), strict=True):
-            files.append({"path": str(Path(job[2]).relative_to(tmp)), "rows": rows, "sha256": digest})
-        seconds["write"] = time.perf_counter() - t
+        # 5. scatter, 6. write parts
+        files, seconds["scatter"], seconds["write"] = _scatter_write(
+            plan, parts, inp, keep_fields, settings, Path(spill_dir), tmp, workers)
 
         # 7. statistics, figures, card
         t = time.perf_counter()
-        summary = summary_frame(plan["bucket"].to_numpy(), plan["source_id"], plan["n_tokens"].to_numpy(),
-                                (plan["segment"] >= 0).to_numpy())
-        data = data_stats(summary, buckets, facts)
-        info = _card_info(name, version, tok.name, plan, facts, settings)
-        cleaning = cleaning_rows(manifest, selection_excluded or {}, plan_counts, no_segment, tails)
-        record = {"info": info, "cleaning": cleaning, "data": data, "files": files}
+        record = _record(inp, settings, plan, plan_counts, units, selection_excluded, files)
         _write_card(tmp, record)
-        (tmp / STATS_NAME).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (tmp / STATS_NAME).write_bytes(_record_bytes(record))
         seconds["card"] = time.perf_counter() - t
+    info, data, cleaning = record["info"], record["data"], record["cleaning"]
     return {
         "release_dir": str(out_dir),
         "card": str(out_dir / "README.md"),
@@ -436,13 +468,14 @@ def build_release(
         "parts": len(parts),
         "docs_per_bucket": {b["folder"]: b["docs"] for b in data["buckets"]},
         "cleaning": cleaning,
-        "counts_reused": counts_note,
+        "counts_reused": inp.counts_note,
         "documents_tokenized": n_tokenized,
         "tokenize_documents": {"seconds": round(tok_seconds, 3), "mb": round(tok_bytes / 1e6, 3)},
         "tokenize_segments": {"seconds": round(seg_seconds, 3), "mb": round(seg_bytes / 1e6, 3)},
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
         "headline": card_mod.headline_rows(info, data, cleaning),
         "files": files,
+        **({"units": units_stats} if units_stats else {}),
     }
 
 
@@ -522,21 +555,29 @@ def cleaning_rows(
     return rows
 
 
-def _write_card(folder: Path, record: Mapping[str, Any]) -> None:
-    """README.md and the figures, from the statistics record alone."""
+def _write_card(folder: Path, record: Mapping[str, Any], figures: Collection[str] | None = None) -> None:
+    """README.md and the figures (all, or the file names in `figures`), from the statistics record alone."""
     info, data, cleaning = record["info"], record["data"], record["cleaning"]
     assets = folder / "assets"
     assets.mkdir(parents=True, exist_ok=True)
-    mix = fig_mod.mix_shares(
-        [(b["bucket"], sid, n) for b in data["buckets"] for sid, n in b.get("source_docs", [])], len(data["buckets"])
-    )
-    pngs = {
-        "docs_per_bucket.png": fig_mod.docs_per_bucket(data, info["tokenizer"]),
-        "tokens_by_source.png": fig_mod.tokens_by_source(data, info["tokenizer"]),
-        "source_mix.png": fig_mod.source_mix(data, mix, info["tokenizer"]),
+    tokenizer = info["tokenizer"]
+    if figures is None or figures:
+        from corpus_dagster.release import figures as fig_mod  # matplotlib: imported only to draw
+
+    def source_mix() -> bytes:
+        mix = fig_mod.mix_shares(
+            [(b["bucket"], sid, n) for b in data["buckets"] for sid, n in b.get("source_docs", [])], len(data["buckets"])
+        )
+        return fig_mod.source_mix(data, mix, tokenizer)
+
+    draw = {
+        "docs_per_bucket.png": lambda: fig_mod.docs_per_bucket(data, tokenizer),
+        "tokens_by_source.png": lambda: fig_mod.tokens_by_source(data, tokenizer),
+        "source_mix.png": source_mix,
     }
-    for fname, body in pngs.items():
-        (assets / fname).write_bytes(body)
+    for fname, render in draw.items():
+        if figures is None or fname in figures:
+            (assets / fname).write_bytes(render())
     (folder / "README.md").write_text(card_mod.render_card(info, data, cleaning), encoding="utf-8")
 
 
@@ -609,15 +650,131 @@ def check_rebuild(release_dir: str | Path, build_kwargs: Mapping[str, Any], work
     """Rebuild with `workers` into a temp folder and compare every file's bytes with `release_dir`."""
     release_dir = Path(release_dir)
     with tempfile.TemporaryDirectory(prefix="release-rebuild-") as tmp:
-        kwargs = dict(build_kwargs) | {"out_dir": Path(tmp) / "release", "workers": workers}
+        kwargs = dict(build_kwargs) | {"out_dir": Path(tmp) / "release", "workers": workers, "units_file": None}
         build_release(**kwargs)
         return checks.check_identical(file_hashes(release_dir), file_hashes(Path(tmp) / "release"))
+
+
+def _read_units(units_file: Path, sha256: str | None) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The build's units in order, or (None, why not)."""
+    if not units_file.is_file():
+        return None, f"{units_file}: the build's units file is missing; rebuild the release"
+    body = units_file.read_bytes()
+    if hashlib.sha256(body).hexdigest() != sha256:
+        return None, f"{units_file}: sha256 differs from the one the build recorded; rebuild the release"
+    return [json.loads(line) for line in body.decode("utf-8").splitlines()], None
+
+
+def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any], workers: int, units_file: str | Path,
+                         units_sha256: str | None, sample: int, seed: str) -> dict[str, Any]:
+    """Rebuild a seeded sample of the release with `workers` and compare bytes; `sample` 0 rebuilds everything.
+
+    A unit is a run of up to UNIT_DOCS documents of one input shard with work for the worker processes
+    (a token count the release computes, segments of a document over max_tokens); the build records each
+    unit's counts and segments in `units_file`. With `sample` n > 0:
+    - n units are recomputed, one job each, through a pool of `workers` and must equal the build's units;
+    - the whole plan (buckets, duplicates, caps, shuffle, parts) is recomputed from the inputs and the
+      build's units, and the set of part files must be the planned one;
+    - n output files drawn from the part files and the three figures are written again (parts through the
+      scatter and write jobs with `workers`) and compared byte for byte;
+    - README.md and _RELEASE.json are rendered again from the recomputed plan and compared byte for byte
+      (_RELEASE.json holds every part's sha256: the rewritten parts' from the rebuild, the others' from
+      their files).
+    Draws are seeded by `seed` (the stage key: a new build checks other units); `sample` 0 runs the full
+    rebuild (`check_rebuild`), what a scheduled full check runs."""
+    release_dir = Path(release_dir)
+    if sample <= 0:
+        full = check_rebuild(release_dir, build_kwargs, workers)
+        full["metadata"]["mode"] = "full"
+        return full
+    units, why = _read_units(Path(units_file), units_sha256)
+    if units is None:
+        return checks.rebuild_report([{"file": str(units_file), "problem": why}], mode="sample")
+    kw = dict(build_kwargs)
+    settings = dict(kw["settings"])
+    inp = _inputs(Path(kw["shards_dir"]), settings, kw["tokenize_cfg"], kw["sources"], kw.get("token_counts"))
+    problems: list[dict[str, Any]] = []
+
+    def shard_name(s: int) -> str:
+        return inp.paths[s].name
+
+    counted: dict[int, dict[int, int]] = {}
+    for u in units:
+        counted.setdefault(int(u["shard"]), {}).update(zip(u["counted"]["rows"], u["counted"]["n_tokens"], strict=True))
+    uncounted = {(s, r) for s, rows in _uncounted(inp.docs) for r in rows}
+    if uncounted != {(s, r) for s, c in counted.items() for r in c}:
+        return checks.rebuild_report([{"file": str(units_file), "problem": "the documents the build counted are not "
+                                       "the documents without a reusable count"}], mode="sample")
+    docs = _with_counts(inp.docs, counted)
+    work = _work_units(docs, counted, inp.buckets)
+    if work != [(int(u["shard"]), u["rows"]) for u in units]:
+        return checks.rebuild_report([{"file": str(units_file), "problem": f"{len(units)} units recorded, the inputs "
+                                       f"make {len(work)} (or other rows)"}], mode="sample")
+    picks = sample_units(len(work), sample, f"{seed}:units")
+    recount = [i for i in picks if units[i]["counted"]["rows"]]
+    jobs = [(str(inp.paths[work[i][0]]), units[i]["counted"]["rows"], inp.cfg) for i in recount]
+    recounted = {i: dict(zip(units[i]["counted"]["rows"], cnts, strict=True))
+                 for i, (cnts, _, _) in zip(recount, ordered_map(count_job, jobs, workers), strict=True)}
+    room = room_by_source(docs, inp.buckets, settings)
+    batches = _segment_batches(docs, [work[i] for i in picks], inp.buckets, room)
+
+    plan, plan_counts, keep_fields, parts = _plan(inp, docs, units, settings, kw.get("doc_info", ()))
+    part_files = [part_path(inp.buckets, b, p) for b, p, _ in parts]
+    figures = [f"assets/{f}" for f, _ in card_mod.FIGURES]
+    outputs = part_files + figures
+    expected = set(outputs) | {"README.md", STATS_NAME}
+    on_disk = {str(p.relative_to(release_dir)) for p in release_dir.rglob("*") if p.is_file()}
+    problems += [{"file": f, "problem": "missing in release"} for f in sorted(expected - on_disk)]
+    problems += [{"file": f, "problem": "not in the rebuilt plan"} for f in sorted(on_disk - expected)]
+    drawn = sample_units(len(outputs), sample, f"{seed}:outputs")
+    part_picks = [i for i in drawn if i < len(parts)]
+    fig_picks = [outputs[i] for i in drawn if i >= len(parts)]
+
+    # each shard the sample needs is read once, here; the jobs get only their texts
+    needed: dict[int, set[int]] = {}
+    for i, b in zip(picks, batches, strict=True):
+        needed.setdefault(work[i][0], set()).update(b[0])
+    for s, r in plan.filter(pl.col("gpart").is_in(part_picks)).select("shard", "shard_row").iter_rows():
+        needed.setdefault(int(s), set()).add(int(r))
+    texts = {s: _select_texts(inp.paths[s], rows) for s, rows in sorted(needed.items())}
+    jobs = []
+    for i, (rows, n_tokens, doc_ids, rooms) in zip(picks, batches, strict=True):
+        sel = texts.get(work[i][0])
+        source = sel.array.take(pa.array([sel.position[r] for r in rows], pa.int64())) if rows else pa.array([], pa.string())
+        jobs.append((source, [(list(range(len(rows))), n_tokens, doc_ids, rooms)], settings, inp.cfg))
+    for i, res in zip(picks, ordered_map(segment_job, jobs, workers), strict=True):
+        s, rows = work[i]
+        again = _unit(s, rows, recounted.get(i, {}), res["batches"][0])
+        if unit_line(again) != unit_line(units[i]):
+            problems.append({"file": shard_name(s), "problem": f"rows {rows[0]}..{rows[-1]}: counts or segments differ "
+                             f"from a rebuild with workers={workers}"})
+    with tempfile.TemporaryDirectory(prefix="release-rebuild-") as tmp_name:
+        tmp = Path(tmp_name)
+        (tmp / "spill").mkdir()
+        written, _, _ = _scatter_write(plan, parts, inp, keep_fields, settings, tmp / "spill", tmp / "out", workers,
+                                       only=part_picks, texts=texts)
+        digests = {f["path"]: f["sha256"] for f in written}
+        files = []
+        for rel, (_, _, rows) in zip(part_files, parts, strict=True):
+            here = release_dir / rel
+            digest = digests.get(rel) or (sha256_file(here) if here.is_file() else "")
+            files.append({"path": rel, "rows": rows, "sha256": digest})
+        record = _record(inp, settings, plan, plan_counts, units, kw.get("selection_excluded"), files)
+        _write_card(tmp / "out", record, figures={Path(f).name for f in fig_picks})
+        (tmp / "out" / STATS_NAME).write_bytes(_record_bytes(record))
+        for rel in [*(part_files[i] for i in part_picks), *fig_picks, "README.md", STATS_NAME]:
+            here = release_dir / rel
+            if here.is_file() and sha256_file(here) != sha256_file(tmp / "out" / rel):
+                problems.append({"file": rel, "problem": f"bytes differ from a rebuild with workers={workers}"})
+    return checks.rebuild_report(problems, mode="sample", units_rebuilt=len(picks), units=len(work),
+                                 parts_rewritten=len(part_picks), parts=len(parts), figures_redrawn=len(fig_picks),
+                                 files=len(expected))
 
 
 # --- The stage as the Dagster layer runs it: inputs from the other drivers, a content-keyed stage record -----
 
 STAGE = "release"
-CODE_VERSION = "1"
+CODE_VERSION = "2"  # 2: the build records its units for the sampled rebuild check
 
 
 def release_name(resolved: Mapping[str, Any]) -> str:
@@ -629,8 +786,11 @@ def _document_info(layout: Layout, source_ids: list[str]) -> list[pa.Table]:
     """Per source: id, fetched_at, kept ledger fields (from ingest) and repairs (from clean), for `metadata`."""
     tables = []
     for sid in source_ids:
+        files = clean_doc_files(layout, sid)
+        if not files:  # a source whose fetch found no documents: nothing to describe
+            continue
         info = pl.from_arrow(ingest_driver.document_info(layout, sid))
-        repairs = pl.concat([pl.from_arrow(pq.read_table(p, columns=["id", "repairs"])) for p in clean_doc_files(layout, sid)])
+        repairs = pl.concat([pl.from_arrow(pq.read_table(p, columns=["id", "repairs"])) for p in files])
         tables.append(repairs.join(info, on="id", how="left").to_arrow())
     return tables
 
@@ -683,13 +843,13 @@ def run_release_stage(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, 
     key, inputs = release_key(layout, resolved)
     folder = layout.stage(STAGE)
     done = records.cached(folder, key)
-    if done is not None:
+    if done is not None and units_path(layout, key).is_file():  # the rebuild check needs the units too
         return {**done.stats, "cached": True, "key": key}
     records.begin(folder)
     kwargs = release_kwargs(layout, resolved)
     out = Path(kwargs["out_dir"])
     records.begin(out.parent)
-    stats = build_release(**kwargs)
+    stats = build_release(**kwargs, units_file=units_path(layout, key))
     names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     stats = json.loads(json.dumps(stats, default=str))
     records.commit(folder, StageRecord(
@@ -706,11 +866,22 @@ def release_checks(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, Che
     return {name: _report(r) for name, r in check_release(out, resolved["release"]).items()}
 
 
+def units_path(layout: Layout, key: str) -> Path:
+    """Where the build under `key` records its units (the stage's key folder)."""
+    return layout.stage(STAGE) / key / UNITS_NAME
+
+
 def release_rebuild_check(layout: Layout, resolved: Mapping[str, Any]) -> CheckReport:
-    """Rebuild with another worker count into a temp folder: every file, the card included, byte-identical."""
+    """Rebuild with another worker count and compare bytes: a seeded sample of units and output files, the
+    plan, README.md and _RELEASE.json (`release.rebuild_check_units`, seeded by the stage key), or with 0
+    everything into a temp folder (see check_rebuild_sample)."""
     kwargs = release_kwargs(layout, resolved)
     other = 2 if resolved["workers"] == 1 else 1
-    report = _report(check_rebuild(kwargs["out_dir"], kwargs, other))
+    sample = int(resolved["release"]["rebuild_check_units"])
+    record = records.require_record(layout.stage(STAGE), STAGE)
+    units = record.stats.get("units") or {}
+    report = _report(check_rebuild_sample(kwargs["out_dir"], kwargs, other, units_path(layout, record.key),
+                                          units.get("sha256"), sample, record.key))
     report.metadata["rebuild_workers"] = other
     return report
 
