@@ -187,3 +187,12 @@ def test_token_counts_are_reused_when_the_tokenizer_matches(tmp_path, built):
     (tdir / "_TOKENS.json").write_text(json.dumps(man))
     res = build_release(**(again | {"out_dir": tmp_path / "r2"}))
     assert res["documents_tokenized"] == len(docs) and "other" in res["counts_reused"]
+
+
+def test_a_source_without_documents_adds_no_document_info(monkeypatch):
+    # a source whose fetch found no documents has no clean files: nothing to describe (was: concat of nothing)
+    from corpus_dagster.release import driver
+
+    monkeypatch.setattr(driver, "clean_doc_files", lambda layout, sid: [])
+    monkeypatch.setattr(driver.ingest_driver, "document_info", lambda layout, sid: pa.table({"id": pa.array([], pa.string())}))
+    assert driver._document_info(None, ["empty"]) == []
