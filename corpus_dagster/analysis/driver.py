@@ -63,7 +63,6 @@ from corpus_dagster.dedup.text import tokenize_batch
 from corpus_dagster.publish.driver import read_manifest
 from corpus_dagster.tokenize.driver import token_counts_file
 
-CODE_VERSION = "analysis-1"
 STEPS = ("scan", "exact", "candidates", "jaccard", "duplicates", "clusters", "lengths", "figures", "report")
 # Keys that only change speed or memory, never an output byte: left out of the run key.
 EXECUTION_KEYS = ("batch_bytes", "verify_batch_shingles", "verify_cluster_bytes")
