@@ -169,3 +169,22 @@ def test_prefix_and_suffix_fast_paths_follow_the_rules() -> None:
     chunks = sorted({"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) for _ in range(30_000)})
     assert [_prefix_len(c) for c in chunks] == [_prefix_len_spec(c) for c in chunks]
     assert [_suffix_len(c) for c in chunks] == [_suffix_len_spec(c) for c in chunks]
+
+
+def test_an_affix_around_an_inert_core_is_split_in_polars_like_the_chunk_tokenizer() -> None:
+    import numpy as np
+
+    from corpus_dagster.clean.word_tokens import SPECIAL_CASES
+    from corpus_dagster.clean.words import _affixed_inert
+
+    chunks = ["(foo_bar)", "docs.c:", "51.7]", "bpo-34246:", "_x9", "<3,", "(cannot)", "(a-b)", "x.", "(8)", ":)", "«é_1»"]
+    series = pl.Series(chunks)
+    took, rest, (pre, core, suf) = _affixed_inert(series, np.arange(len(chunks)), list(SPECIAL_CASES))
+    assert [chunks[i] for i in took] == ["(foo_bar)", "docs.c:", "51.7]", "bpo-34246:", "_x9", "«é_1»"]
+    assert [[p, c, s] for p, c, s in zip(pre, core, suf, strict=True)] == [
+        ["(", "foo_bar", ")"], ["", "docs.c", ":"], ["", "51.7", "]"], ["", "bpo-34246", ":"], ["_", "x9", ""],
+        ["«", "é_1", "»"]]
+    # a special case on the way (`<3`, `cannot`), an infix in the core, a `.` suffix: left to tokenize_chunk
+    assert [chunks[i] for i in rest] == ["<3,", "(cannot)", "(a-b)", "x.", "(8)", ":)"]
+    got = split_words(pl.Series([" ".join(chunks)])).to_list()[0]
+    assert got == [t for c in chunks for t in tokenize_chunk(c)]

@@ -2,9 +2,10 @@
 
 Text repeats its whitespace-separated chunks, so each distinct chunk of a batch is split once and the
 tokens are gathered back in text order. Chunks that no tokenizer rule touches, most of any text (words,
-numbers, times, hashes, identifiers), are one token; chunks of one prefix character, letters or digits and
-one suffix character are split by a polars regex; neither reaches Python. Every other distinct chunk goes
-through `tokenize_chunk` (spaCy's English rules, cached per process).
+numbers, times, hashes, identifiers), are one token; chunks of one prefix character and/or one suffix
+character around letters, digits or any such inert core (`(foo_bar)`, `docs.c:`) are split by polars
+regexes; none of these reaches Python. Every other distinct chunk goes through `tokenize_chunk` (spaCy's
+English rules, cached per process).
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ _CLASS = class_chars(PREFIX_CHARS - {"+"})
 _SUFFIX_CLASS = class_chars(SUFFIX_CHARS)
 _SHAPED = (rf"^([{_CLASS}]?)([\p{{L}}\p{{M}}]*[\p{{Ll}}\p{{Lo}}]|[\p{{L}}\p{{M}}]+|\p{{N}}+)"
            rf"((?:[{_SUFFIX_CLASS}]|(?:\.))?)$")
+# One prefix and/or one suffix character (never `.`) around any core; `_affixed_inert` keeps the chunks whose
+# core is inert.
+_AFFIXED = rf"^([{_CLASS}]?)(.+?)([{_SUFFIX_CLASS}]?)$"
 
 # Kept for the symbol/letter statistics of the Gopher rules.
 SYMBOL_ONLY_PATTERN = r"^[\p{P}\p{S}]+$"
@@ -95,6 +99,10 @@ def _chunk_tokens(chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
     shaped, other = rest[shaped_mask], rest[~shaped_mask]
     keep = pl.Series(shaped_mask)
     pre, core, suf = pre.filter(keep), core.filter(keep), suf.filter(keep)
+    affixed, other, (pre2, core2, suf2) = _affixed_inert(chunks, other, specials)
+    if len(affixed):
+        shaped = np.concatenate([shaped, affixed])
+        pre, core, suf = pre.append(pre2), core.append(core2), suf.append(suf2)
     has_pre = (pre.str.len_bytes() > 0).to_numpy()
     has_suf = (suf.str.len_bytes() > 0).to_numpy()
 
@@ -117,6 +125,24 @@ def _chunk_tokens(chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
     source[expand_ranges(starts[other], per_chunk[other])] = n + 3 * m + np.arange(len(flat_other))
     pieces = [chunks, pre, core, suf, pl.Series(flat_other, dtype=pl.String)]
     return per_chunk, pl.concat([x.alias("w") for x in pieces]).gather(source)
+
+
+def _affixed_inert(chunks: pl.Series, candidates: np.ndarray, specials: list[str]
+                   ) -> tuple[np.ndarray, np.ndarray, tuple[pl.Series, pl.Series, pl.Series]]:
+    """Of the `candidates` (indices into chunks), those made of one prefix character and/or one suffix
+    character (never `.`) around a core `tokenize_chunk` leaves whole (`_inert`), such as `(foo_bar)`,
+    `docs.c:`, `51.7]`: their tokens are the affixes and the core. No special case may form on the way
+    (the chunk, prefix + core, core + suffix). Returns (those indices, the other candidates, their parts)."""
+    cand = chunks.gather(candidates)
+    parts = cand.str.extract_groups(_AFFIXED).struct.unnest()
+    pre, core, suf = parts["1"], parts["2"], parts["3"]
+    ok = (core.is_not_null() & ((pre.str.len_bytes() > 0) | (suf.str.len_bytes() > 0)) & ~cand.is_in(specials)
+          & ~(core + suf).is_in(specials) & ~(pre + core).is_in(specials) & ~cand.str.ends_with("8)")
+          ).fill_null(False).to_numpy()
+    at = np.flatnonzero(ok)
+    ok[at[~_inert(core.gather(at))]] = False
+    keep = pl.Series(ok)
+    return candidates[ok], candidates[~ok], (pre.filter(keep), core.filter(keep), suf.filter(keep))
 
 
 def _inert(chunks: pl.Series) -> np.ndarray:
