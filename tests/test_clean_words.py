@@ -188,3 +188,17 @@ def test_an_affix_around_an_inert_core_is_split_in_polars_like_the_chunk_tokeniz
     assert [chunks[i] for i in rest] == ["<3,", "(cannot)", "(a-b)", "x.", "(8)", ":)"]
     got = split_words(pl.Series([" ".join(chunks)])).to_list()[0]
     assert got == [t for c in chunks for t in tokenize_chunk(c)]
+
+
+def test_tokens_concatenate_to_their_chunk() -> None:
+    # the merge of punctuation special cases is skipped unless one occurs inside the chunk: that relies on this
+    import random
+
+    from corpus_dagster.clean.word_tokens import SPECIAL_CASES
+
+    assert all("".join(parts) == key for key, parts in SPECIAL_CASES.items())
+    rng = random.Random(11)
+    alphabet = list("aZé9_0'’.,-–:/=+*^$%()[]<>\"«»#&§•©…;8") + [":)", "<3", "^_^", "cannot", "e.g.", "US$", "km"]
+    for _ in range(20_000):
+        chunk = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6)))
+        assert "".join(tokenize_chunk(chunk)) == chunk, chunk

@@ -9,6 +9,7 @@ documented prefix/suffix/infix classes; the special-case list is a compact one o
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import lru_cache
 
@@ -180,7 +181,8 @@ SPECIAL_CASES: dict[str, list[str]] = _special_cases()
 # matcher does (`[:alpha:]` -> `[:` `alpha` `:]`).
 _MERGE = {k for k in SPECIAL_CASES if not regex.search(r"\p{L}", k) and len(k) > 1}
 _MAX_MERGE = max(map(len, _MERGE))
-_MERGE_HEADS = frozenset(k[:i] for k in _MERGE for i in range(1, len(k)))  # what a merged run can start with
+# Tokens always concatenate to their chunk, so a merge needs one of these inside the chunk.
+_MERGE_ANYWHERE = re.compile("|".join(map(re.escape, sorted(_MERGE, key=len, reverse=True))))
 
 
 @lru_cache(maxsize=1 << 20)
@@ -242,7 +244,7 @@ def tokenize_chunk(chunk: str) -> tuple[str, ...]:
             if s[start:]:
                 tokens.append(s[start:])
     tokens.extend(reversed(suffixes))
-    if len(tokens) > 1 and not _MERGE_HEADS.isdisjoint(tokens):
+    if len(tokens) > 1 and _MERGE_ANYWHERE.search(chunk):
         tokens = _merge_specials(tokens)
     return tuple(tokens)
 
