@@ -177,15 +177,18 @@ def test_an_affix_around_an_inert_core_is_split_in_polars_like_the_chunk_tokeniz
     from corpus_dagster.clean.word_tokens import SPECIAL_CASES
     from corpus_dagster.clean.words import _affixed_inert
 
-    chunks = ["(foo_bar)", "docs.c:", "51.7]", "bpo-34246:", "_x9", "<3,", "(cannot)", "(a-b)", "x.", "(8)", ":)", "«é_1»"]
+    chunks = ["(foo_bar)", "docs.c:", "51.7]", "bpo-34246:", "_x9", "<3,", "(cannot)", "(a-b)", "x.", "(8)", ":)", "«é_1»",
+              "(word)", "word.", "12.", "WORD.", "a_b."]
     series = pl.Series(chunks)
     took, rest, (pre, core, suf) = _affixed_inert(series, np.arange(len(chunks)), list(SPECIAL_CASES))
-    assert [chunks[i] for i in took] == ["(foo_bar)", "docs.c:", "51.7]", "bpo-34246:", "_x9", "«é_1»"]
+    assert [chunks[i] for i in took] == ["(foo_bar)", "docs.c:", "51.7]", "bpo-34246:", "_x9", "«é_1»", "(word)",
+                                         "word.", "12."]
     assert [[p, c, s] for p, c, s in zip(pre, core, suf, strict=True)] == [
         ["(", "foo_bar", ")"], ["", "docs.c", ":"], ["", "51.7", "]"], ["", "bpo-34246", ":"], ["_", "x9", ""],
-        ["«", "é_1", "»"]]
-    # a special case on the way (`<3`, `cannot`), an infix in the core, a `.` suffix: left to tokenize_chunk
-    assert [chunks[i] for i in rest] == ["<3,", "(cannot)", "(a-b)", "x.", "(8)", ":)"]
+        ["«", "é_1", "»"], ["(", "word", ")"], ["", "word", "."], ["", "12", "."]]
+    # a special case on the way (`<3`, `cannot`, `x.`), an infix in the core, a `.` after upper case or `_`:
+    # left to tokenize_chunk
+    assert [chunks[i] for i in rest] == ["<3,", "(cannot)", "(a-b)", "x.", "(8)", ":)", "WORD.", "a_b."]
     got = split_words(pl.Series([" ".join(chunks)])).to_list()[0]
     assert got == [t for c in chunks for t in tokenize_chunk(c)]
 

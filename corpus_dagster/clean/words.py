@@ -35,16 +35,12 @@ _INERT = (rf"^[^'’{class_chars(PREFIX_CHARS | {'+', '.'})}\p{{So}}]"
           rf"(?:[^'’]*[^'’{class_chars(SUFFIX_CHARS | {'+', '.'})}\p{{So}}])?$")
 _CURRENCY_START = "^(?:" + "|".join(regex.escape(c) for c in MULTI_CURRENCY) + ")"
 _UNIT_AFTER_DIGIT = r"[0-9]([^0-9]+)$"  # the run after the last ASCII digit: a unit there is split off
-_SPECIAL_PLAIN = sorted(k for k in SPECIAL_CASES if regex.fullmatch(r"[\p{L}\p{M}]+", k))
-# Chunks split without Python: one prefix character, letters or digits, one suffix character (a `.` only
-# after a lower-case letter or a digit, where spaCy splits it); special cases excluded.
+# One prefix and/or one suffix character around any core; `_affixed_inert` keeps the chunks whose core is
+# inert (and, for a `.` suffix, letters ending lower-case or digits: where spaCy splits the `.` off).
 _CLASS = class_chars(PREFIX_CHARS - {"+"})
 _SUFFIX_CLASS = class_chars(SUFFIX_CHARS)
-_SHAPED = (rf"^([{_CLASS}]?)([\p{{L}}\p{{M}}]*[\p{{Ll}}\p{{Lo}}]|[\p{{L}}\p{{M}}]+|\p{{N}}+)"
-           rf"((?:[{_SUFFIX_CLASS}]|(?:\.))?)$")
-# One prefix and/or one suffix character (never `.`) around any core; `_affixed_inert` keeps the chunks whose
-# core is inert.
-_AFFIXED = rf"^([{_CLASS}]?)(.+?)([{_SUFFIX_CLASS}]?)$"
+_AFFIXED = rf"^([{_CLASS}]?)(.+?)((?:[{_SUFFIX_CLASS}]|\.)?)$"
+_DOT_SPLITS_AFTER = r"^(?:[\p{L}\p{M}]*[\p{Ll}\p{Lo}]|\p{N}+)$"
 
 # Kept for the symbol/letter statistics of the Gopher rules.
 SYMBOL_ONLY_PATTERN = r"^[\p{P}\p{S}]+$"
@@ -81,28 +77,14 @@ def expand_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     if not len(lengths) or (lengths == 1).all():
         return starts.astype(np.int64)
     ends = np.cumsum(lengths)
-    return np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1] if len(ends) else 0, dtype=np.int64)
+    return np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1], dtype=np.int64)
 
 
 def _chunk_tokens(chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
     """(tokens per chunk, every chunk's tokens laid end to end in chunk order) of whitespace-free chunks."""
     n = len(chunks)
     plain = _inert(chunks)
-    rest = np.flatnonzero(~plain)
-    parts = chunks.gather(rest).str.extract_groups(_SHAPED).struct.unnest()
-    pre, core, suf = parts["1"], parts["2"], parts["3"]
-    dot_ok = (suf != ".") | core.str.contains(r"[\p{Ll}\p{Lo}\p{N}]$")
-    specials = list(SPECIAL_CASES)
-    shaped_mask = (core.is_not_null() & dot_ok & ~core.is_in(_SPECIAL_PLAIN) & ~(core + suf).is_in(specials)
-                   & ~(pre + core).is_in(specials) & ~chunks.gather(rest).str.ends_with("8)")
-                   ).fill_null(False).to_numpy()
-    shaped, other = rest[shaped_mask], rest[~shaped_mask]
-    keep = pl.Series(shaped_mask)
-    pre, core, suf = pre.filter(keep), core.filter(keep), suf.filter(keep)
-    affixed, other, (pre2, core2, suf2) = _affixed_inert(chunks, other, specials)
-    if len(affixed):
-        shaped = np.concatenate([shaped, affixed])
-        pre, core, suf = pre.append(pre2), core.append(core2), suf.append(suf2)
+    shaped, other, (pre, core, suf) = _affixed_inert(chunks, np.flatnonzero(~plain), list(SPECIAL_CASES))
     has_pre = (pre.str.len_bytes() > 0).to_numpy()
     has_suf = (suf.str.len_bytes() > 0).to_numpy()
 
@@ -130,15 +112,16 @@ def _chunk_tokens(chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
 def _affixed_inert(chunks: pl.Series, candidates: np.ndarray, specials: list[str]
                    ) -> tuple[np.ndarray, np.ndarray, tuple[pl.Series, pl.Series, pl.Series]]:
     """Of the `candidates` (indices into chunks), those made of one prefix character and/or one suffix
-    character (never `.`) around a core `tokenize_chunk` leaves whole (`_inert`), such as `(foo_bar)`,
-    `docs.c:`, `51.7]`: their tokens are the affixes and the core. No special case may form on the way
-    (the chunk, prefix + core, core + suffix). Returns (those indices, the other candidates, their parts)."""
+    character around a core `tokenize_chunk` leaves whole (`_inert`), such as `(word)`, `word.`, `(foo_bar)`,
+    `docs.c:`, `51.7]`: their tokens are the affixes and the core. A `.` suffix only after letters ending
+    lower-case or digits; no special case may form on the way (the chunk, prefix + core, core + suffix).
+    Returns (those indices, the other candidates, their parts)."""
     cand = chunks.gather(candidates)
     parts = cand.str.extract_groups(_AFFIXED).struct.unnest()
     pre, core, suf = parts["1"], parts["2"], parts["3"]
     ok = (core.is_not_null() & ((pre.str.len_bytes() > 0) | (suf.str.len_bytes() > 0)) & ~cand.is_in(specials)
           & ~(core + suf).is_in(specials) & ~(pre + core).is_in(specials) & ~cand.str.ends_with("8)")
-          ).fill_null(False).to_numpy()
+          & ((suf != ".") | core.str.contains(_DOT_SPLITS_AFTER))).fill_null(False).to_numpy()
     at = np.flatnonzero(ok)
     ok[at[~_inert(core.gather(at))]] = False
     keep = pl.Series(ok)
