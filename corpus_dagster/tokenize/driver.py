@@ -3,11 +3,12 @@
 A row group of a shard is the unit of work. The stage runs as plan / units / finish (`core.units`): the
 plan writes the shard list (names, sha256, rows, rows per row group) and the tokenizer's identity into a
 work folder keyed by the stage key; each unit reads one shard (checking its sha256), encodes one of its
-row groups in batches and writes its token arrays per split into that folder, in any process on any machine that mounts the artifacts root; the finish step
-streams the units' arrays strictly in shard, row-group order through one writer (`write_streams`), one unit in
-memory at a time, so the output bytes never depend on the worker count, the executor or which unit
-finished first. `build_token_streams` feeds the same writer from an in-memory pool (at most
-`workers + 1` shards in flight); the rebuild check uses it to prove the unit path's bytes.
+row groups in batches and writes its token arrays per split into that folder, in any process on any
+machine that mounts the artifacts root; the finish step streams the units' arrays strictly in shard,
+row-group order through one writer (`write_streams`), one unit in memory at a time, so the output bytes
+never depend on the worker count, the executor or which unit finished first. `build_token_streams` feeds
+the same writer from an in-memory pool (at most `workers + 1` shards in flight); the rebuild check uses
+it to prove the unit path's bytes.
 """
 
 from __future__ import annotations
@@ -469,6 +470,13 @@ def row_group_rows(path: Path) -> list[int]:
     return [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
 
 
+def plan_units(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The units of a plan, in stream order: every row group of every shard (unit name, shard index, row group,
+    rows), from the plan's shard list."""
+    return [{"unit": unit_name(i, g), "shard": i, "row_group": g, "rows": rows}
+            for i, s in enumerate(plan["shards"]) for g, rows in enumerate(s["row_groups"])]
+
+
 def read_plan(layout: Layout, key: str) -> dict[str, Any]:
     """The plan of a key; TokenStreamError naming the work folder when there is none (or a damaged one)."""
     work = work_folder(layout, key)
@@ -516,8 +524,8 @@ def _cached_manifest(layout: Layout) -> dict[str, Any]:
 def plan_token_streams(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> Plan:
     """Decide the tokens key; cached: the manifest and no units. Else write the plan (the shard list with
     sha256 and rows, the tokenizer's identity and dtype) into the key's work folder and name the units still
-    to run, one per row group of each shard (`shard-00000-rg0000`, ...). A complete plan of the same key is reused with every unit
-    output already written (resume); work folders of other keys are removed."""
+    to run, one per row group of each shard (`shard-00000-rg0000`, ...). A complete plan of the same key is
+    reused with every unit output already written (resume); work folders of other keys are removed."""
     key, _inputs = tokens_key(layout, resolved)
     if records.cached(layout.stage(STAGE), key) is not None:
         _remove_work_folders(layout, keep=None)
@@ -530,8 +538,6 @@ def plan_token_streams(layout: Layout, resolved: dict[str, Any], log: Log | None
     tasks = shard_tasks(layout.shards, shards_manifest)  # a missing shard fails here, before any unit
     shards = [{"name": t.path.name, "sha256": t.sha256, "rows": t.rows, "row_groups": row_group_rows(t.path)}
               for t in tasks]
-    plan_units = [{"unit": unit_name(i, g), "shard": i, "row_group": g, "rows": rows}
-                  for i, s in enumerate(shards) for g, rows in enumerate(s["row_groups"])]
     work = work_folder(layout, key)
     try:
         plan = read_plan(layout, key)
@@ -550,12 +556,12 @@ def plan_token_streams(layout: Layout, resolved: dict[str, Any], log: Log | None
             "dtype": token_dtype(tok.info.vocab_size).name,
             "engine": tok.engine,
             "shards": shards,
-            "units": plan_units,
         }
         atomic_write_bytes(work / PLAN_NAME, (json.dumps(plan, indent=1, sort_keys=True) + "\n").encode())
     units = work / "units"
-    todo = tuple(u["unit"] for u in plan_units if _unit_marker(units, u["unit"], key) is None)
-    n = len(plan_units)
+    all_units = plan_units(plan)
+    todo = tuple(u["unit"] for u in all_units if _unit_marker(units, u["unit"], key) is None)
+    n = len(all_units)
     if log is not None:
         log(f"token_streams: {n} unit(s) ({len(shards)} shard(s)) planned in {work}, {n - len(todo)} already done")
     return Plan(key, todo, info={"work": str(work), "n_units": n, "units_done": n - len(todo)})
@@ -606,13 +612,14 @@ def _save_docs(path: Path, res: ShardTokens) -> int:
 
 @done_elsewhere(lambda layout: layout.stage(STAGE))
 def run_token_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str) -> None:
-    """Tokenize one row group of a shard of a plan into its unit files (atomically; nothing to do when already complete).
+    """Tokenize one row group of a shard of a plan into its unit files (atomically; nothing to do when already
+    complete).
 
     Takes no lock: it writes only its own files in the key's work folder, so any process on any machine
     that mounts the artifacts root can run it, and two runs of one unit write the same bytes.
     """
     plan = read_plan(layout, key)
-    entry = next((u for u in plan["units"] if u["unit"] == unit), None)
+    entry = next((u for u in plan_units(plan) if u["unit"] == unit), None)
     if entry is None:
         raise TokenStreamError(f"{work_folder(layout, key)}: unit {unit!r} is not in {PLAN_NAME}")
     units = work_folder(layout, key) / "units"
@@ -637,8 +644,9 @@ def run_token_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str
     for s in SPLITS:
         files[f"{unit}.tokens-{s}.npy"] = _save_npy(units / f"{unit}.tokens-{s}.npy", res.tokens[s])
         files[f"{unit}.lengths-{s}.npy"] = _save_npy(units / f"{unit}.lengths-{s}.npy", res.lengths[s])
-    marker = {"unit": unit, "key": key, "shard": shard["name"], "row_group": entry["row_group"], "rows": len(res.ids), "text_bytes": res.text_bytes,
-              "files": files, "started_at": started, "seconds": round(time.perf_counter() - clock, 3)}
+    marker = {"unit": unit, "key": key, "shard": shard["name"], "row_group": entry["row_group"], "rows": len(res.ids),
+              "text_bytes": res.text_bytes, "files": files, "started_at": started,
+              "seconds": round(time.perf_counter() - clock, 3)}
     atomic_write_bytes(units / f"{unit}.json", (json.dumps(marker, indent=1, sort_keys=True) + "\n").encode())
 
 
@@ -682,7 +690,8 @@ def finish_token_streams(layout: Layout, resolved: dict[str, Any], key: str, log
             f"run plan_token_streams again"
         )
     units = work / "units"
-    markers = {u["unit"]: _unit_marker(units, u["unit"], key) for u in plan["units"]}
+    all_units = plan_units(plan)
+    markers = {u["unit"]: _unit_marker(units, u["unit"], key) for u in all_units}
     missing = [u for u, m in markers.items() if m is None]
     if missing:
         raise TokenStreamError(
@@ -690,10 +699,10 @@ def finish_token_streams(layout: Layout, resolved: dict[str, Any], key: str, log
             f"{', ...' if len(missing) > 5 else ''}); run run_token_unit for them, then finish again"
         )
     tok_cfg = resolved["tokenize"]
-    workers, threads = resolve_parallelism(tok_cfg, resolved["workers"], len(plan["units"]))
+    workers, threads = resolve_parallelism(tok_cfg, resolved["workers"], len(all_units))
     records.begin(folder)
     records.begin(layout.tokens.parent)
-    outputs = (_load_unit(units, u["unit"], markers[u["unit"]], int(u["rows"])) for u in plan["units"])
+    outputs = (_load_unit(units, u["unit"], markers[u["unit"]], int(u["rows"])) for u in all_units)
     with heartbeat(log, "token_streams", interval_of(resolved), "writing the split files"):
         with atomic_dir(layout.tokens) as tmp:
             manifest, text_bytes = write_streams(
