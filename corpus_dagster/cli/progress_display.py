@@ -100,6 +100,7 @@ class _RunState:
     failed_steps: set[str] = field(default_factory=set)
     last_info: dict[str, str] = field(default_factory=dict)
     graph_seconds: dict[str, float] = field(default_factory=dict)
+    polls_since_finished: int = 0  # its event log is read once more after the run finished, then no more
 
 
 class RunWatcher:
@@ -127,11 +128,19 @@ class RunWatcher:
 
     # -- reading -------------------------------------------------------------------------------------------
     def poll(self) -> None:
+        """Read the new events of every run of this session that is going or has just finished.
+
+        A finished run is read on two polls, then left: reading every run of a 1,000-source session twice
+        a second would cost more than the runs (each run's events are a SQLite file of their own)."""
         for run in self.instance.get_runs(filters=dg.RunsFilter(tags={SESSION_TAG: self.session})):
             state = self.runs.get(run.run_id)
             if state is None:
                 partition = run.tags.get("dagster/partition")
                 state = self.runs[run.run_id] = _RunState(label=partition or "corpus")
+            if run.is_finished:
+                if state.polls_since_finished >= 2:
+                    continue
+                state.polls_since_finished += 1
             while True:
                 conn = self.instance.get_records_for_run(run.run_id, cursor=state.cursor, limit=500)
                 for record in conn.records:

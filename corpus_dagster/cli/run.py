@@ -1,6 +1,6 @@
 """`python -m corpus_dagster.run CONFIG [--keep-going] [--log-file PATH]`: build the corpus through Dagster.
 
-One `build_source` run per ledger source (`workers` at a time, each on Dagster's multiprocess executor), then
+One `build_source` run per ledger source (`workers` at a time, each run's steps in its process), then
 one `build_corpus` run over the sources that are materialized, against the instance in DAGSTER_HOME, so the
 runs appear in the UI afterwards. The console shows one line per finished step; Dagster's event stream and
 every traceback go to the log file.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -109,7 +109,18 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def resolve_config(raw: dict[str, Any], source: str = "<config>") -> dict[str, Any]:
-    """Validate a raw config, fill defaults and validate again; raise ConfigError listing all violations."""
+    """Validate a raw config, fill defaults and validate again; raise ConfigError listing all violations.
+
+    Every asset and check of a run resolves the config again (about 20 ms of schema validation each),
+    so the result of one raw config is kept per process and handed out as a copy.
+    """
+    return copy.deepcopy(_resolve_cached(canonical_json(raw), source))
+
+
+@lru_cache(maxsize=16)
+def _resolve_cached(raw_json: bytes, source: str) -> dict[str, Any]:
+    """resolve_config of one canonical raw config (an invalid one raises and is not kept)."""
+    raw = json.loads(raw_json)
     schema = load_schema("corpus-config.schema.json")
     violations = schema_violations(raw, schema)
     if not violations:
