@@ -172,3 +172,58 @@ def test_alphanumeric_table_equals_str_isalnum_on_every_code_point() -> None:
     table = _alnum_table()
     assert table.shape == (0x110000,)
     assert table.tolist() == [chr(cp).isalnum() for cp in range(0x110000)]
+
+
+def _numpy_signatures(hashes64: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, scheme: str) -> np.ndarray:
+    """The numpy formulation the kernel replaced: per permutation, multiply, add and `minimum.reduceat`."""
+    from corpus_dagster.dedup.minhash import premix, signature_dtype
+
+    dtype = signature_dtype(scheme)
+    out = np.full((len(a), len(offsets) - 1), np.iinfo(dtype).max, dtype=dtype)
+    have = np.flatnonzero(np.diff(offsets) > 0)
+    if len(have):
+        x = premix(hashes64, scheme)
+        for p in range(len(a)):
+            out[p, have] = np.minimum.reduceat(x * a[p] + b[p], offsets[have])
+    return out.T
+
+
+@pytest.mark.parametrize("scheme", ["affine32", "affine64"])
+def test_kernel_equals_the_numpy_formulation(scheme: str) -> None:
+    """Random shingle hashes over documents of 0 to 300 shingles (empty ones first, last and between)."""
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 300, 200)
+    counts[[0, 7, 8, 199]] = 0
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    hashes = rng.integers(0, 2**64 - 1, int(offsets[-1]), dtype=np.uint64, endpoint=True)
+    a, b = permutations(128, 11, scheme)
+    got = signatures_from_hashes(hashes, offsets, a, b, scheme)
+    assert got.dtype == np.dtype(np.uint32 if scheme == "affine32" else np.uint64)
+    assert np.array_equal(got, _numpy_signatures(hashes, offsets, a, b, scheme))
+    assert (got[counts == 0] == np.iinfo(got.dtype).max).all()
+
+
+def test_signatures_of_a_batch_without_shingles_are_all_max() -> None:
+    a, b = permutations(16, 1)
+    got = signatures_from_hashes(np.zeros(0, dtype=np.uint64), np.zeros(4, dtype=np.int64), a, b, "affine32")
+    assert got.shape == (3, 16) and (got == np.iinfo(np.uint32).max).all()
+
+
+def test_kernel_refuses_mixed_dtypes_and_wrong_shapes() -> None:
+    from corpus_dagster.dedup.kernels import min_affine
+
+    x = np.arange(4, dtype=np.uint32)
+    a = b = np.ones(8, dtype=np.uint32)
+    with pytest.raises(TypeError, match="share uint32 or uint64"):
+        min_affine(x, np.array([0, 4]), a.astype(np.uint64), b, np.zeros((1, 8), dtype=np.uint32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        min_affine(x, np.array([0, 4]), a, b, np.zeros((8, 1), dtype=np.uint32))
+
+
+def test_one_letter_documents_each_hold_a_word() -> None:
+    """Words end at document boundaries without a separator byte: as many words as bytes."""
+    texts = ["a", "b", "", "é", "c", "7", "d"]
+    batch = tokenize_batch(texts)
+    assert [batch.word_text(i) for i in range(len(batch.starts))] == ["a", "b", "é", "c", "7", "d"]
+    assert batch.word_counts().tolist() == [1, 1, 0, 1, 1, 1, 1]
+    assert [words(t) for t in texts] == [["a"], ["b"], [], ["é"], ["c"], ["7"], ["d"]]

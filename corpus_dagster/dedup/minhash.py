@@ -3,8 +3,9 @@
 datasketch (>= 2.0) permutes each input hash h as a * fmix(h) + b modulo 2**w (a odd, so a bijection),
 with (a, b) drawn from numpy's RandomState(seed) and w = 32 ("affine32", its default) or 64
 ("affine64"). We draw the same (a, b), feed the same shingle hashes (`shingle_input_hash`), and take
-the same minimum, but loop over the num_perm permutations with every shingle of a batch in one array
-(a 1-D multiply, add and `minimum.reduceat` per permutation) instead of one shingle at a time.
+the same minimum. The loop is one compiled kernel (numba, `kernels.min_affine`): per shingle, every
+permutation's value and running minimum, so the shingle array is read once instead of three times per
+permutation as a numpy formulation must (multiply, add, `minimum.reduceat`).
 """
 
 from __future__ import annotations
@@ -83,21 +84,14 @@ def signatures_from_hashes(
     hashes64: uint64 shingle hashes in document order; offsets: int64, length n_docs + 1.
     Returns an (n_docs, num_perm) array of the scheme's dtype.
     """
+    from corpus_dagster.dedup.kernels import min_affine  # numba: imported where hashes are computed
+
     dtype = _DTYPE[scheme]
-    n_docs = len(offsets) - 1
-    out = np.full((len(a), n_docs), np.iinfo(dtype).max, dtype=dtype)
-    counts = np.diff(offsets)
-    have = np.flatnonzero(counts > 0)
-    if len(have) == 0:
-        return out.T.copy()
-    x = premix(hashes64, scheme)
-    seg_starts = offsets[have]
-    tmp = np.empty(len(x), dtype=dtype)
-    for p in range(len(a)):
-        np.multiply(x, a[p], out=tmp)
-        tmp += b[p]
-        out[p, have] = np.minimum.reduceat(tmp, seg_starts)
-    return np.ascontiguousarray(out.T)
+    out = np.full((len(offsets) - 1, len(a)), np.iinfo(dtype).max, dtype=dtype)
+    if len(hashes64):
+        min_affine(premix(hashes64, scheme), np.ascontiguousarray(offsets, dtype=np.int64),
+                   a.astype(dtype), b.astype(dtype), out)
+    return out
 
 
 def batch_signatures(

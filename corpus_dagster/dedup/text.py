@@ -4,9 +4,9 @@ One normalization for both, so a person reads one rule: lowercase, then every ru
 are not alphanumeric (Python's str.isalnum: Unicode letters and numbers) becomes one space, then the
 ends are trimmed; words are what the spaces separate. The scalar form (`words`) is the reference.
 The batch form never builds the normalized string: it lowercases a whole batch in polars, then finds
-the words as maximal runs of alphanumeric characters directly in the UTF-8 bytes with numpy (decoding
-code points only when a batch has non-ASCII bytes, and classifying them with a table built from
-str.isalnum, so both forms agree on every character by construction).
+the words as maximal runs of alphanumeric characters directly in the UTF-8 bytes, in one compiled pass
+(`kernels.word_bounds`) that decodes code points as it goes and classifies them with a table built from
+str.isalnum, so both forms agree on every character by construction.
 """
 
 from __future__ import annotations
@@ -70,31 +70,7 @@ class WordBatch:
 
 
 _ASCII_ALNUM = np.array([chr(b).isalnum() if b < 0x80 else False for b in range(256)], dtype=bool)
-_SEQ_LEN = np.array([1] * 0xC0 + [2] * 0x20 + [3] * 0x10 + [4] * 0x10, dtype=np.int64)  # by lead byte
-
-
-def _alnum_bytes(data: np.ndarray) -> np.ndarray:
-    """Per byte: does it belong to an alphanumeric character. ASCII by a 256-entry table; the few
-    multi-byte characters are decoded (vectorized) and looked up in the code point table."""
-    alnum = _ASCII_ALNUM[data]
-    leads = np.flatnonzero(data >= 0xC0)
-    if len(leads) == 0:
-        return alnum
-    padded = np.concatenate([data, np.zeros(3, dtype=np.uint8)])
-    b0 = padded[leads].astype(np.uint32)
-    b1, b2, b3 = ((padded[leads + i] & 0x3F).astype(np.uint32) for i in (1, 2, 3))
-    n = _SEQ_LEN[b0]
-    cp = np.where(
-        n == 2,
-        ((b0 & 0x1F) << 6) | b1,
-        np.where(
-            n == 3, ((b0 & 0x0F) << 12) | (b1 << 6) | b2, ((b0 & 0x07) << 18) | (b1 << 12) | (b2 << 6) | b3
-        ),
-    )
-    before = np.cumsum(n) - n
-    idx = np.repeat(leads - before, n) + np.arange(int(n.sum()), dtype=np.int64)
-    alnum[idx] = np.repeat(_alnum_table()[cp], n)
-    return alnum
+_NO_TABLE = np.zeros(0, dtype=bool)  # the code point table, when a batch is all ASCII
 
 
 def tokenize_batch(texts: pl.Series | pa.Array | pa.ChunkedArray | list[str | None]) -> WordBatch:
@@ -115,20 +91,8 @@ def tokenize_batch(texts: pl.Series | pa.Array | pa.ChunkedArray | list[str | No
     total = int(offsets[-1])
     data_buf = lower.buffers()[2]
     data = np.frombuffer(data_buf, dtype=np.uint8)[base : base + total] if total else np.zeros(0, np.uint8)
-    alnum = _alnum_bytes(data)
-    # A word starts where an alphanumeric byte follows a non-alphanumeric one or a document start, and
-    # ends where one is followed by a non-alphanumeric byte or a document end.
-    doc_start, doc_end = offsets[:-1], offsets[1:]
-    nonempty = doc_end > doc_start
-    before = np.zeros(total, dtype=bool)
-    before[1:] = alnum[:-1]
-    before[doc_start[nonempty]] = False
-    after = np.zeros(total, dtype=bool)
-    after[:-1] = alnum[1:]
-    after[doc_end[nonempty] - 1] = False
-    starts = np.flatnonzero(alnum & ~before)
-    ends = np.flatnonzero(alnum & ~after) + 1
-    doc_offsets = np.searchsorted(starts, offsets).astype(np.int64)
-    return WordBatch(
-        data=data, starts=starts.astype(np.int64), ends=ends.astype(np.int64), doc_offsets=doc_offsets
-    )
+    from corpus_dagster.dedup.kernels import word_bounds  # numba: imported where words are needed
+
+    cp_alnum = _alnum_table() if total and int(data.max()) >= 0x80 else _NO_TABLE
+    starts, ends, doc_offsets = word_bounds(data, offsets, _ASCII_ALNUM, cp_alnum)
+    return WordBatch(data=data, starts=starts, ends=ends, doc_offsets=doc_offsets)

@@ -1,0 +1,157 @@
+"""The hot loops of MinHash and n-gram hashing as compiled kernels (numba), each one pass over its input.
+
+- word bounds: maximal runs of alphanumeric characters per document, decoding UTF-8 on the way;
+- word hashes: the polynomial of a word's bytes, finished with fmix64, straight from the byte ranges;
+- shingle hashes: the polynomial of k consecutive word hashes per window, finished the same way;
+- MinHash minima: per shingle, every permutation's (a * x + b) mod 2**w and its running minimum.
+
+numpy formulations of the same arithmetic need a prefix sum over every byte (8 bytes of uint64 per text
+byte, several passes) and three passes over the shingles per permutation; these read each input once.
+numba compiles on first use and caches the machine code beside this file (or in its user cache when
+this folder is read-only), so a process pays the compile once per installation, not per run.
+Unsigned integer arithmetic wraps modulo 2**64 here as in numpy and Python's `& MASK64`, so every value
+equals the scalar references in `hashing.py` and datasketch's (the tests compare them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_U64 = np.uint64
+_FMIX_1 = _U64(0xFF51AFD7ED558CCD)
+_FMIX_2 = _U64(0xC4CEB9FE1A85EC53)
+_SHIFT = _U64(33)
+
+
+@njit(inline="always")
+def _fmix64(x):  # noqa: ANN001, ANN202 - numba infers the types
+    x ^= x >> _SHIFT
+    x *= _FMIX_1
+    x ^= x >> _SHIFT
+    x *= _FMIX_2
+    x ^= x >> _SHIFT
+    return x
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _word_bounds(data, offsets, ascii_alnum, cp_alnum, starts, ends, doc_words):  # noqa: ANN001
+    n = 0
+    for d in range(offsets.shape[0] - 1):
+        doc_words[d] = n
+        i, stop = offsets[d], offsets[d + 1]
+        in_word = False
+        while i < stop:
+            lead = np.int64(data[i])
+            if lead < 0x80:
+                size = 1
+                alnum = ascii_alnum[lead]
+            else:  # a valid UTF-8 sequence (Arrow strings are): decode its code point
+                if lead >= 0xF0:
+                    size = 4
+                    cp = ((lead & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12) \
+                        | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)
+                elif lead >= 0xE0:
+                    size = 3
+                    cp = ((lead & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F)
+                else:
+                    size = 2
+                    cp = ((lead & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
+                alnum = cp_alnum[cp]
+            if alnum and not in_word:
+                starts[n] = i
+                in_word = True
+            elif not alnum and in_word:
+                ends[n] = i
+                n += 1
+                in_word = False
+            i += size
+        if in_word:
+            ends[n] = stop
+            n += 1
+    doc_words[offsets.shape[0] - 1] = n
+    return n
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _word_hashes(data, starts, ends, base, len_mix, out):  # noqa: ANN001
+    for w in range(starts.shape[0]):
+        acc = _U64(0)
+        power = _U64(1)
+        for j in range(starts[w], ends[w]):
+            acc += _U64(data[j]) * power
+            power *= base
+        out[w] = _fmix64(acc ^ (_U64(ends[w] - starts[w]) * len_mix))
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _window_hashes(values, doc_offsets, out_offsets, powers, finish, out):  # noqa: ANN001
+    k = powers.shape[0]
+    for d in range(doc_offsets.shape[0] - 1):
+        first = doc_offsets[d]
+        for i in range(out_offsets[d + 1] - out_offsets[d]):
+            acc = _U64(0)
+            for j in range(k):
+                acc += values[first + i + j] * powers[j]
+            out[out_offsets[d] + i] = _fmix64(acc ^ finish)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _min_affine(x, offsets, a, b, mask, out):  # noqa: ANN001
+    n_perm = a.shape[0]
+    for d in range(offsets.shape[0] - 1):
+        row = out[d]
+        for i in range(offsets[d], offsets[d + 1]):
+            v = x[i]
+            for p in range(n_perm):
+                # numba widens uint32 products to 64 bits; the mask keeps the value modulo 2**w
+                h = (a[p] * v + b[p]) & mask
+                if h < row[p]:
+                    row[p] = h
+
+
+def word_bounds(data: np.ndarray, offsets: np.ndarray, ascii_alnum: np.ndarray,
+                cp_alnum: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, doc_offsets) of the words of UTF-8 `data`: maximal runs of characters that
+    ascii_alnum (by byte, < 0x80) or cp_alnum (by code point) call alphanumeric, never crossing a
+    document boundary (`offsets`: byte offsets, length n_docs + 1). cp_alnum may be empty when every
+    byte is ASCII."""
+    # a document of L bytes holds at most L // 2 + 1 words (separated by at least one byte)
+    most = len(data) // 2 + len(offsets)
+    starts = np.empty(most, dtype=np.int64)
+    ends = np.empty(most, dtype=np.int64)
+    doc_words = np.empty(len(offsets), dtype=np.int64)
+    n = _word_bounds(data, offsets.astype(np.int64, copy=False), ascii_alnum, cp_alnum, starts, ends, doc_words)
+    return starts[:n].copy(), ends[:n].copy(), doc_words
+
+
+def word_hashes(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, base: int, len_mix: int) -> np.ndarray:
+    """fmix64(sum_j data[s + j] * base**j  xor  (e - s) * len_mix) for every byte range [s, e) (uint64)."""
+    out = np.empty(len(starts), dtype=np.uint64)
+    _word_hashes(data, starts.astype(np.int64, copy=False), ends.astype(np.int64, copy=False),
+                 _U64(base), _U64(len_mix), out)
+    return out
+
+
+def window_hashes(values: np.ndarray, doc_offsets: np.ndarray, out_offsets: np.ndarray, powers: np.ndarray,
+                  finish: int) -> np.ndarray:
+    """fmix64(sum_j values[s + j] * powers[j]  xor  finish) for every window of len(powers) values that
+    starts at s inside one document (windows of document d are out[out_offsets[d]:out_offsets[d + 1]])."""
+    out = np.empty(int(out_offsets[-1]), dtype=np.uint64)
+    _window_hashes(values.astype(np.uint64, copy=False), doc_offsets.astype(np.int64, copy=False),
+                   out_offsets.astype(np.int64, copy=False), powers.astype(np.uint64, copy=False), _U64(finish), out)
+    return out
+
+
+def min_affine(x: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """out[d, p] = min(out[d, p], min over i in [offsets[d], offsets[d+1]) of (a[p] * x[i] + b[p]) mod 2**w).
+
+    x, a, b and out share one unsigned dtype (uint32: w = 32, uint64: w = 64); out is (n_docs, n_perm),
+    C-contiguous, and is updated in place (fill it with the dtype's max first).
+    """
+    if not (x.dtype == a.dtype == b.dtype == out.dtype) or out.dtype not in (np.uint32, np.uint64):
+        raise TypeError(f"min_affine: x, a, b and out must share uint32 or uint64, got "
+                        f"{x.dtype}, {a.dtype}, {b.dtype}, {out.dtype}")
+    if out.shape != (len(offsets) - 1, len(a)) or not out.flags.c_contiguous:
+        raise ValueError(f"min_affine: out must be C-contiguous ({len(offsets) - 1}, {len(a)}), got {out.shape}")
+    _min_affine(x, offsets.astype(np.int64, copy=False), a, b, out.dtype.type(np.iinfo(out.dtype).max), out)
