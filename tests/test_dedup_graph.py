@@ -125,3 +125,13 @@ def test_peak_rss_is_per_step_after_a_reset() -> None:
     assert during >= before + 30
     del block
     assert reset_peak_rss() and peak_rss_mb() < during - 30
+
+
+def test_intersections_of_sorted_ranges() -> None:
+    from corpus_dagster.dedup.kernels import intersections
+
+    values = np.array([1, 3, 5, 7, 9, 3, 4, 5, 9, 10, 2], dtype=np.uint64)
+    # [1 3 5 7 9] & [3 4 5 9 10] = 3; a set with itself; empty ranges; disjoint
+    got = intersections(values, np.array([0, 0, 0, 10]), np.array([5, 5, 0, 1]),
+                        np.array([5, 0, 5, 0]), np.array([5, 5, 5, 5]))
+    assert got.tolist() == [3, 5, 0, 0]

@@ -442,11 +442,17 @@ def _step_candidates(ctx: _Ctx) -> dict[str, Any]:
         mm = np.memmap(ctx.work / "bands.u64", dtype=np.uint64, mode="r").reshape(-1, cfg["bands"])
         keys = np.array(mm[pos])
         del mm
-    pairs, largest = np.zeros(0, np.uint64), 0
+    # The union of every band's pairs. Merging each band into the running set re-sorted that set 16 times;
+    # merging once the pending bands hold as many pairs as the set does keeps memory within about twice
+    # the set and sorts each pair a few times only.
+    pairs, pending, largest = np.zeros(0, np.uint64), [], 0
     for band in range(cfg["bands"]):
         found, big = bucket_pairs(keys[:, band], rows)
-        pairs = np.union1d(pairs, found)
+        pending.append(found)
         largest = max(largest, big)
+        if sum(map(len, pending)) >= max(len(pairs), 1 << 20):
+            pairs, pending = np.unique(np.concatenate([pairs, *pending])), []
+    pairs = np.unique(np.concatenate([pairs, *pending])).astype(np.uint64, copy=False)
     _save_npy(ctx.work / "candidates.npy", pairs)
     return {
         "lsh_docs": len(rows),

@@ -3,7 +3,8 @@
 - word bounds: maximal runs of alphanumeric characters per document, decoding UTF-8 on the way;
 - word hashes: the polynomial of a word's bytes, finished with fmix64, straight from the byte ranges;
 - shingle hashes: the polynomial of k consecutive word hashes per window, finished the same way;
-- MinHash minima: per shingle, every permutation's (a * x + b) mod 2**w and its running minimum.
+- MinHash minima: per shingle, every permutation's (a * x + b) mod 2**w and its running minimum;
+- set intersections: the shared values of two sorted unique arrays, by one merge walk per pair.
 
 numpy formulations of the same arithmetic need a prefix sum over every byte (8 bytes of uint64 per text
 byte, several passes) and three passes over the shingles per permutation; these read each input once.
@@ -108,6 +109,36 @@ def _min_affine(x, offsets, a, b, mask, out):  # noqa: ANN001
                 h = (a[p] * v + b[p]) & mask
                 if h < row[p]:
                     row[p] = h
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _intersections(values, off_a, len_a, off_b, len_b, out):  # noqa: ANN001
+    for i in range(off_a.shape[0]):
+        p, p_end = off_a[i], off_a[i] + len_a[i]
+        q, q_end = off_b[i], off_b[i] + len_b[i]
+        shared = 0
+        while p < p_end and q < q_end:
+            x, y = values[p], values[q]
+            if x == y:
+                shared += 1
+                p += 1
+                q += 1
+            elif x < y:
+                p += 1
+            else:
+                q += 1
+        out[i] = shared
+
+
+def intersections(values: np.ndarray, off_a: np.ndarray, len_a: np.ndarray, off_b: np.ndarray,
+                  len_b: np.ndarray) -> np.ndarray:
+    """|A_i ∩ B_i| for A_i = values[off_a[i]:off_a[i] + len_a[i]] and B_i likewise: each range sorted
+    ascending and without repeats (int64 counts)."""
+    out = np.empty(len(off_a), dtype=np.int64)
+    i64 = np.int64
+    _intersections(values, off_a.astype(i64, copy=False), len_a.astype(i64, copy=False),
+                   off_b.astype(i64, copy=False), len_b.astype(i64, copy=False), out)
+    return out
 
 
 def word_bounds(data: np.ndarray, offsets: np.ndarray, ascii_alnum: np.ndarray,
