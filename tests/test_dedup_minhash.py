@@ -227,3 +227,21 @@ def test_one_letter_documents_each_hold_a_word() -> None:
     assert [batch.word_text(i) for i in range(len(batch.starts))] == ["a", "b", "é", "c", "7", "d"]
     assert batch.word_counts().tolist() == [1, 1, 0, 1, 1, 1, 1]
     assert [words(t) for t in texts] == [["a"], ["b"], [], ["é"], ["c"], ["7"], ["d"]]
+
+
+def test_kernels_compile_without_a_cache_location(monkeypatch) -> None:
+    """A read-only install with no user cache folder: numba refuses cache=True; compile uncached instead."""
+    from corpus_dagster.dedup import kernels
+
+    real = kernels.njit
+    asked = []
+
+    def njit(**options):  # noqa: ANN202
+        asked.append(options.get("cache", False))
+        if options.get("cache"):
+            raise RuntimeError("cannot cache function: no locator available")
+        return real(**options)
+
+    monkeypatch.setattr(kernels, "njit", njit)
+    add_one = kernels._compiled(lambda x: x + 1)
+    assert asked == [True, False] and add_one(41) == 42

@@ -9,7 +9,8 @@
 numpy formulations of the same arithmetic need a prefix sum over every byte (8 bytes of uint64 per text
 byte, several passes) and three passes over the shingles per permutation; these read each input once.
 numba compiles on first use and caches the machine code beside this file (or in its user cache when
-this folder is read-only), so a process pays the compile once per installation, not per run.
+this folder is read-only), so a process pays the compile once per installation, not per run; with no
+writable place at all, each process compiles once (about 2 s).
 Unsigned integer arithmetic wraps modulo 2**64 here as in numpy and Python's `& MASK64`, so every value
 equals the scalar references in `hashing.py` and datasketch's (the tests compare them).
 """
@@ -25,6 +26,15 @@ _FMIX_2 = _U64(0xC4CEB9FE1A85EC53)
 _SHIFT = _U64(33)
 
 
+def _compiled(fn):  # noqa: ANN001, ANN202
+    """njit with the machine code cached on disk; without a writable cache location (a read-only install
+    and no user cache folder) numba refuses to cache, and each process compiles once instead."""
+    try:
+        return njit(cache=True, nogil=True, boundscheck=False)(fn)
+    except RuntimeError:
+        return njit(nogil=True, boundscheck=False)(fn)
+
+
 @njit(inline="always")
 def _fmix64(x):  # noqa: ANN001, ANN202 - numba infers the types
     x ^= x >> _SHIFT
@@ -35,7 +45,7 @@ def _fmix64(x):  # noqa: ANN001, ANN202 - numba infers the types
     return x
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@_compiled
 def _word_bounds(data, offsets, ascii_alnum, cp_alnum, starts, ends, doc_words):  # noqa: ANN001
     n = 0
     for d in range(offsets.shape[0] - 1):
@@ -74,7 +84,7 @@ def _word_bounds(data, offsets, ascii_alnum, cp_alnum, starts, ends, doc_words):
     return n
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@_compiled
 def _word_hashes(data, starts, ends, base, len_mix, out):  # noqa: ANN001
     for w in range(starts.shape[0]):
         acc = _U64(0)
@@ -85,7 +95,7 @@ def _word_hashes(data, starts, ends, base, len_mix, out):  # noqa: ANN001
         out[w] = _fmix64(acc ^ (_U64(ends[w] - starts[w]) * len_mix))
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@_compiled
 def _window_hashes(values, doc_offsets, out_offsets, powers, finish, out):  # noqa: ANN001
     k = powers.shape[0]
     for d in range(doc_offsets.shape[0] - 1):
@@ -97,7 +107,7 @@ def _window_hashes(values, doc_offsets, out_offsets, powers, finish, out):  # no
             out[out_offsets[d] + i] = _fmix64(acc ^ finish)
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@_compiled
 def _min_affine(x, offsets, a, b, mask, out):  # noqa: ANN001
     n_perm = a.shape[0]
     for d in range(offsets.shape[0] - 1):
@@ -111,7 +121,7 @@ def _min_affine(x, offsets, a, b, mask, out):  # noqa: ANN001
                     row[p] = h
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@_compiled
 def _intersections(values, off_a, len_a, off_b, len_b, out):  # noqa: ANN001
     for i in range(off_a.shape[0]):
         p, p_end = off_a[i], off_a[i] + len_a[i]
