@@ -206,3 +206,42 @@ def test_scrubbing_a_number_before_a_decimal_table_is_idempotent(cfg: dict) -> N
     import re
 
     assert all(re.fullmatch(PLACEHOLDER_PATTERN, p) for p in PLACEHOLDERS.values())
+
+
+def test_the_national_screen_rejects_only_what_libphonenumber_rejects(monkeypatch: pytest.MonkeyPatch) -> None:
+    # national_suffix_possible skips parsing for candidates no parse can make valid; on random digit groups with
+    # every separator, in regions with and without national prefixes (and AR/BR, whose transform rules it
+    # leaves alone), the verdict with the screen must equal the verdict of a full parse
+    import random
+
+    from corpus_dagster.scrub import phones as ph
+
+    full_ok = ph.single_number_ok.__wrapped__
+    rng = random.Random(11)
+    regions = ["US", "GB", "IN", "CA", "AU", "NZ", "IE", "ZA", "NG", "PH", "MX", "ES", "CO", "FR", "BE", "CH",
+               "DE", "AT", "PT", "AR", "BR", "IT", "JP"]
+    seps = [" ", "-", ".", "/", "(", ")", " - ", "\u2013", "\t"]
+    cases = []
+    for _ in range(6000):
+        groups = [str(rng.randrange(10 ** rng.randint(1, 5))).zfill(rng.randint(1, 4)) for _ in range(rng.randint(1, 5))]
+        cand = groups[0] + "".join(rng.choice(seps) + g for g in groups[1:])
+        cases.append((cand, rng.choice(regions), rng.choice(["valid", "strict_grouping", "exact_grouping"])))
+    cases += [("(202) 555-0143", "US", "strict_grouping"), ("030 632606", "DE", "valid"),
+              ("0415 645 206", "AU", "valid"), ("011 54 9 11 1234 5678", "AR", "valid")]
+    screened = [c for c in cases if not ph.national_suffix_possible(c[0], c[1])]
+    assert len(screened) > 1000  # the screen does work on such input
+    with_screen = [full_ok(*c) for c in cases]
+    monkeypatch.setattr(ph, "national_suffix_possible", lambda cand, region: True)
+    assert [full_ok(*c) for c in cases] == with_screen
+    assert any(with_screen)
+
+
+def test_the_national_screen_leaves_what_parsing_may_rewrite() -> None:
+    from corpus_dagster.scrub.phones import national_suffix_possible
+
+    assert not national_suffix_possible("0 -1 409.841003", "US")  # a table row: no valid 10-digit suffix
+    assert national_suffix_possible("202-555-0143", "US")
+    assert national_suffix_possible("0 -1 409.841003", "AR")  # a transform rule may rewrite the digits
+    assert national_suffix_possible("0 -1 409.841003", "BR")
+    assert national_suffix_possible("555-0143 x12", "US")  # an extension: left to libphonenumber
+    assert national_suffix_possible("+1 409.841003", "US")  # international: left to libphonenumber
