@@ -179,7 +179,8 @@ def scrub_sources(layout: Layout, source_ids: list[str], resolved: dict[str, Any
     """Scrub the kept documents of every source whose inputs or settings changed since last time.
 
     The files of all those sources go through one pool of `workers`, largest first, so a corpus of many
-    one-file sources scrubs in parallel too; each source's record is committed once all its files are
+    one-file sources scrubs in parallel too, and a file larger than its share is cut into row slices
+    (`_scrub_files`); each source's record is committed once all its files are
     written. Every source's lock is held throughout (taken in sorted order, so two runs cannot deadlock).
     """
     out: dict[str, dict[str, Any]] = {}
