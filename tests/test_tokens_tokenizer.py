@@ -206,3 +206,24 @@ def test_bpe_openai_extension_loads_alone_and_the_package_still_imports_after():
         "assert bpe_openai.get_encoding('cl100k_base').encode('hello world') == ids == [15339, 1917]\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+@pytest.mark.parametrize("engine", ["tiktoken", "bpe-openai"])
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_count_texts_is_the_length_of_the_ids(engine, encoding):
+    # the release and the analysis count with count_texts (bpe-openai counts without building the ids);
+    # it must equal what the token streams hold for the same text
+    if engine == "bpe-openai" and not bpe_openai_available():
+        pytest.skip("bpe-openai not installed")
+    tok = load_tokenizer(tok_cfg(engine=engine, encoding=encoding))
+    texts = TRICKY + sample_texts(30) + ["\U0001f642" * 700, " " * 5000 + "x", "\u00e9t\u00e9 " * 999]
+    counts = tok.impl.count_texts(texts)
+    assert counts == [len(ids) for ids in tok.impl.encode_texts(texts)]
+    assert counts[TRICKY.index("")] == 0 and min(counts[:5]) > 0
+
+
+def test_huggingface_count_texts_is_the_length_of_the_ids(bpe_file):
+    tok = load_tokenizer(tok_cfg(kind="huggingface", path=str(bpe_file)))
+    texts = TRICKY + sample_texts(10)
+    assert tok.impl.count_texts(texts) == [len(ids) for ids in tok.impl.encode_texts(texts)]
+    assert tok.impl.count_texts(texts[:1]) == [len(tok.impl.encode_texts(texts[:1])[0])]

@@ -52,7 +52,7 @@ def tokenizer(cfg: Mapping[str, Any]) -> Any:
 
 
 def _count(cfg: Mapping[str, Any], texts: Sequence[str]) -> list[int]:
-    return [len(ids) for ids in tokenizer(cfg).encode_texts(list(texts))]
+    return tokenizer(cfg).count_texts(list(texts))
 
 
 def count_job(path: str, rows: list[int], cfg: dict[str, Any]) -> tuple[list[int], float, int]:
@@ -86,7 +86,7 @@ def segment_job(
 
     def count(s: str) -> int:
         t0 = time.perf_counter()
-        n = len(tok.encode_texts([s])[0])
+        n = tok.count_texts([s])[0]
         stats["seconds"] += time.perf_counter() - t0
         stats["bytes"] += len(s.encode("utf-8"))
         return n
