@@ -145,8 +145,19 @@ def test_frame_documents_layout():
 
 
 def test_frame_documents_rejects_ids_outside_vocabulary():
-    with pytest.raises(ValueError, match="outside the vocabulary"):
-        frame_documents([[3, 70000]], eod_id=0, bos_id=None, vocab_size=65000, dtype=np.uint16)
+    with pytest.raises(ValueError, match=r"outside the vocabulary \[0, 65000\): min 3, max 70000"):
+        frame_documents([[3, 4], [3, 70000]], eod_id=0, bos_id=1, vocab_size=65000, dtype=np.uint16)
+    for bad in (-1, 2**32, 2**70):  # ids no 32-bit vocabulary holds
+        with pytest.raises(ValueError, match="outside the vocabulary"):
+            frame_documents(iter([[3], [3, bad]]), eod_id=0, bos_id=None, vocab_size=65000, dtype=np.uint16)
+
+
+def test_frame_documents_keeps_every_id_of_a_large_vocabulary():
+    ids = [[0, 199_997, 4_000_000_000 - 1], list(range(100_000))]
+    tokens, lengths = frame_documents(ids, eod_id=7, bos_id=None, vocab_size=4_000_000_000, dtype=np.uint32)
+    assert tokens.tolist() == ids[0] + [7] + ids[1] + [7] and lengths.tolist() == [4, 100_001]
+    tokens, _ = frame_documents([], eod_id=7, bos_id=None, vocab_size=10, dtype=np.uint16)
+    assert tokens.dtype == np.uint16 and tokens.size == 0
 
 
 def test_missing_huggingface_file_says_where_to_put_it(tmp_path):

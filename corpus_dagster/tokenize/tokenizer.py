@@ -9,13 +9,13 @@ appears exactly once per document, at its end.
 
 from __future__ import annotations
 
+import array
 import binascii
 import contextlib
 import functools
 import hashlib
 import importlib.machinery
 import importlib.util
-import struct
 import sys
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
@@ -330,14 +330,10 @@ class LoadedTokenizer:
         return self.impl.decode(seq)
 
 
-# Framed ids are gathered in a Python list and moved into numpy every this many ids: few enough that the
-# live Python ints stay in cache, many enough that the per-conversion overhead does not matter.
-FRAME_CHUNK_IDS = 1 << 14
-
-
-def _ids_to_numpy(ids: list[int]) -> np.ndarray:
-    """A list of Python ints as int64 (struct packs them about twice as fast as np.array converts)."""
-    return np.frombuffer(struct.pack(f"={len(ids)}q", *ids), dtype=np.int64)
+# Framed ids are collected in an array of unsigned 32-bit ints: `array.extend` copies a list of Python ints
+# in C, five times faster than packing them through struct (28.8 M ids: 2.0 -> 0.3 s), at half the memory
+# of int64. Every vocabulary id fits; a negative id or one of 2**32 and more cannot be one.
+_U32 = next(code for code in "IL" if array.array(code).itemsize == 4)
 
 
 def frame_documents(
@@ -345,39 +341,37 @@ def frame_documents(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Flatten per-document token lists into one array with BOS/EOD added; check ids fit the vocabulary.
 
-    `lists` may be a lazy iterable (one document encoded at a time). The framed ids are collected with
-    list operations (no per-token Python work beyond the encoder's own ints) and converted to numpy in
-    chunks of about FRAME_CHUNK_IDS ids. An id that does not fit int64 raises struct.error.
+    `lists` may be a lazy iterable (one document encoded at a time); each list is copied into the framed
+    array as it comes, so it can be freed before the next document is encoded.
     """
     extra = 1 + (bos_id is not None)
     lengths: list[int] = []
-    chunks: list[np.ndarray] = []
-    flat: list[int] = []
+    framed = array.array(_U32)
     for ids in lists:
         if bos_id is not None:
-            flat.append(bos_id)
-        flat += ids
-        flat.append(eod_id)
+            framed.append(bos_id)
+        try:
+            framed.extend(ids)
+        except OverflowError:  # below 0 or from 2**32 on: outside any vocabulary
+            raise ValueError(
+                f"token id outside the vocabulary [0, {vocab_size}): min {min(ids)}, max {max(ids)}"
+            ) from None
+        framed.append(eod_id)
         lengths.append(len(ids) + extra)
-        if len(flat) >= FRAME_CHUNK_IDS:
-            chunks.append(_ids_to_numpy(flat))
-            flat = []
-    if flat or not chunks:
-        chunks.append(_ids_to_numpy(flat))
-    framed = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+    ids_all = np.frombuffer(framed, dtype=np.uint32) if len(framed) else np.zeros(0, dtype=np.uint32)
     lens = np.array(lengths, dtype=np.int64)
     # BOS and EOD are ids of the vocabulary, so any id out of range is a text id
-    if framed.size and (int(framed.min()) < 0 or int(framed.max()) >= vocab_size):
+    if ids_all.size and int(ids_all.max()) >= vocab_size:
         ends = np.cumsum(lens)
-        is_text = np.ones(framed.size, dtype=bool)
+        is_text = np.ones(ids_all.size, dtype=bool)
         is_text[ends - 1] = False
         if bos_id is not None:
             is_text[ends - lens] = False
-        text = framed[is_text]
+        text = ids_all[is_text]
         raise ValueError(
             f"token id outside the vocabulary [0, {vocab_size}): min {text.min()}, max {text.max()}"
         )
-    return framed.astype(dtype), lens.astype(np.int32)
+    return ids_all.astype(dtype), lens.astype(np.int32)
 
 
 def load_tokenizer(
