@@ -1,11 +1,13 @@
 """Word tokenization shared by the Gopher, repetition and FineWeb rules, for a whole batch at once.
 
-Text repeats its whitespace-separated chunks, so each distinct chunk of a batch is split once and the
-tokens are gathered back in text order. Chunks that no tokenizer rule touches, most of any text (words,
-numbers, times, hashes, identifiers), are one token; chunks of one prefix character and/or one suffix
-character around letters, digits or any such inert core (`(foo_bar)`, `docs.c:`) are split by polars
-regexes; none of these reaches Python. Every other distinct chunk goes through `tokenize_chunk` (spaCy's
-English rules, cached per process).
+`split_words` is one compiled pass over the batch (`word_kernel`). `_split_words_reference` is the
+implementation it replaced, kept as the oracle of its tests: text repeats its whitespace-separated
+chunks, so each distinct chunk of a batch is split once and the tokens are gathered back in text order.
+Chunks that no tokenizer rule touches, most of any text (words, numbers, times, hashes, identifiers), are
+one token; chunks of one prefix character and/or one suffix character around letters, digits or any such
+inert core (`(foo_bar)`, `docs.c:`) are split by polars regexes; every other distinct chunk goes through
+`tokenize_chunk` (spaCy's English rules, cached per process). The kernel decides those fast paths exactly
+as these regexes do (with polars' own character classes), so both give the same tokens.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import regex
 
+from corpus_dagster.clean.word_kernel import split_words_kernel
 from corpus_dagster.clean.word_tokens import (
     INFIX_ANYWHERE,
     MULTI_CURRENCY,
@@ -48,7 +51,22 @@ LETTER_PATTERN = r"\p{L}"
 
 
 def split_words(texts: pl.Series) -> pl.Series:
-    """Tokens of every text as a list column (one list per document, in order).
+    """Tokens of every text as a list column (one list per document, in order; a null text has none).
+
+    One compiled pass over the batch (`word_kernel`); the same tokens as `_split_words_reference`."""
+    return split_words_kernel(texts, _fallback_tokens)[0]
+
+
+def _fallback_tokens(chunks: list[str]) -> list[list[str]]:
+    """Tokens of each whitespace-free chunk the kernel leaves to Python, as `_split_words_reference` splits them."""
+    counts, values = _chunk_tokens(pl.Series(chunks, dtype=pl.String))
+    flat = values.to_list()
+    ends = np.cumsum(counts).tolist()
+    return [flat[e - c:e] for c, e in zip(counts.tolist(), ends, strict=True)]
+
+
+def _split_words_reference(texts: pl.Series) -> pl.Series:
+    """`split_words` by polars passes and `tokenize_chunk`: the oracle the kernel's tests compare with.
 
     Each distinct chunk is split once (text repeats its chunks: a 74 MB batch of changelogs has 8.4 M chunks
     and 0.63 M distinct ones), then every chunk's tokens are gathered in text order."""
