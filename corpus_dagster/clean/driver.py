@@ -11,7 +11,6 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +23,11 @@ from corpus_dagster.core.atomic import atomic_write_bytes
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.documents import DOCUMENT_FIELDS
 from corpus_dagster.core.layout import Layout
-from corpus_dagster.core.parallel import effective_workers, ordered_map
+from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.ingest.driver import raw_parts
-from corpus_dagster.ingest.raw_parts import raw_record_sizes, read_raw_part
+from corpus_dagster.ingest.raw_parts import read_raw_part
 
 STAGE = "clean"
 CODE_VERSION = "2"  # bump when a change to the clean logic changes its output bytes
@@ -49,33 +48,19 @@ REJECT_SCHEMA = pa.schema(
 
 def clean_part(raw_path: Path, first_k: int, source_id: str, clean_cfg: dict[str, Any], out_dir: Path, index: int) -> dict:
     """Clean one raw part into docs-<i>.parquet and rejects-<i>.parquet; returns the part's stats."""
-    if part_done(out_dir, index):
-        return json.loads(_part_paths(out_dir, index)[2].read_text())  # resumed: completed in an earlier run
-    return write_part(out_dir, index, [clean_slice(raw_path, 0, None, first_k, source_id, clean_cfg)])
-
-
-def _part_paths(out_dir: Path, index: int) -> tuple[Path, Path, Path]:
-    return (out_dir / f"docs-{index:05d}.parquet", out_dir / f"rejects-{index:05d}.parquet",
-            out_dir / f"stats-{index:05d}.json")
-
-
-def part_done(out_dir: Path, index: int) -> bool:
-    """Whether part `index` completed (in this run or an earlier one): its three files exist."""
-    return all(p.exists() for p in _part_paths(out_dir, index))
-
-
-def clean_slice(raw_path: Path, start: int, stop: int | None, first_k: int, source_id: str,
-                clean_cfg: dict[str, Any]) -> tuple[pa.Table, pa.Table, dict]:
-    """Clean records [start, stop) of one raw part: (docs, rejects, stats). Every document's verdict depends
-    on its own text only, so slices of a part cleaned apart and concatenated equal the whole part cleaned."""
-    began = time.monotonic()
-    records = list(read_raw_part(raw_path, start, stop))
+    docs_path = out_dir / f"docs-{index:05d}.parquet"
+    rejects_path = out_dir / f"rejects-{index:05d}.parquet"
+    stats_path = out_dir / f"stats-{index:05d}.json"
+    if docs_path.exists() and rejects_path.exists() and stats_path.exists():
+        return json.loads(stats_path.read_text())  # resumed: this part completed in an earlier run
+    start = time.monotonic()
+    records = list(read_raw_part(raw_path))
     outcome = clean_texts([r["text"] for r in records], clean_cfg, source_id)
     kept_idx = [i for i, reason in enumerate(outcome.reason) if reason is None]
     drop_idx = [i for i, reason in enumerate(outcome.reason) if reason is not None]
 
     def ids(idx: list[int]) -> list[str]:
-        return [f"{source_id}:{first_k + start + i}" for i in idx]
+        return [f"{source_id}:{first_k + i}" for i in idx]
 
     texts = [outcome.text[i] for i in kept_idx]
     docs = pa.table(
@@ -104,80 +89,20 @@ def clean_slice(raw_path: Path, start: int, stop: int | None, first_k: int, sour
         },
         schema=REJECT_SCHEMA,
     )
+    write_parquet(docs, docs_path, INTERMEDIATE)
+    write_parquet(rejects, rejects_path, INTERMEDIATE)
     stats = {
         "docs_in": len(records),
         "kept": docs.num_rows,
         "rejected": rejects.num_rows,
-        "reasons": dict(Counter(r for r in outcome.reason if r is not None)),
-        "repairs": dict(Counter(k for rs in outcome.repairs for k in rs)),
-        "langs": dict(Counter(outcome.lang)),
+        "reasons": dict(sorted(Counter(r for r in outcome.reason if r is not None).items())),
+        "repairs": dict(sorted(Counter(k for rs in outcome.repairs for k in rs).items())),
+        "langs": dict(sorted(Counter(outcome.lang).items())),
         "bytes_in": sum(len(r["text"].encode("utf-8", errors="surrogatepass")) for r in records),
-        "seconds": time.monotonic() - began,
-    }
-    return docs, rejects, stats
-
-
-def write_part(out_dir: Path, index: int, slices: list[tuple[pa.Table, pa.Table, dict]]) -> dict:
-    """Write the docs, rejects and stats files of part `index` from its slices, in order; returns the stats.
-    The tables are combined into single chunks first, so the bytes do not depend on how the part was cut."""
-    docs_path, rejects_path, stats_path = _part_paths(out_dir, index)
-    docs = pa.concat_tables([d for d, _, _ in slices]).combine_chunks()
-    rejects = pa.concat_tables([r for _, r, _ in slices]).combine_chunks()
-    write_parquet(docs, docs_path, INTERMEDIATE)
-    write_parquet(rejects, rejects_path, INTERMEDIATE)
-    counts = {key: Counter() for key in ("reasons", "repairs", "langs")}
-    for _, _, st in slices:
-        for key, counter in counts.items():
-            counter.update(st[key])
-    stats = {
-        "docs_in": sum(st["docs_in"] for _, _, st in slices),
-        "kept": docs.num_rows,
-        "rejected": rejects.num_rows,
-        **{key: dict(sorted(counter.items())) for key, counter in counts.items()},
-        "bytes_in": sum(st["bytes_in"] for _, _, st in slices),
-        "seconds": round(sum(st["seconds"] for _, _, st in slices), 3),
+        "seconds": round(time.monotonic() - start, 3),
     }
     atomic_write_bytes(stats_path, json.dumps(stats, sort_keys=True).encode())
     return stats
-
-
-# A part is cut into slices only when a source has fewer parts than workers (one large file would otherwise
-# keep one worker busy while the others idle); a slice holds at least this many bytes of JSON lines.
-MIN_SLICE_BYTES = 4 << 20
-
-
-def part_slices(raw_path: Path, pieces: int) -> list[tuple[int, int]]:
-    """[start, stop) record ranges cutting a raw part into up to `pieces` runs of similar bytes (one at least)."""
-    sizes = raw_record_sizes(raw_path)
-    total = sum(sizes)
-    pieces = max(1, min(pieces, len(sizes), total // MIN_SLICE_BYTES))
-    bounds, acc, start = [], 0, 0
-    for i, size in enumerate(sizes):
-        acc += size
-        if len(bounds) < pieces - 1 and acc >= total * (len(bounds) + 1) / pieces and i + 1 < len(sizes):
-            bounds.append((start, i + 1))
-            start = i + 1
-    bounds.append((start, len(sizes)))
-    return bounds
-
-
-def _clean_parts(jobs: list[tuple], workers: int) -> Iterator[dict]:
-    """Stats of every part in order. With fewer parts than workers, the unfinished parts are cut into slices
-    (about two per worker in all) that run in parallel, and each part is written once its slices are in: the
-    parent then holds at most the source's parts (fewer than `workers` x ingest.part_max_bytes of text)."""
-    if workers <= 1 or len(jobs) >= workers:
-        yield from ordered_map(clean_part, jobs, workers)
-        return
-    todo = [j for j in jobs if not part_done(j[4], j[5])]
-    pieces = -(-2 * workers // max(1, len(todo)))
-    cuts = {j[5]: part_slices(j[0], pieces) for j in todo}
-    slice_jobs = [(j[0], a, b, j[1], j[2], j[3]) for j in todo for a, b in cuts[j[5]]]
-    results = ordered_map(clean_slice, slice_jobs, workers)
-    for raw_path, first_k, source_id, clean_cfg, out_dir, index in jobs:
-        if index not in cuts:
-            yield clean_part(raw_path, first_k, source_id, clean_cfg, out_dir, index)
-            continue
-        yield write_part(out_dir, index, [next(results) for _ in cuts[index]])
 
 
 def clean_key(layout: Layout, source_id: str, resolved: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -207,7 +132,7 @@ def run_clean_source(layout: Layout, source_id: str, resolved: dict[str, Any], l
     offsets = [sum(part_docs[:i]) for i in range(len(part_docs))]
     jobs = [(p, offsets[i], source_id, clean_cfg, out_dir, i) for i, p in enumerate(parts)]
     per_part = []
-    for i, stats in enumerate(_clean_parts(jobs, effective_workers(resolved["workers"]))):
+    for i, stats in enumerate(ordered_map(clean_part, jobs, resolved["workers"])):
         per_part.append(stats)
         if log:
             log.info(f"{source_id}: part {i + 1}/{len(jobs)} cleaned ({stats['kept']} kept, {stats['rejected']} rejected)")

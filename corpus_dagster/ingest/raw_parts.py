@@ -70,38 +70,18 @@ class PartWriter:
 
 
 
-def read_raw_part(path: Path, start: int = 0, stop: int | None = None) -> Iterator[dict]:
-    """Records [start, stop) of one raw part in order (all by default); records before `start` are not parsed.
-    A corrupt or truncated part raises RawPartError with file and line."""
+def read_raw_part(path: Path) -> Iterator[dict]:
+    """Records of one raw part in order; a corrupt or truncated part raises RawPartError with file and line."""
     line = 0
-    record = -1
     with open(path, "rb") as fh:
         try:
             for line, raw in iter_lines(iter_zstd(HashingReader(fh))):  # noqa: B007 (used in except)
                 if not raw:
                     continue
-                record += 1
-                if stop is not None and record >= stop:
-                    return
-                if record >= start:
-                    yield json.loads(raw)
+                yield json.loads(raw)
         except TruncatedStream as exc:
             raise RawPartError(f"{path}, line {line + 1}: {exc}; rerun raw_documents for this source") from exc
         except json.JSONDecodeError as exc:
             raise RawPartError(f"{path}, line {line}: corrupt JSON ({exc.msg}); rerun raw_documents") from exc
         except zstandard.ZstdError as exc:
             raise RawPartError(f"{path}, line {line + 1}: corrupt zstd data ({exc}); rerun raw_documents") from exc
-
-
-def raw_record_sizes(path: Path) -> list[int]:
-    """Bytes of every record's JSON line of one raw part, in order (decompressed, not parsed): how a
-    large part is cut into slices of similar work."""
-    sizes = []
-    with open(path, "rb") as fh:
-        try:
-            for _line, raw in iter_lines(iter_zstd(HashingReader(fh))):
-                if raw:
-                    sizes.append(len(raw))
-        except (TruncatedStream, zstandard.ZstdError) as exc:
-            raise RawPartError(f"{path}: corrupt zstd data ({exc}); rerun raw_documents") from exc
-    return sizes

@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from corpus_dagster.core import records
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.hashing import sha256_hex
 from corpus_dagster.core.layout import Layout
-from corpus_dagster.core.parallel import effective_workers, ordered_map
+from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
 from corpus_dagster.core.progress import Log, Progress, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
@@ -39,43 +38,12 @@ CODE_VERSION = "1"
 
 def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str, Any]) -> dict[str, Any]:
     """Scrub one clean document file into out_path, leaving out the ids in `drop`; returns counts and examples."""
-    table, columns, stats = _scrub_rows(in_path, 0, None, drop, pii_cfg)
-    write_parquet(_scrubbed_table(table, [columns]), out_path, INTERMEDIATE)
-    return stats
-
-
-def scrub_slice(in_path: Path, start: int, stop: int, drop: list[str], pii_cfg: dict[str, Any]
-                ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Scrub rows [start, stop) of one clean document file: the new columns of its kept rows, and its stats."""
-    _, columns, stats = _scrub_rows(in_path, start, stop, drop, pii_cfg)
-    return columns, stats
-
-
-def write_sliced(in_path: Path, out_path: Path, drop: list[str], slices: list[tuple[dict[str, Any], dict[str, Any]]]
-                 ) -> dict[str, Any]:
-    """Write a file scrubbed in slices: the kept rows read again whole, the slices' columns joined in order,
-    so the table (and its bytes) is the one `scrub_file` writes. The examples are the slices' first ones."""
-    table = _kept(pq.read_table(in_path), drop)
-    write_parquet(_scrubbed_table(table, [c for c, _ in slices]), out_path, INTERMEDIATE)
-    stats = summarize([st for _, st in slices])
-    return {**stats, "examples": stats["examples"][:max(len(st["examples"]) for _, st in slices)]}
-
-
-def _kept(table: pa.Table, drop: list[str]) -> pa.Table:
-    if not drop:
-        return table
-    return table.filter(pc.invert(pc.is_in(table["id"], value_set=pa.array(drop, pa.string()))))
-
-
-def _scrub_rows(in_path: Path, start: int, stop: int | None, drop: list[str], pii_cfg: dict[str, Any]
-                ) -> tuple[pa.Table, dict[str, Any], dict[str, Any]]:
-    """(kept rows, their new text/sha256/n_chars/pii_redactions columns, stats) of rows [start, stop)."""
-    began = time.monotonic()
+    start = time.monotonic()
     table = pq.read_table(in_path)
-    if stop is not None:
-        table = table.slice(start, stop - start)
     rows_in = table.num_rows
-    table = _kept(table, drop)
+    if drop:
+        keep = pc.invert(pc.is_in(table["id"], value_set=pa.array(drop, pa.string())))
+        table = table.filter(keep)
     texts = table["text"].to_pylist()
     outcome = scrub_texts(texts, pii_cfg)
     new_texts = outcome.text
@@ -86,75 +54,23 @@ def _scrub_rows(in_path: Path, start: int, stop: int | None, drop: list[str], pi
         sha[i] = hashlib.sha256(new_texts[i].encode("utf-8")).digest()
         nchars[i] = len(new_texts[i])
     ids = table["id"]
-    columns = {"text": pa.array(new_texts, pa.string()), "sha256": pa.array(sha, pa.binary(32)),
-               "n_chars": pa.array(nchars, pa.int32()),
-               "pii_redactions": pa.array(np.asarray(outcome.redactions, dtype=np.int32))}
-    stats = {
-        "docs": table.num_rows,
-        "dropped": rows_in - table.num_rows,
+    out = (
+        table.set_column(table.schema.get_field_index("text"), "text", pa.array(new_texts, pa.string()))
+        .set_column(table.schema.get_field_index("sha256"), "sha256", pa.array(sha, pa.binary(32)))
+        .set_column(table.schema.get_field_index("n_chars"), "n_chars", pa.array(nchars, pa.int32()))
+        .append_column("pii_redactions", pa.array(np.asarray(outcome.redactions, dtype=np.int32)))
+    )
+    write_parquet(out, out_path, INTERMEDIATE)
+    return {
+        "docs": out.num_rows,
+        "dropped": rows_in - out.num_rows,
         "docs_redacted": int(np.count_nonzero(outcome.redactions)),
         "pii": {t: int(sum(outcome.counts[t])) for t in PII_TYPES},
         "preexisting": {t: int(outcome.preexisting.get(t, 0)) for t in PII_TYPES},
         "examples": [[ids[i].as_py(), kind, snippet] for i, kind, snippet in outcome.examples],
         "bytes": int(pc.sum(pc.binary_length(table["text"])).as_py() or 0),
-        "seconds": round(time.monotonic() - began, 3),
+        "seconds": round(time.monotonic() - start, 3),
     }
-    return table, columns, stats
-
-
-def _scrubbed_table(table: pa.Table, parts: list[dict[str, Any]]) -> pa.Table:
-    """The kept rows with the scrubbed columns (each one array, joined from `parts` in order)."""
-    def joined(name: str) -> pa.Array:
-        arrays = [part[name] for part in parts]
-        return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
-
-    return (
-        table.set_column(table.schema.get_field_index("text"), "text", joined("text"))
-        .set_column(table.schema.get_field_index("sha256"), "sha256", joined("sha256"))
-        .set_column(table.schema.get_field_index("n_chars"), "n_chars", joined("n_chars"))
-        .append_column("pii_redactions", joined("pii_redactions"))
-    )
-
-
-# A file holding more than its share of the work (the bytes of every file to scrub / (2 x workers), and at
-# least MIN_SLICE_BYTES) is cut into slices of about that share, so one large file does not keep one worker
-# busy while the others idle.
-MIN_SLICE_BYTES = 1 << 20
-
-
-def row_slices(path: Path, pieces: int) -> list[tuple[int, int]]:
-    """[start, stop) row ranges cutting one clean document file into up to `pieces` runs of similar text bytes."""
-    lengths = pc.binary_length(pq.read_table(path, columns=["text"])["text"]).to_numpy(zero_copy_only=False)
-    pieces = max(1, min(pieces, len(lengths)))
-    ends = np.cumsum(lengths)
-    cuts = np.searchsorted(ends, [ends[-1] * k / pieces for k in range(1, pieces)], side="left") + 1 if pieces > 1 else []
-    bounds = [0, *sorted({int(c) for c in cuts if 0 < c < len(lengths)}), len(lengths)]
-    return list(zip(bounds[:-1], bounds[1:], strict=True))
-
-
-def _scrub_files(jobs: list[tuple[Path, Path, list[str], dict[str, Any]]], workers: int) -> Iterator[dict[str, Any]]:
-    """Stats of every file job in order; with workers > 1, files larger than their share are cut into slices
-    (the parent holds a cut file's scrubbed columns until its last slice is in)."""
-    if not jobs:
-        return
-    if workers <= 1:
-        yield from ordered_map(scrub_file, jobs, workers)
-        return
-    sizes = [job[0].stat().st_size for job in jobs]
-    share = max(sum(sizes) // (2 * workers), MIN_SLICE_BYTES)
-    cuts = [row_slices(job[0], -(-size // share)) if size > share else None for job, size in zip(jobs, sizes, strict=True)]
-    units = [(scrub_file, job) if cut is None else (scrub_slice, (job[0], a, b, job[2], job[3]))
-             for job, cut in zip(jobs, cuts, strict=True) for a, b in (cut or [(0, 0)])]
-    results = ordered_map(_call, units, workers)
-    for job, cut in zip(jobs, cuts, strict=True):
-        if cut is None:
-            yield next(results)
-        else:
-            yield write_sliced(job[0], job[1], job[2], [next(results) for _ in cut])
-
-
-def _call(fn: Any, args: tuple) -> Any:
-    return fn(*args)
 
 
 @dataclass
@@ -179,8 +95,7 @@ def scrub_sources(layout: Layout, source_ids: list[str], resolved: dict[str, Any
     """Scrub the kept documents of every source whose inputs or settings changed since last time.
 
     The files of all those sources go through one pool of `workers`, largest first, so a corpus of many
-    one-file sources scrubs in parallel too, and a file larger than its share is cut into row slices
-    (`_scrub_files`); each source's record is committed once all its files are
+    one-file sources scrubs in parallel too; each source's record is committed once all its files are
     written. Every source's lock is held throughout (taken in sorted order, so two runs cannot deadlock).
     """
     out: dict[str, dict[str, Any]] = {}
@@ -204,7 +119,7 @@ def scrub_sources(layout: Layout, source_ids: list[str], resolved: dict[str, Any
             jobs += [(sid, i, (path, folder / key / f"docs-{i:05d}.parquet", drop.get(sid, []), resolved["pii"]))
                      for i, path in enumerate(files)]
         jobs.sort(key=lambda job: -job[2][0].stat().st_size)  # stable: equal sizes stay in source, file order
-        results = _scrub_files([job for _, _, job in jobs], effective_workers(resolved["workers"]))
+        results = ordered_map(scrub_file, [job for _, _, job in jobs], resolved["workers"]) if jobs else iter(())
         for (sid, i, _), part in zip(jobs, results, strict=True):
             pending[sid].parts[i] = part
             if progress is not None:
