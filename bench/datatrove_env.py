@@ -12,7 +12,8 @@ from pathlib import Path
 
 ENV_DIR = Path(__file__).resolve().parent / ".venv-datatrove"
 # aiohttp: datatrove resolves its asset cache paths (the language filter's model) through fsspec's HTTP filesystem
-PACKAGES = ["datatrove[processing]>=0.4", "numpy", "pyarrow", "aiohttp"]
+# spacy: its English word tokenizer (spacy.blank, no model download) is what the Gopher and MinHash steps split words with
+PACKAGES = ["datatrove[processing]>=0.4", "numpy", "pyarrow", "aiohttp", "spacy"]
 
 
 def ensure_datatrove_env() -> Path:
