@@ -230,10 +230,11 @@ def test_one_letter_documents_each_hold_a_word() -> None:
 
 
 def test_kernels_compile_without_a_cache_location(monkeypatch) -> None:
-    """A read-only install with no user cache folder: numba refuses cache=True; compile uncached instead."""
-    from corpus_dagster.dedup import kernels
+    """A read-only install with no user cache folder: numba refuses cache=True; compile uncached instead
+    (core.jit.compiled, which the MinHash and word-split kernels are compiled with)."""
+    from corpus_dagster.core import jit
 
-    real = kernels.njit
+    real = jit.njit
     asked = []
 
     def njit(**options):  # noqa: ANN202
@@ -242,6 +243,6 @@ def test_kernels_compile_without_a_cache_location(monkeypatch) -> None:
             raise RuntimeError("cannot cache function: no locator available")
         return real(**options)
 
-    monkeypatch.setattr(kernels, "njit", njit)
-    add_one = kernels._compiled(lambda x: x + 1)
+    monkeypatch.setattr(jit, "njit", njit)
+    add_one = jit.compiled(lambda x: x + 1)
     assert asked == [True, False] and add_one(41) == 42

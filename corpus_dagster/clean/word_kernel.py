@@ -28,6 +28,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from corpus_dagster.clean import word_tokens as wt
+from corpus_dagster.core.jit import compiled as _compiled
+from corpus_dagster.core.jit import decode_utf8
 
 # per-code-point class bits (tables of the BMP)
 _PRE = 1 << 0  # PREFIX_CHARS
@@ -55,14 +57,6 @@ _RUP = 1 << 20  # [\p{Lu}\p{Lo}]
 _RM = 1 << 21  # \p{M}
 _RN = 1 << 22  # \p{N}
 _BMP = 0x10000
-
-
-def _compiled(fn):  # noqa: ANN001, ANN202
-    """njit with the machine code cached on disk; without a writable cache location each process compiles once."""
-    try:
-        return njit(cache=True, nogil=True, boundscheck=False)(fn)
-    except RuntimeError:
-        return njit(nogil=True, boundscheck=False)(fn)
 
 
 def _inline(fn):  # noqa: ANN001, ANN202
@@ -627,20 +621,6 @@ def _tokenize(cps, bpos, data, n, cuts, work, cls, sp_keys, sp_idx, sp_part_off,
     return k
 
 
-@_inline
-def _decode(data, i):  # noqa: ANN001, ANN202
-    """(code point, byte size) of the valid UTF-8 sequence at data[i]."""
-    lead = np.int64(data[i])
-    if lead < 0x80:
-        return lead, 1
-    if lead >= 0xF0:
-        return ((lead & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12) \
-            | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F), 4
-    if lead >= 0xE0:
-        return ((lead & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F), 3
-    return ((lead & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F), 2
-
-
 @_compiled
 def _sizes(data, offsets, cls):  # noqa: ANN001, ANN202
     """(code points outside whitespace: at most that many tokens, the longest chunk, chunks with an astral
@@ -656,7 +636,7 @@ def _sizes(data, offsets, cls):  # noqa: ANN001, ANN202
                 lead = data[i]
                 if lead & 0xC0 == 0x80:  # a continuation byte
                     continue
-                cp, size = _decode(data, i)
+                cp, size = decode_utf8(data, i)
                 sep = cp < 0x10000 and (cls[cp] & _WS) != 0
             else:
                 sep = True
@@ -700,7 +680,7 @@ def _split(data, offsets, cls, sp_keys, sp_idx, sp_part_off, sp_part_len, sp_max
         odd = False
         while True:
             if i < stop:
-                cp, size = _decode(data, i)
+                cp, size = decode_utf8(data, i)
                 sep = cp < 0x10000 and (cls[cp] & _WS) != 0
             else:
                 sep = True

@@ -20,19 +20,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from corpus_dagster.core.jit import compiled as _compiled
+from corpus_dagster.core.jit import decode_utf8
+
 _U64 = np.uint64
 _FMIX_1 = _U64(0xFF51AFD7ED558CCD)
 _FMIX_2 = _U64(0xC4CEB9FE1A85EC53)
 _SHIFT = _U64(33)
-
-
-def _compiled(fn):  # noqa: ANN001, ANN202
-    """njit with the machine code cached on disk; without a writable cache location (a read-only install
-    and no user cache folder) numba refuses to cache, and each process compiles once instead."""
-    try:
-        return njit(cache=True, nogil=True, boundscheck=False)(fn)
-    except RuntimeError:
-        return njit(nogil=True, boundscheck=False)(fn)
 
 
 @njit(inline="always")
@@ -57,17 +51,8 @@ def _word_bounds(data, offsets, ascii_alnum, cp_alnum, starts, ends, doc_words):
             if lead < 0x80:
                 size = 1
                 alnum = ascii_alnum[lead]
-            else:  # a valid UTF-8 sequence (Arrow strings are): decode its code point
-                if lead >= 0xF0:
-                    size = 4
-                    cp = ((lead & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12) \
-                        | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)
-                elif lead >= 0xE0:
-                    size = 3
-                    cp = ((lead & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F)
-                else:
-                    size = 2
-                    cp = ((lead & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
+            else:
+                cp, size = decode_utf8(data, i)
                 alnum = cp_alnum[cp]
             if alnum and not in_word:
                 starts[n] = i
