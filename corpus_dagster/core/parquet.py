@@ -53,3 +53,14 @@ def write_parquet(
                     writer.write_table(table.slice(a, b - a), row_group_size=max(b - a, 1))
             else:
                 writer.write_table(table, row_group_size=settings.row_group_rows)
+
+
+def head_rows(path: str | Path, columns: list[str], n: int) -> list[dict]:
+    """The first `n` rows of a Parquet file as dicts, decoding no more than the batch that holds them.
+
+    A preview of a large file (a source of 60 MB of changelogs in one part) read the whole text column
+    before slicing: about 1 s per preview instead of a few ms."""
+    if n <= 0:
+        return []
+    batch = next(pq.ParquetFile(path).iter_batches(batch_size=n, columns=columns), None)
+    return [] if batch is None else batch.to_pylist()[:n]

@@ -7,6 +7,7 @@ import pyarrow.parquet as pq
 
 from corpus_dagster.clean import driver
 from corpus_dagster.clean.cleaner import filter_key
+from corpus_dagster.core.parquet import head_rows
 from corpus_dagster.defs.charts import charts_markdown, stacked_bars
 from corpus_dagster.defs.common import (
     PREVIEW_ROWS,
@@ -22,6 +23,7 @@ from corpus_dagster.defs.partitions import source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
 
 EXAMPLES_PER_REASON = 3
+REJECT_SCAN_ROWS = 256  # rows decoded at a time while looking for examples
 
 
 def _spec(key: str, description: str) -> dg.AssetSpec:
@@ -57,20 +59,34 @@ def reason_threshold(reason: str, clean_cfg: dict[str, Any]) -> str:
 def kept_preview(layout, source_id: str, rows: int = PREVIEW_ROWS) -> dg.MetadataValue:
     """The first kept documents of a source: id, url, language, length and the start of the text."""
     files = driver.clean_doc_files(layout, source_id)
-    head = pq.read_table(files[0], columns=["id", "url", "lang", "n_chars", "text"]).slice(0, rows).to_pylist() if files else []
+    head = head_rows(files[0], ["id", "url", "lang", "n_chars", "text"], rows) if files else []
     return table(["id", "url", "lang", "n_chars", "text"],
                  [[r["id"], r["url"], r["lang"], r["n_chars"], short_text(r["text"])] for r in head])
 
 
-def rejected_preview(layout, source_id: str, clean_cfg: dict[str, Any]) -> dg.MetadataValue:
-    """Up to EXAMPLES_PER_REASON rejected documents per reason, with the measured value and the threshold."""
+def rejected_preview(layout, source_id: str, clean_cfg: dict[str, Any],
+                     reasons: dict[str, int] | None = None) -> dg.MetadataValue:
+    """Up to EXAMPLES_PER_REASON rejected documents per reason, with the measured value and the threshold.
+
+    `reasons` (rejected documents per reason, from the stage's stats) lets the scan stop once every reason
+    has its examples: the rejects of a source can be most of its text, and a preview needs a few rows."""
     seen: dict[str, int] = {}
     rows = []
+    wanted = None if reasons is None else {k: min(v, EXAMPLES_PER_REASON) for k, v in reasons.items() if v > 0}
+
+    def complete() -> bool:
+        return wanted is not None and all(seen.get(k, 0) >= v for k, v in wanted.items())
+
     for path in driver.reject_files(layout, source_id):
-        for r in pq.read_table(path, columns=["id", "reason", "value", "text"]).to_pylist():
-            if seen.get(r["reason"], 0) < EXAMPLES_PER_REASON:
-                seen[r["reason"]] = seen.get(r["reason"], 0) + 1
-                rows.append([r["id"], r["reason"], r["value"], reason_threshold(r["reason"], clean_cfg), short_text(r["text"])])
+        if complete():
+            break
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=REJECT_SCAN_ROWS, columns=["id", "reason", "value", "text"]):
+            for r in batch.to_pylist():
+                if seen.get(r["reason"], 0) < EXAMPLES_PER_REASON:
+                    seen[r["reason"]] = seen.get(r["reason"], 0) + 1
+                    rows.append([r["id"], r["reason"], r["value"], reason_threshold(r["reason"], clean_cfg), short_text(r["text"])])
+            if complete():
+                break
     return table(["id", "reason", "value", "threshold", "text"], sorted(rows, key=lambda r: (r[1], r[0])),
                  {"value": "what the rule measured", "threshold": "the configured limit it broke"})
 
@@ -90,7 +106,7 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
         sid = source.source_id
         stats = driver.run_clean_source(layout, sid, resolved, log=context.log)
         kept = kept_preview(layout, sid)
-        rejected = rejected_preview(layout, sid, resolved["clean"])
+        rejected = rejected_preview(layout, sid, resolved["clean"], stats["reasons"])
     version = dg.DataVersion(stats["key"])
     reasons = stats["reasons"]
     chart = stacked_bars({sid: {"kept": stats["kept"], **reasons}}, f"{sid}: kept and dropped per reason")

@@ -2,9 +2,9 @@
 
 import dagster as dg
 import polars as pl
-import pyarrow.parquet as pq
 
 from corpus_dagster.core.documents import SHARD_SCHEMA
+from corpus_dagster.core.parquet import head_rows
 from corpus_dagster.defs.charts import charts_markdown, histogram
 from corpus_dagster.defs.common import (
     PREVIEW_ROWS,
@@ -26,7 +26,7 @@ def publish_metadata(layout, result: driver.PublishResult) -> tuple[dict, dict]:
     """(shards metadata, manifest metadata) for the UI."""
     files = driver.published_shards(layout)
     lengths = pl.concat([pl.read_parquet(f, columns=["n_chars"]) for f in files])["n_chars"].to_list() if files else []
-    head = pq.read_table(files[0], columns=["id", "source_id", "split", "n_chars", "text"]).slice(0, PREVIEW_ROWS).to_pylist() if files else []
+    head = head_rows(files[0], ["id", "source_id", "split", "n_chars", "text"], PREVIEW_ROWS) if files else []
     m = result.manifest
     n_bytes = sum((layout.shards / s["name"]).stat().st_size for s in m["shards"])
     rows = [[s["name"], s["rows"], (layout.shards / s["name"]).stat().st_size, s["sha256"][:16]] for s in m["shards"][:50]]
