@@ -147,7 +147,7 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     from corpus_dagster.cli.progress_display import SESSION_TAG, RunWatcher
     from corpus_dagster.core.ledger import load_ledger
     from corpus_dagster.defs.resources import CorpusConfig
-    from corpus_dagster.defs.runner import GLOBAL_JOB, SOURCE_JOB, check_step_keys, source_pool
+    from corpus_dagster.defs.runner import GLOBAL_JOB, SOURCE_JOB, source_pool
     from corpus_dagster.ingest.estimate import largest_first
 
     ledger = load_ledger(layout.ledger)  # LedgerError names file, line and JSON path
@@ -161,8 +161,8 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     print(f"{prefix}: {len(sources)} source(s), {min(workers, len(sources))} at a time ({SOURCE_JOB} runs), "
           f"then {GLOBAL_JOB}; DAGSTER_HOME={os.environ['DAGSTER_HOME']}", flush=True)
     with dg.DagsterInstance.get() as instance:
-        watcher = RunWatcher(instance, session, log, prefix=prefix, check_steps=check_step_keys())
         with source_pool(corpus, instance, sources, output=str(log_path)) as pool:
+            watcher = RunWatcher(instance, session, log, prefix=prefix, check_steps=pool.check_step_keys())
             # largest first, so that a large source does not run alone at the end
             outcomes = pool.run_sources(largest_first(layout, ledger), keep_going=keep_going, tags=tags,
                                         poll=watcher.poll)

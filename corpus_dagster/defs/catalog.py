@@ -1,7 +1,6 @@
-"""The thin Dagster layer: assets per stage, checks, partitions, resources, jobs, schedules and sensors.
+"""Every asset, check and job of the graph in one place, and `build_definitions` over them.
 
-Assets call stage drivers only. `build_definitions` is called when a code location loads (never at import),
-so an invalid config is a load error naming the file and JSON path.
+Imported on first use of `corpus_dagster.defs.ASSETS` (and its siblings): importing it imports every stage.
 """
 
 import dagster as dg

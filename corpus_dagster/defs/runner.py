@@ -179,7 +179,8 @@ class RunPool:
     """A bounded pool of run processes, each executing whole runs: a failing source costs only its own run.
 
     Runs are handed out one at a time as processes come free, so a stop after a failure starts nothing more;
-    `poll` is called about every `poll_seconds` while runs go, so the caller can show progress.
+    `poll` is called about every `poll_seconds` while runs go, so the caller can show progress (each poll
+    reads the session's runs and their new events from SQLite: at 0.5 s that was about 3% of a run's CPU).
     """
 
     def __init__(self, corpus: CorpusConfig, instance: dg.DagsterInstance, processes: int, output: str | None = None):
@@ -190,7 +191,7 @@ class RunPool:
                                         initializer=_send_output_to, initargs=(output,))
 
     def run_all(self, job_name: str, partitions: list[str | None], tags: dict[str, str], keep_going: bool = True,
-                poll: Callable[[], None] | None = None, poll_seconds: float = 0.5) -> list[RunOutcome]:
+                poll: Callable[[], None] | None = None, poll_seconds: float = 1.0) -> list[RunOutcome]:
         """Run every partition, `processes` at a time; without keep_going the first failure starts no more runs."""
         outcomes: dict[int, RunOutcome] = {}
         running: dict[Future, int] = {}
@@ -211,6 +212,15 @@ class RunPool:
         if poll:
             poll()
         return [outcomes.get(i, RunOutcome(job_name, part, None, False)) for i, part in enumerate(partitions)]
+
+    def check_step_keys(self) -> set[str]:
+        """The asset checks' step keys, read in the pool processes: they import every stage for their first
+        run anyway, and this process (which only launches and watches runs) need not import them too.
+
+        One request per process: the pool starts a process per request it cannot give to an idle one, so
+        every process starts (and imports) now, together, as the first runs would have started them."""
+        futures = [self.pool.submit(check_step_keys) for _ in range(self.processes)]
+        return set().union(*(f.result() for f in futures))
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
