@@ -169,3 +169,68 @@ def test_analysis_cluster_check_draws_by_the_build_key_within_its_text_budget(se
     resolved, layout = resolved_with(verify_cluster_bytes=0)
     full = analysis_driver.verify_analysis(layout, resolved, "clusters")
     assert full.passed and full.metadata["t70_clusters_recomputed"] == clusters
+
+
+def _check_units_oracle(rows: list[int], n_tokens: list[int], max_docs: int, max_tokens: int) -> list[tuple[int, int, int]]:
+    """The greedy cut written plainly: extend a unit while both bounds hold; a unit has at least one row."""
+    units, offset = [], 0
+    for i, n in enumerate(rows):
+        a = 0
+        while a < n:
+            b, tokens = a + 1, n_tokens[offset + a]
+            while b < n and b - a < max_docs and tokens + n_tokens[offset + b] <= max_tokens:
+                tokens += n_tokens[offset + b]
+                b += 1
+            units.append((i, a, b))
+            a = b
+        offset += n
+    return units
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_token_check_units_are_bounded_by_documents_and_tokens(seed: int) -> None:
+    import random
+
+    import numpy as np
+
+    from corpus_dagster.tokenize.checks import check_units
+
+    rng = random.Random(seed)
+    rows = [rng.randint(0, 40) for _ in range(rng.randint(1, 4))]
+    n_tokens = [rng.choice([0, 1, 5, 30, 200, 5000]) for _ in range(sum(rows))]
+    max_docs, max_tokens = rng.randint(1, 12), rng.randint(1, 400)
+    units = check_units(rows, np.asarray(n_tokens, dtype=np.int32), max_docs, max_tokens)
+    assert units == _check_units_oracle(rows, n_tokens, max_docs, max_tokens)
+    covered = [(i, r) for i, a, b in units for r in range(a, b)]
+    assert covered == [(i, r) for i, n in enumerate(rows) for r in range(n)]  # every row once, in order
+
+
+def test_token_check_unit_of_one_long_document_stands_alone() -> None:
+    import numpy as np
+
+    from corpus_dagster.tokenize.checks import check_units
+
+    assert check_units([5], np.array([10, 10, 900, 10, 10]), 1024, 100) == [(0, 0, 2), (0, 2, 3), (0, 3, 5)]
+
+
+def test_sampled_token_rebuild_of_small_units_catches_a_changed_token(built: Path, monkeypatch) -> None:
+    """In sample mode (many units, a few rebuilt) a changed token inside a rebuilt unit fails the check."""
+    from corpus_dagster.tokenize import checks as token_checks
+
+    cfg = yaml.safe_load(built.read_text())
+    cfg.setdefault("tokenize", {})["rebuild_check_batches"] = 3
+    built.write_text(yaml.safe_dump(cfg))
+    resolved = load_config(built)
+    layout = Layout.from_config(resolved)
+    monkeypatch.setattr(token_checks, "CHECK_UNIT_TOKENS", 16)  # many small units
+    monkeypatch.setattr(token_checks, "sample_units", lambda n, k, seed: list(range(k)))  # the first units
+    good = tokens_driver.check_streams_rebuild(layout, resolved)
+    assert good.passed, good.problems
+    assert good.metadata["mode"] == "sample" and good.metadata["batches"] > 3
+    assert 0 < good.metadata["tokens_rebuilt"]
+    stream = layout.tokens / "train.bin"
+    data = bytearray(stream.read_bytes())
+    data[0] ^= 0x01  # the first token of the first train document: in the first units
+    stream.write_bytes(bytes(data))
+    bad = tokens_driver.check_streams_rebuild(layout, resolved)
+    assert not bad.passed and any("tokens differ" in p for p in bad.problems), bad.problems

@@ -308,19 +308,46 @@ def _stream_range(tokens_dir: Path, parts: list[tuple[dict[str, Any], IndexData]
     return np.concatenate(toks), np.concatenate(lens)
 
 
+# The sampled rebuild's unit is bounded in tokens as well as in documents: ids sort by source, so a batch of
+# batch_docs rows of one long-document source held 14x the text of another (41 MB against 3 MB on the bench
+# corpus) and a sample of two batches cost anywhere from 5% to 70% of a full rebuild.
+CHECK_UNIT_TOKENS = 1 << 20
+
+
+def check_units(rows: list[int], n_tokens: np.ndarray, max_docs: int, max_tokens: int = CHECK_UNIT_TOKENS
+                ) -> list[tuple[int, int, int]]:
+    """(shard, first row, end row) units covering every row of every shard in order: consecutive rows, at
+    most `max_docs` of them and at most `max_tokens` tokens (a document longer than that is a unit alone).
+
+    `n_tokens` holds every document's count, shard after shard (the counts table's order)."""
+    units: list[tuple[int, int, int]] = []
+    offset = 0
+    for i, n in enumerate(rows):
+        cum = np.concatenate([[0], np.cumsum(n_tokens[offset:offset + n], dtype=np.int64)])
+        a = 0
+        while a < n:
+            by_tokens = int(np.searchsorted(cum, cum[a] + max_tokens, side="right")) - 1
+            b = min(n, a + max_docs, max(by_tokens, a + 1))
+            units.append((i, a, b))
+            a = b
+        offset += n
+    return units
+
+
 def check_rebuild_sample(
     shards_dir: str | Path, tokens_dir: str | Path, tok_cfg: dict[str, Any], workers: int, sample_batches: int,
     seed: str,
 ) -> CheckReport:
-    """Retokenize a seeded sample of document batches with another worker count; they must equal the streams.
+    """Retokenize a seeded sample of document units with another worker count; they must equal the streams.
 
-    The unit is a batch of `tokenize.batch_docs` consecutive rows of one shard: its documents sit at known
-    consecutive positions of each split's streams (from the counts table and the shard row counts), so a
-    rebuilt batch is compared token for token and length for length with exactly the slice the full build
-    wrote. `check_counts` proves every file matches the sha256 in `_TOKENS.json`; with it, a run keeps the
-    full rebuild's guarantee for the sampled batches at a fixed cost (sample_batches x batch_docs documents,
-    whatever the corpus size), and successive seeds cover other batches. `sample_batches` 0 (or at least
-    the number of batches) runs the full rebuild (`check_rebuild`), as a scheduled run should now and then.
+    A unit is a run of consecutive rows of one shard, at most `tokenize.batch_docs` documents and
+    CHECK_UNIT_TOKENS tokens (see check_units): its documents sit at known consecutive positions of each
+    split's streams (from the counts table and the shard row counts), so a rebuilt unit is compared token
+    for token and length for length with exactly the slice the full build wrote. `check_counts` proves
+    every file matches the sha256 in `_TOKENS.json`; with it, a run keeps the full rebuild's guarantee for
+    the sampled units at a fixed cost (at most sample_batches x CHECK_UNIT_TOKENS tokens, whatever the
+    corpus size or its document lengths), and successive seeds cover other units. `sample_batches` 0 (or at
+    least the number of units) runs the full rebuild (`check_rebuild`), as a scheduled run should now and then.
     """
     shards_dir, tokens_dir = Path(shards_dir), Path(tokens_dir)
     report = CheckReport()
@@ -332,18 +359,23 @@ def check_rebuild_sample(
         report.fail(str(exc))
         return report
     size = int(tok_cfg["batch_docs"])
-    units = [(i, a, min(t.rows, a + size)) for i, t in enumerate(tasks) for a in range(0, t.rows, size)]
+    try:
+        counts = pq.read_table(tokens_dir / COUNTS_NAME, columns=["id", "split", "n_tokens"])
+    except (OSError, pa.ArrowException) as exc:
+        report.fail(f"{COUNTS_NAME}: {exc}")
+        return report
+    base = np.concatenate([[0], np.cumsum([t.rows for t in tasks])]).astype(np.int64)
+    if int(base[-1]) != counts.num_rows:
+        report.fail(f"{COUNTS_NAME} has {counts.num_rows} documents, the shards {int(base[-1])}")
+        return report
+    n_tokens = counts.column("n_tokens").to_numpy()
+    units = check_units([t.rows for t in tasks], n_tokens, size, CHECK_UNIT_TOKENS)
     if sample_batches <= 0 or sample_batches >= len(units):
         full = check_rebuild(shards_dir, tokens_dir, tok_cfg, workers)
         full.metadata.update(mode="full", batches_rebuilt=len(units))
         return full
     picks = [units[u] for u in sample_units(len(units), sample_batches, seed)]
-    counts = pq.read_table(tokens_dir / COUNTS_NAME, columns=["id", "split"])
     splits = np.asarray(counts.column("split").to_pylist(), dtype=object)
-    base = np.concatenate([[0], np.cumsum([t.rows for t in tasks])]).astype(np.int64)
-    if int(base[-1]) != len(splits):
-        report.fail(f"{COUNTS_NAME} has {len(splits)} documents, the shards {int(base[-1])}")
-        return report
     before = {s: np.concatenate([[0], np.cumsum(splits == s)]) for s in SPLITS}  # split docs before row g
     indexes = {s: [(p, read_index(tokens_dir / p["idx"]["name"])) for p in manifest["splits"][s]["files"]]
                for s in SPLITS}
@@ -373,6 +405,8 @@ def check_rebuild_sample(
                 elif not np.array_equal(toks.astype(np.int64), toks_by_split[s].astype(np.int64)):
                     report.fail(f"{where}: {s} tokens differ from a rebuild with workers={other}")
     report.metadata.update(mode="sample", batches_rebuilt=len(picks), batches=len(units), batch_docs=size,
+                           unit_tokens=CHECK_UNIT_TOKENS,
+                           tokens_rebuilt=sum(int(n_tokens[base[i] + a:base[i] + b].sum()) for i, a, b in picks),
                            rebuild_workers=other, seed=seed,
                            sampled=[f"{tasks[i].path.name}:{a}" for i, a, _ in picks][:20])
     return report
