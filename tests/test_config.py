@@ -55,9 +55,9 @@ def test_config_sha256_is_canonical_json_without_execution_keys():
     body = {k: v for k, v in resolved.items() if k not in ("paths", "locks", "executor", "workers", "refresh", "progress", "analysis", "release", "review")}
     body["tokenize"] = {k: v for k, v in body["tokenize"].items()
                         if k not in ("engine", "threads_per_worker", "rebuild_check", "rebuild_check_batches")}
-    body["publish"] = {k: v for k, v in body["publish"].items() if k not in ("rebuild_check_shards", "pii_check_docs")}
+    body["publish"] = {k: v for k, v in body["publish"].items() if k not in ("rebuild_check_shards", "pii_check_docs", "pii_check_chars")}
     body["dedup"] = {k: v for k, v in body["dedup"].items() if k not in ("batch_bytes", "verify_batch_shingles", "verify_chunk_pairs")}
-    assert len(EXECUTION_KEYS) == 21
+    assert len(EXECUTION_KEYS) == 22
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     assert config_sha256(resolved) == hashlib.sha256(canon).hexdigest()
     other = load_config(None, {"dataset": "x", "workers": 4, "paths": {"artifacts": "/elsewhere"},

@@ -234,3 +234,41 @@ def test_sampled_token_rebuild_of_small_units_catches_a_changed_token(built: Pat
     stream.write_bytes(bytes(data))
     bad = tokens_driver.check_streams_rebuild(layout, resolved)
     assert not bad.passed and any("tokens differ" in p for p in bad.problems), bad.problems
+
+
+def _chars_file(path: Path, lengths: list[int]) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": [f"s:{i}" for i in range(len(lengths))], "n_chars": pa.array(lengths, pa.int64())}), path)
+    return path
+
+
+@pytest.mark.parametrize("seed", ["a", "b", "c"])
+def test_pii_sample_is_a_prefix_of_the_draw_within_its_character_budget(tmp_path: Path, seed: str) -> None:
+    import random
+
+    from corpus_dagster.core.checks import sample_order, sample_units
+    from corpus_dagster.publish.checks import pii_sample
+
+    rng = random.Random(seed)
+    lengths = [rng.choice([10, 100, 1000, 100_000]) for _ in range(300)]
+    paths = [_chars_file(tmp_path / "a.parquet", lengths[:120]), _chars_file(tmp_path / "b.parquet", lengths[120:])]
+    assert list(pii_sample(paths, 50, seed)) == sample_units(300, 50, seed)  # no budget: the plain sample
+    assert pii_sample(paths, 0, seed, 5000) is None and pii_sample(paths, 300, seed, 5000) is None  # all
+    order = sample_order(300, 50, seed)
+    budget = 20_000
+    picked = list(pii_sample(paths, 50, seed, budget))
+    k = len(picked)
+    assert picked == sorted(order[:k])  # a prefix of the draw
+    assert sum(lengths[i] for i in picked) <= budget or k == 1
+    if k < 50:  # the next drawn document would not have fit
+        assert sum(lengths[i] for i in order[:k + 1]) > budget
+
+
+def test_pii_sample_keeps_the_first_drawn_document_over_budget(tmp_path: Path) -> None:
+    from corpus_dagster.core.checks import sample_order
+    from corpus_dagster.publish.checks import pii_sample
+
+    paths = [_chars_file(tmp_path / "a.parquet", [10_000] * 20)]
+    assert list(pii_sample(paths, 5, "k", 10)) == [sample_order(20, 5, "k")[0]]

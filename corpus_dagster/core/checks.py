@@ -46,7 +46,13 @@ def sample_units(n: int, k: int, seed: str) -> list[int]:
 
     The seed is the caller's (a stage key, a run id): a new build checks other units, and a sample can be
     drawn again from its seed to reproduce a failure."""
+    return sorted(sample_order(n, k, seed))
+
+
+def sample_order(n: int, k: int, seed: str) -> list[int]:
+    """The draw of `sample_units` in the order it was drawn (0..n-1 when k >= n): every prefix of it is
+    itself a uniform sample, so a caller with a cost budget can stop early without biasing what it checks."""
     if k >= n:
         return list(range(n))
     rng = np.random.default_rng(int.from_bytes(hashlib.sha256(seed.encode("utf-8")).digest()[:8], "little"))
-    return sorted(int(i) for i in rng.choice(n, size=k, replace=False))
+    return [int(i) for i in rng.choice(n, size=k, replace=False)]

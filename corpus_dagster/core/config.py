@@ -37,6 +37,7 @@ EXECUTION_KEYS = (
     "release.rebuild_check",
     "release.rebuild_check_units",
     "publish.pii_check_docs",
+    "publish.pii_check_chars",
     "dedup.batch_bytes",
     "dedup.verify_batch_shingles",
     "dedup.verify_chunk_pairs",

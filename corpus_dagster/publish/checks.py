@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_dagster.core.checks import sample_units
+from corpus_dagster.core.checks import sample_order, sample_units
 from corpus_dagster.core.documents import SHARD_SCHEMA, shard_name
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.parallel import ordered_map
@@ -138,16 +138,35 @@ def check_hashes(paths: list[Path]) -> list[str]:
     return problems
 
 
-def check_no_pii(paths: list[Path], pii_cfg: dict, sample_docs: int = 0, seed: str = "") -> list[str]:
+def pii_sample(paths: list[Path], sample_docs: int, seed: str, sample_chars: int = 0) -> np.ndarray | None:
+    """Positions (in published order, sorted) of the documents the PII rescan covers; None means all.
+
+    A seeded draw of `sample_docs` documents, cut to the prefix of the draw whose text fits `sample_chars`
+    characters (0: no budget; the first drawn document is always kept). A prefix of a uniform draw is
+    uniform, so the budget bounds the cost without favouring short documents: by count alone the rescan
+    of 2,000 documents cost 0.6 to 3 s on the bench corpus, by which 2,000 it drew."""
+    n_docs = sum(pq.ParquetFile(p).metadata.num_rows for p in paths)
+    if not 0 < sample_docs < n_docs:
+        return None
+    order = np.asarray(sample_order(n_docs, sample_docs, seed), np.int64)
+    if sample_chars > 0:
+        n_chars = np.concatenate([pq.read_table(p, columns=["n_chars"]).column(0).to_numpy() for p in paths])
+        order = order[:max(1, int((np.cumsum(n_chars[order]) <= sample_chars).sum()))]  # cumsum only grows
+    return np.sort(order)
+
+
+def check_no_pii(paths: list[Path], pii_cfg: dict, sample_docs: int = 0, seed: str = "",
+                 sample_chars: int = 0) -> list[str]:
     """No enabled PII detector finds anything in the published text (the scrub is idempotent).
 
-    `sample_docs` > 0 scans a seeded sample of that many documents (drawn over the published order from
-    `seed`); 0 scans every document. Pair it with `check_published_text_scrubbed`, which covers every document.
+    `sample_docs` > 0 scans a seeded sample of at most that many documents and `sample_chars` characters
+    (see pii_sample); 0 scans every document. Pair it with `check_published_text_scrubbed`, which covers
+    every document.
     """
     from corpus_dagster.scrub.api import find_pii_batch
 
-    n_docs = sum(pq.ParquetFile(p).metadata.num_rows for p in paths)
-    picks = np.asarray(sample_units(n_docs, sample_docs, seed) if 0 < sample_docs < n_docs else [], np.int64)
+    picked = pii_sample(paths, sample_docs, seed, sample_chars)
+    picks = np.asarray([], np.int64) if picked is None else picked
     problems = []
     offset = 0
     for path, batch in iter_batches(paths, ["id", "text"]):

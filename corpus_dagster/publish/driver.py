@@ -424,15 +424,17 @@ def check_hashes(layout: Layout) -> CheckReport:
 
 def check_no_pii(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
     """Every published text is the scrub's output byte for byte (all documents, by sha256), and no PII
-    detector fires on a seeded sample of `publish.pii_check_docs` documents (seeded by the publish key, so
-    each new build scans others; 0 scans every document, what a scheduled full check runs)."""
+    detector fires on a seeded sample of `publish.pii_check_docs` documents within `publish.pii_check_chars`
+    characters (seeded by the publish key, so each new build scans others; 0 scans every document, what a
+    scheduled full check runs)."""
     paths = published_shards(layout)
     scrubbed = [p for sid in dedup_sources(layout) for p in scrubbed_files(layout, sid)]
-    sample = int(resolved["publish"]["pii_check_docs"])
+    sample, budget = int(resolved["publish"]["pii_check_docs"]), int(resolved["publish"]["pii_check_chars"])
     seed = records.require_record(layout.stage(STAGE), "shards").key
     problems = checks.check_published_text_scrubbed(paths, scrubbed)
-    problems += checks.check_no_pii(paths, resolved["pii"], sample, seed)
-    return report_of(problems, docs_scanned=sample or "all")
+    problems += checks.check_no_pii(paths, resolved["pii"], sample, seed, budget)
+    picked = checks.pii_sample(paths, sample, seed, budget)
+    return report_of(problems, docs_scanned="all" if picked is None else len(picked))
 
 
 def check_rebuild(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
