@@ -250,6 +250,7 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
     from corpus_dagster.ingest import driver as ingest
     from corpus_dagster.publish import driver as publish
     from corpus_dagster.release import driver as release
+    from corpus_dagster.review import driver as review
     from corpus_dagster.scrub import driver as scrub
     from corpus_dagster.tokenize import checks as tokens_checks
     from corpus_dagster.tokenize import driver as tokens
@@ -305,12 +306,13 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
                                     if not _check(r)], shards_in),
         "release rebuild check": (checks(("rebuild", lambda: release.release_rebuild_check(layout, resolved))),
                                   shards_in),
+        "review": (lambda: review.run_review_stage(layout, resolved), kept_in),
     }
 
 
 STAGES = ["ingest", "clean", "minhash", "dedup", "scrub", "publish", "publish checks", "publish rebuild check",
           "tokens", "tokens checks", "tokens rebuild check", "publish sampled check", "tokens sampled check",
-          "analysis", "analysis checks", "release", "release checks", "release rebuild check"]
+          "analysis", "analysis checks", "release", "release checks", "release rebuild check", "review"]
 # The sampled determinism checks (proposed replacements of the two full rebuild checks): measured, not summed.
 PROPOSED = {"publish sampled check", "tokens sampled check"}
 CORE_STAGES = [s for s in STAGES[:STAGES.index("analysis")] if s not in PROPOSED]
