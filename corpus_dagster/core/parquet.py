@@ -63,4 +63,4 @@ def head_rows(path: str | Path, columns: list[str], n: int) -> list[dict]:
     if n <= 0:
         return []
     batch = next(pq.ParquetFile(path).iter_batches(batch_size=n, columns=columns), None)
-    return [] if batch is None else batch.to_pylist()[:n]
+    return [] if batch is None else batch.to_pylist()  # a batch holds at most n rows

@@ -432,8 +432,8 @@ def check_no_pii(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
     sample, budget = int(resolved["publish"]["pii_check_docs"]), int(resolved["publish"]["pii_check_chars"])
     seed = records.require_record(layout.stage(STAGE), "shards").key
     problems = checks.check_published_text_scrubbed(paths, scrubbed)
-    problems += checks.check_no_pii(paths, resolved["pii"], sample, seed, budget)
     picked = checks.pii_sample(paths, sample, seed, budget)
+    problems += checks.scan_for_pii(paths, resolved["pii"], picked)
     return report_of(problems, docs_scanned="all" if picked is None else len(picked))
 
 
