@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from corpus_dagster.clean.groups import Groups
-from corpus_dagster.clean.words import flatten, split_words
+from corpus_dagster.clean.words import flatten, split_word_lists
 
 
 class DocBatch:
@@ -16,6 +17,7 @@ class DocBatch:
         self.texts = texts
         self._series = series
         self._words = words
+        self._word_lists: pa.LargeListArray | None = None
         self._n_chars: np.ndarray | None = None
         self._lines: Lines | None = None
 
@@ -30,10 +32,17 @@ class DocBatch:
         return self._series
 
     @property
+    def word_lists(self) -> pa.LargeListArray:
+        """Word tokens per document as an Arrow list array; computed once per batch (also for `words`)."""
+        if self._word_lists is None:
+            self._word_lists = self._words.to_arrow() if self._words is not None else split_word_lists(self.series)
+        return self._word_lists
+
+    @property
     def words(self) -> pl.Series:
         """Word tokens per document (list[str] series); computed once per batch."""
         if self._words is None:
-            self._words = split_words(self.series)
+            self._words = pl.Series("words", self.word_lists)
         return self._words
 
     @property
@@ -55,6 +64,8 @@ class DocBatch:
         idx = pl.Series(index.astype(np.int64))
         sub = DocBatch([self.texts[i] for i in index.tolist()], self.series.gather(idx),
                        self._words.gather(idx) if self._words is not None else None)
+        if self._words is None and self._word_lists is not None:  # only the kept documents' tokens are copied
+            sub._word_lists = self._word_lists.take(pa.array(index.astype(np.int64)))
         if self._n_chars is not None:
             sub._n_chars = self._n_chars[index]
         return sub

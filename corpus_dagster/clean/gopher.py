@@ -10,11 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import polars as pl
 
 from corpus_dagster.clean.batch import DocBatch
+from corpus_dagster.clean.token_stats import token_stats
 from corpus_dagster.clean.verdict import Verdict, char_class, ratio
-from corpus_dagster.clean.words import LETTER_PATTERN, SYMBOL_ONLY_PATTERN, flatten
 
 REASONS = (
     "gopher_word_count",
@@ -31,24 +30,9 @@ _HSPACE = r"[\s&&[^\n]]"  # whitespace inside a line
 
 def gopher_stats(batch: DocBatch, cfg: dict[str, Any]) -> dict[str, np.ndarray]:
     """Per-document statistics the Gopher quality rules compare against their thresholds."""
-    n = len(batch)
-    flat, doc, offsets = flatten(batch.words)
-    n_tokens = np.diff(offsets)
-    symbol = flat.str.contains(SYMBOL_ONLY_PATTERN).to_numpy()
-    length = flat.str.len_chars().to_numpy().astype(np.int64)
-    alpha = flat.str.contains(LETTER_PATTERN).to_numpy()
-    n_words = np.bincount(doc, weights=~symbol, minlength=n)
-    word_chars = np.bincount(doc, weights=np.where(symbol, 0, length), minlength=n)
-
-    stop_words = list(dict.fromkeys(cfg["stop_words"]))
-    stop_pos = np.flatnonzero(flat.is_in(stop_words).to_numpy()) if stop_words else np.zeros(0, np.int64)
-    if len(stop_pos):
-        which = flat.gather(stop_pos).replace_strict(stop_words, list(range(len(stop_words))),
-                                                     return_dtype=pl.Int64).to_numpy()
-        pairs = np.unique(doc[stop_pos] * len(stop_words) + which)
-        n_stop = np.bincount(pairs // len(stop_words), minlength=n)
-    else:
-        n_stop = np.zeros(n, dtype=np.int64)
+    tokens = token_stats(batch.word_lists, cfg["stop_words"])  # one compiled pass over every token
+    n_tokens = tokens.n_tokens
+    n_words = tokens.n_words.astype(np.float64)
 
     s = batch.series
     n_newlines = s.str.count_matches("\n", literal=True).to_numpy()
@@ -58,14 +42,14 @@ def gopher_stats(batch: DocBatch, cfg: dict[str, Any]) -> dict[str, np.ndarray]:
     return {
         "n_tokens": n_tokens,
         "n_words": n_words,
-        "mean_word_length": ratio(word_chars, n_words),
+        "mean_word_length": ratio(tokens.word_chars, n_words),
         "hash_ratio": ratio(s.str.count_matches("#", literal=True).to_numpy(), n_tokens),
         "ellipsis_ratio": ratio(s.str.count_matches("...", literal=True).to_numpy()
                                 + s.str.count_matches("…", literal=True).to_numpy(), n_tokens),
         "bullet_lines": ratio(s.str.count_matches(rf"(?m)^{_HSPACE}*{bullets}").to_numpy(), n_lines),
         "ellipsis_lines": ratio(s.str.count_matches(rf"(?m)(?:\.\.\.|…){_HSPACE}*$").to_numpy(), n_lines),
-        "alpha_words": ratio(np.bincount(doc, weights=alpha, minlength=n), n_tokens),
-        "stop_words": n_stop.astype(np.float64),
+        "alpha_words": ratio(tokens.n_alpha, n_tokens),
+        "stop_words": tokens.n_stop.astype(np.float64),
     }
 
 

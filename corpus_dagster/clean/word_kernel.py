@@ -56,6 +56,7 @@ _RLOW = 1 << 19  # [\p{Ll}\p{Lo}]
 _RUP = 1 << 20  # [\p{Lu}\p{Lo}]
 _RM = 1 << 21  # \p{M}
 _RN = 1 << 22  # \p{N}
+_RPS = 1 << 23  # [\p{P}\p{S}] (the Gopher word statistics, `token_stats`)
 _BMP = 0x10000
 
 
@@ -112,7 +113,7 @@ def char_classes() -> np.ndarray:
     table[where[probe != 1]] |= _WS
     single = pl.Series(list(chars))
     for pattern, bit in ((r"\p{So}", _RSO), (r"\p{L}", _RL), (r"[\p{Ll}\p{Lo}]", _RLOW), (r"[\p{Lu}\p{Lo}]", _RUP),
-                         (r"\p{M}", _RM), (r"\p{N}", _RN)):
+                         (r"\p{M}", _RM), (r"\p{N}", _RN), (r"[\p{P}\p{S}]", _RPS)):
         table[where[single.str.contains("^" + pattern + "$").to_numpy()]] |= bit
     return table
 
@@ -770,6 +771,14 @@ def split_words_kernel(texts: pl.Series, split_chunks: Callable[[list[str]], lis
 
     split_chunks gives the tokens of each of the distinct chunks the tables cannot read (astral code
     points, Python-only spaces). Nulls count as empty texts."""
+    lists, fallback, n_tokens = split_words_arrow(texts, split_chunks)
+    return pl.Series("words", lists), fallback, n_tokens
+
+
+def split_words_arrow(texts: pl.Series, split_chunks: Callable[[list[str]], list[list[str]]]
+                      ) -> tuple[pa.LargeListArray, int, int]:
+    """`split_words_kernel` with the tokens as an Arrow list<large_string> array: a polars series of them
+    costs a copy of every token (polars' string layout), which the Gopher statistics do not need."""
     arr = texts.fill_null("").rechunk().to_arrow()
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
@@ -793,5 +802,4 @@ def split_words_kernel(texts: pl.Series, split_chunks: Callable[[list[str]], lis
     fb_off = np.cumsum(counts)
     out, out_off, list_off = _assemble(data, tok_s, tok_e, doc_tok, fb_s, fb_off, np.array(lengths, dtype=np.int64))
     strings = pa.LargeStringArray.from_buffers(len(out_off) - 1, pa.py_buffer(out_off), pa.py_buffer(out))
-    words = pl.Series("words", pa.LargeListArray.from_arrays(pa.array(list_off), strings))
-    return words, len(fb_s), len(out_off) - 1
+    return pa.LargeListArray.from_arrays(pa.array(list_off), strings), len(fb_s), len(out_off) - 1

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import regex
 
-from corpus_dagster.clean.word_kernel import split_words_kernel
+from corpus_dagster.clean.word_kernel import split_words_arrow
 from corpus_dagster.clean.word_tokens import (
     INFIX_ANYWHERE,
     MULTI_CURRENCY,
@@ -45,16 +45,17 @@ _SUFFIX_CLASS = class_chars(SUFFIX_CHARS)
 _AFFIXED = rf"^([{_CLASS}]?)(.+?)((?:[{_SUFFIX_CLASS}]|\.)?)$"
 _DOT_SPLITS_AFTER = r"^(?:[\p{L}\p{M}]*[\p{Ll}\p{Lo}]|\p{N}+)$"
 
-# Kept for the symbol/letter statistics of the Gopher rules.
-SYMBOL_ONLY_PATTERN = r"^[\p{P}\p{S}]+$"
-LETTER_PATTERN = r"\p{L}"
-
 
 def split_words(texts: pl.Series) -> pl.Series:
     """Tokens of every text as a list column (one list per document, in order; a null text has none).
 
     One compiled pass over the batch (`word_kernel`); the same tokens as `_split_words_reference`."""
-    return split_words_kernel(texts, _fallback_tokens)[0]
+    return pl.Series("words", split_word_lists(texts))
+
+
+def split_word_lists(texts: pl.Series) -> pa.LargeListArray:
+    """`split_words` as an Arrow list<large_string> array (no polars copy of the tokens)."""
+    return split_words_arrow(texts, _fallback_tokens)[0]
 
 
 def _fallback_tokens(chunks: list[str]) -> list[list[str]]:
