@@ -220,3 +220,22 @@ def test_labeled_evaluation_meets_the_targets() -> None:
         labeled = sum(result.lang[i] == lang for i in idx) / len(idx)
         ok = sum((not dropped[i]) if lang == "en" else dropped[i] for i in idx) / len(idx)
         assert labeled >= want and ok >= want, (lang, labeled, ok)
+
+
+def test_repeated_samples_are_predicted_once_with_the_same_answer() -> None:
+    from corpus_dagster.clean import langid
+
+    class Counting:
+        def __init__(self) -> None:
+            self.model, self.calls = langid._model(), []  # noqa: SLF001 - the bundled model
+
+        def predict(self, text: str, **kwargs: object) -> object:
+            self.calls.append(text)
+            return self.model.predict(text, **kwargs)
+
+    model = Counting()
+    samples = [EN, FR, EN, DE, FR, EN]
+    got = langid._predict_each(model, samples, 3)  # noqa: SLF001
+    assert model.calls == [EN, FR, DE]
+    want = [model.model.predict(t, k=3, on_unicode_error="replace") for t in samples]
+    assert [(list(a), list(b)) for a, b in got] == [(list(a), list(b)) for a, b in want]

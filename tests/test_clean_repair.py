@@ -72,3 +72,10 @@ def test_repair_one_matches_batch() -> None:
     texts = ["x\x00y", "a\r\nb", "It’s".encode().decode("cp1252"), "e\u0301"]
     out, done = fix(texts)
     assert [repair.repair_one(t) for t in texts] == list(zip(out, done, strict=True))
+
+
+def test_series_holds_the_repaired_texts_in_place() -> None:
+    # only the changed texts are written into the series again: each must land at its own position
+    texts = ["ok", "x\x00y", "plain ascii", "e\u0301", "It’s".encode().decode("cp1252"), "last", "\x07bell"]
+    out, _, series = repair_texts(texts * 3, {"mojibake": True})
+    assert series.to_list() == out and out[1] == "xy" and out[3] == "é" and out[6] == "bell"

@@ -98,7 +98,7 @@ def repair_texts(texts: list[str], cfg: dict[str, Any]) -> tuple[list[str], list
                 repairs[i].append("mojibake")
         series = pl.Series("text", out, dtype=pl.String)
     flagged = series.str.contains(_NEEDS_WORK).to_numpy()
-    changed = False
+    changed: list[int] = []
     for i, text in enumerate(out):
         if flagged[i]:
             new, done = repair_one(text, fix_mojibake)
@@ -109,7 +109,7 @@ def repair_texts(texts: list[str], cfg: dict[str, Any]) -> tuple[list[str], list
             continue
         if new != text:
             out[i] = new
-            changed = True
-    if changed:
-        series = pl.Series("text", out, dtype=pl.String)
+            changed.append(i)
+    if changed:  # only the repaired texts are copied into the series again, not the whole batch
+        series = series.scatter(changed, pl.Series([out[i] for i in changed], dtype=pl.String))
     return out, repairs, series
