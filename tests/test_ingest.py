@@ -253,3 +253,14 @@ def test_sources_start_largest_first_by_their_last_fetch_else_their_local_files(
     assert largest_first(layout, [small, remote, big, tie])[0] == "remote"
     gone = Source("gone", (str(tmp_path / "nothing-*.jsonl"),), "jsonl", "MIT")
     assert largest_first(layout, [small, remote, big, gone])[0] == "gone"  # it fails at once: first
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 1 << 20])
+def test_size_and_lone_surrogates_in_one_pass(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    from corpus_dagster.ingest import readers
+
+    monkeypatch.setattr(readers, "SIZE_CHUNK", chunk)  # a surrogate on either side of a chunk boundary
+    for text in ["plain", "café 🙂 中", "a\ud800b", "é\udfff", "\ud83d\ude00", "🙂" * 5 + "\ud800", ""]:
+        want = (len(text.encode("utf-8", errors="surrogatepass")), readers.SURROGATE.search(text) is not None)
+        assert readers.utf8_size_and_surrogates(text) == want
+        assert readers.utf8_size(text) == want[0] and readers.has_surrogates(text) == want[1]
