@@ -7,7 +7,9 @@ filters / every clean filter off) x `--workers` x `--scale`, it runs the graph s
 the drivers (the functions the Dagster assets call), each stage in a fresh interpreter so its CPU seconds
 (its own plus its worker processes') and peak RSS are its own, and prints one table: per stage MB/s per
 core (the stage's input text bytes / CPU seconds), documents/s per core and peak RSS, then end to end.
-In the same run: the I/O floor (read the raw zstd JSON parts, write zstd Parquet) and datatrove 0.10.1
+In the same run: the I/O floor (read the raw zstd JSON parts, write zstd Parquet), the component floors
+(fastText's predict on the language samples, the tokenizer on the published text: what two fixed
+components cost alone, after a filters-off pass) and datatrove 0.10.1
 (bench/.venv-datatrove) on a sample of the same documents for the stages it has, each as a ratio.
 
     .venv/bin/python bench/pipeline.py                      # >= 150 MB, workers 1 and 2, filters on and off
@@ -382,6 +384,54 @@ def child_floor(config: str, out: str) -> None:
     print(json.dumps({"cpu": cpu, "wall": wall, "docs": docs, "bytes": nbytes, "rss_mb": rss / 1024}))
 
 
+def child_component_floors(config: str) -> None:
+    """What two fixed components cost on their own, with nothing of ours around them (after a filters-off
+    pass, so every document is there): fastText's `predict` on the very samples the clean stage's language
+    ID reads (the `lang` column is written even with every filter off), and the tokenizer encoding the
+    published text (the token streams' input). Input preparation is not timed."""
+    import pyarrow.parquet as pq
+
+    from corpus_dagster.clean import langid
+    from corpus_dagster.clean.driver import clean_doc_files
+    from corpus_dagster.clean.lang_sample import prose_samples
+    from corpus_dagster.core.config import load_config
+    from corpus_dagster.core.layout import Layout
+    from corpus_dagster.core.ledger import load_ledger
+    from corpus_dagster.publish.driver import published_shards
+    from corpus_dagster.tokenize.tokenizer import load_tokenizer
+
+    resolved = load_config(config)
+    layout = Layout.from_config(resolved)
+    out: dict[str, Any] = {}
+    lang_cfg = resolved["clean"]["lang"]
+    model = langid._model()  # noqa: SLF001 - the clean stage's own fastText model
+    samples, docs, nbytes = [], 0, 0
+    for sid in [s.source_id for s in load_ledger(layout.ledger)]:
+        for f in clean_doc_files(layout, sid):
+            import polars as pl
+
+            text = pl.Series(pq.read_table(f, columns=["text"]).column("text"))
+            docs += len(text)
+            nbytes += int(text.str.len_bytes().sum() or 0)
+            samples += prose_samples(text, lang_cfg).get_column("sample").to_list()
+    cpu0 = _cpu()
+    for sample in dict.fromkeys(samples):  # every distinct sample once, as the clean stage predicts them
+        model.predict(sample, k=int(lang_cfg["top_k"]), on_unicode_error="replace")
+    out["language ID (fastText predict)"] = {"cpu": _cpu() - cpu0, "docs": docs, "bytes": nbytes}
+    tok = load_tokenizer(resolved["tokenize"])
+    texts, nbytes = [], 0
+    for shard in published_shards(layout):
+        col = pq.read_table(shard, columns=["text"]).column("text").to_pylist()
+        texts += col
+        nbytes += sum(len(t.encode()) for t in col)
+    cpu0 = _cpu()
+    for _ in tok.impl.iter_encoded(texts):
+        pass
+    out[f"encode published text ({tok.info.name}, {tok.engine})"] = {"cpu": _cpu() - cpu0, "docs": len(texts),
+                                                                     "bytes": nbytes}
+    print(json.dumps(out))
+
+
 # ------------------------------------------------------------------------------------ datatrove side
 
 DATATROVE_SCRIPT = r"""
@@ -528,8 +578,9 @@ def fmt(x: float | None, digits: int = 1) -> str:
     return "-" if x is None else f"{x:,.{digits}f}"
 
 
-def print_table(passes: list[dict[str, Any]], floor: dict[str, Any] | None, dt: dict[str, Any] | None) -> None:
-    """One table: a row per (pass, stage), end to end per pass, then the floor and datatrove ratios."""
+def print_table(passes: list[dict[str, Any]], floor: dict[str, Any] | None, dt: dict[str, Any] | None,
+                components: dict[str, Any] | None = None) -> None:
+    """One table: a row per (pass, stage), end to end per pass, then the floors and datatrove ratios."""
     head = ["pass", "stage", "MB in", "docs in", "CPU s", "wall s", "MB/s/core", "docs/s/core", "peak RSS MB", "vs"]
     lines: list[list[str]] = []
     for p in passes:
@@ -575,6 +626,14 @@ def print_table(passes: list[dict[str, Any]], floor: dict[str, Any] | None, dt: 
                       f"{floor['docs']:,}", fmt(floor["cpu"]), fmt(floor["wall"]),
                       fmt(floor["bytes"] / MB / floor["cpu"]), fmt(floor["docs"] / floor["cpu"], 0),
                       fmt(floor["rss_mb"], 0), ""])
+    if components:
+        total = (floor["cpu"] if floor else 0.0) + sum(c["cpu"] for c in components.values())
+        for name, c in components.items():
+            lines.append(["component floor", name, fmt(c["bytes"] / MB), f"{c['docs']:,}", fmt(c["cpu"]), "",
+                          fmt(c["bytes"] / MB / c["cpu"]), fmt(c["docs"] / c["cpu"], 0), "", "no code of ours"])
+        raw = passes[0]["raw_bytes"] / MB
+        lines.append(["component floor", "I/O + language ID + encode", fmt(raw), "", fmt(total), "", fmt(raw / total),
+                      "", "", f"of the {raw / 10:.1f} CPU s that 10 MB/s/core end to end allows: {100 * total / (raw / 10):.0f}%"])
     if dt:
         if "error" in dt:
             lines.append(["datatrove", "error", "", "", "", "", "", "", "", dt["error"][:60]])
@@ -645,14 +704,17 @@ def main() -> None:
             for which in args.passes:
                 passes.append(run_pass(corpus, info, w, which == "on", scale, args.profile, args.dagster))
     floor = run_child("_floor", passes[0]["config"], str(OUT_DIR / "pipeline-runs" / f"{LABEL[0]}floor"))
+    off = [p for p in passes if p["tag"].startswith("off-")]  # every document reaches the later stages there
+    components = run_child("_components", off[0]["config"]) if off else None
     dt = run_datatrove(base, sorted(json.loads((base / "_READY.json").read_text())), dt_mb) if dt_mb > 0 else None
     print(f"\n## pipeline throughput: {mb} MB corpus, CPU seconds of the process tree, "
           f"load average at end {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores\n")
-    print_table(passes, floor, dt)
+    print_table(passes, floor, dt, components)
     if args.profile:
         print_profiles(passes, 25)
     if args.json:
-        args.json.write_text(json.dumps({"passes": passes, "floor": floor, "datatrove": dt}, indent=1))
+        args.json.write_text(json.dumps({"passes": passes, "floor": floor, "components": components, "datatrove": dt},
+                                        indent=1))
 
 
 if __name__ == "__main__":
@@ -662,5 +724,7 @@ if __name__ == "__main__":
         build_corpus(int(sys.argv[2]), sys.argv[3:] == ["1"])
     elif len(sys.argv) > 1 and sys.argv[1] == "_floor":
         child_floor(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) > 1 and sys.argv[1] == "_components":
+        child_component_floors(sys.argv[2])
     else:
         main()
