@@ -7,7 +7,7 @@ import random
 import polars as pl
 import pytest
 
-from corpus_dagster.clean.word_kernel import split_words_kernel
+from corpus_dagster.clean.word_kernel import split_words_arrow
 from corpus_dagster.clean.word_tokens import tokenize_chunk
 from corpus_dagster.clean.words import (
     _affixed_inert,
@@ -97,6 +97,7 @@ def test_slices_long_chunks_and_fallback_chunks() -> None:
     # tokenize_chunk (counted) and keep their place among the others
     docs = ["a " * 5 + "x-" * 400 + "y", "🙂 (a) 🙂, b-c 🙂", "(" * 300 + "word" + ")" * 300, "http://a.org " * 3]
     series = pl.Series("text", docs * 3).slice(2, 7)
-    words, fallback, n_tokens = split_words_kernel(series, _fallback_tokens)
+    lists, fallback, n_tokens = split_words_arrow(series, _fallback_tokens)
+    words = pl.Series("words", lists)
     assert words.to_list() == _split_words_reference(series).to_list()
     assert fallback == 3 and n_tokens == sum(len(w) for w in words.to_list())

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from corpus_dagster.clean.cleaner import FILTER_KEYS, REPAIR_KINDS, clean_texts, filter_key
 from corpus_dagster.core import records
@@ -183,18 +182,6 @@ def clean_doc_files(layout: Layout, source_id: str) -> list[Path]:
 def reject_files(layout: Layout, source_id: str) -> list[Path]:
     """The rejects files of one source, in k order (schema REJECT_SCHEMA)."""
     return records.record_files(layout.stage(STAGE, source_id), clean_record(layout, source_id), "rejects")
-
-
-def reject_examples(layout: Layout, source_id: str, per_reason: int) -> list[list[Any]]:
-    """Up to `per_reason` rejected documents per reason code: [id, reason, value], sorted by id."""
-    examples: list[list[Any]] = []
-    seen: Counter[str] = Counter()
-    for path in reject_files(layout, source_id):
-        for row in pq.read_table(path, columns=["id", "reason", "value"]).to_pylist():
-            if seen[row["reason"]] < per_reason:
-                seen[row["reason"]] += 1
-                examples.append([row["id"], row["reason"], row["value"]])
-    return sorted(examples)
 
 
 def filter_and_repair_counts(

@@ -18,7 +18,7 @@ import polars as pl
 import pyarrow as pa
 
 from corpus_dagster.clean.word_kernel import _RL, _RPS, _byte_set, _lookup, char_classes
-from corpus_dagster.core.jit import compiled, decode_utf8
+from corpus_dagster.core.jit import compiled, decode_utf8, string_buffers
 
 SYMBOL_ONLY_PATTERN = r"^[\p{P}\p{S}]+$"  # a token of punctuation and symbols only is not a word
 LETTER_PATTERN = r"\p{L}"  # a token with a letter counts as an alphabetic word
@@ -42,11 +42,7 @@ def _buffers(words: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if words.type != pa.large_list(pa.large_string()):
         words = words.cast(pa.large_list(pa.large_string()))
     list_off = np.asarray(words.offsets, dtype=np.int64)  # accounts for a sliced list array
-    values = words.values
-    _, off_buf, data_buf = values.buffers()
-    str_off = np.frombuffer(off_buf, dtype=np.int64)[values.offset:values.offset + len(values) + 1]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None and data_buf.size else \
-        np.zeros(1, dtype=np.uint8)
+    data, str_off = string_buffers(words.values)  # the values unsliced: list_off indexes all of them
     return data, str_off, list_off
 
 
@@ -107,18 +103,17 @@ def token_stats(words: pa.Array, stop_words: list[str]) -> TokenStats:
     stops = list(dict.fromkeys(stop_words))
     keys, index = _byte_set(stops)
     encoded = [w.encode() for w in stops]
-    first = np.zeros(256, dtype=np.bool_)
-    first[[w[0] for w in encoded if w]] = True
+    first_byte = np.zeros(256, dtype=np.bool_)
+    first_byte[[w[0] for w in encoded if w]] = True
     min_stop = min((len(w) for w in encoded), default=1)  # an empty stop word is no token
     max_stop = max((len(w) for w in encoded), default=0)
     n_words, word_chars, n_alpha, n_stop, astral = _stats(
-        data, str_off, list_off, char_classes(), _RPS, _RL, keys, index, first, max(min_stop, 1), max_stop)
+        data, str_off, list_off, char_classes(), _RPS, _RL, keys, index, first_byte, max(min_stop, 1), max_stop)
     odd = np.flatnonzero(astral)
     if len(odd):  # classified by polars itself; the table covers the BMP only
-        first = list_off[0]
-        tokens = pl.Series([bytes(data[str_off[first + t]:str_off[first + t + 1]]).decode() for t in odd.tolist()],
-                           dtype=pl.String)
-        doc = np.searchsorted(list_off, first + odd, side="right") - 1
+        at = list_off[0] + odd  # `astral` counts from the first document's first token
+        tokens = pl.Series([bytes(data[str_off[t]:str_off[t + 1]]).decode() for t in at.tolist()], dtype=pl.String)
+        doc = np.searchsorted(list_off, at, side="right") - 1
         word = ~tokens.str.contains(SYMBOL_ONLY_PATTERN).to_numpy()
         np.add.at(n_words, doc, word)
         np.add.at(word_chars, doc, np.where(word, tokens.str.len_chars().to_numpy(), 0))

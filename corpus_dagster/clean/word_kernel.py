@@ -29,7 +29,7 @@ from numba.extending import intrinsic
 
 from corpus_dagster.clean import word_tokens as wt
 from corpus_dagster.core.jit import compiled as _compiled
-from corpus_dagster.core.jit import decode_utf8
+from corpus_dagster.core.jit import decode_utf8, string_buffers
 
 # per-code-point class bits (tables of the BMP)
 _PRE = 1 << 0  # PREFIX_CHARS
@@ -765,29 +765,14 @@ def _assemble(data, tok_s, tok_e, doc_tok, fb_s, fb_off, fb_len):  # noqa: ANN00
     return out, out_off, list_off
 
 
-def split_words_kernel(texts: pl.Series, split_chunks: Callable[[list[str]], list[list[str]]]
-                       ) -> tuple[pl.Series, int, int]:
-    """(tokens of every text as a list[str] series named "words", chunks left to `split_chunks`, tokens).
-
-    split_chunks gives the tokens of each of the distinct chunks the tables cannot read (astral code
-    points, Python-only spaces). Nulls count as empty texts."""
-    lists, fallback, n_tokens = split_words_arrow(texts, split_chunks)
-    return pl.Series("words", lists), fallback, n_tokens
-
-
 def split_words_arrow(texts: pl.Series, split_chunks: Callable[[list[str]], list[list[str]]]
                       ) -> tuple[pa.LargeListArray, int, int]:
-    """`split_words_kernel` with the tokens as an Arrow list<large_string> array: a polars series of them
-    costs a copy of every token (polars' string layout), which the Gopher statistics do not need."""
-    arr = texts.fill_null("").rechunk().to_arrow()
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if arr.type != pa.large_string():
-        arr = arr.cast(pa.large_string())
-    _, off_buf, data_buf = arr.buffers()
-    offsets = np.frombuffer(off_buf, dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None and data_buf.size else \
-        np.zeros(1, dtype=np.uint8)
+    """(tokens of every text as an Arrow list<large_string> array, chunks left to `split_chunks`, tokens).
+
+    split_chunks gives the tokens of each of the distinct chunks the tables cannot read (astral code
+    points, Python-only spaces). Nulls count as empty texts. Arrow, not a polars series: a series costs a
+    copy of every token (polars' string layout), which the Gopher statistics do not need."""
+    data, offsets = string_buffers(texts.fill_null("").rechunk().to_arrow())
     tables = _tables()
     most_tokens, longest, odd_chunks = _sizes(data, offsets, tables[0])
     scratch = [np.empty(longest + 2, dtype=np.int64) for _ in range(4)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 from numba import njit
 
 
@@ -13,6 +14,21 @@ def compiled(fn):  # noqa: ANN001, ANN201
         return njit(cache=True, nogil=True, boundscheck=False)(fn)
     except RuntimeError:
         return njit(nogil=True, boundscheck=False)(fn)
+
+
+def string_buffers(strings: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(UTF-8 bytes, offsets into them, one more than the strings) of a string array, as large_string
+    buffers a kernel can read; no copy when the array is one large_string chunk already. Offsets keep the
+    array's own slice; a null reads as its (empty) slot."""
+    if isinstance(strings, pa.ChunkedArray):
+        strings = strings.combine_chunks()
+    if strings.type != pa.large_string():
+        strings = strings.cast(pa.large_string())
+    _, off_buf, data_buf = strings.buffers()
+    offsets = np.frombuffer(off_buf, dtype=np.int64)[strings.offset:strings.offset + len(strings) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None and data_buf.size else \
+        np.zeros(1, dtype=np.uint8)
+    return data, offsets
 
 
 @njit(inline="always")

@@ -70,14 +70,10 @@ def _excerpt(data: bytes | str) -> str:
     return data[:EXCERPT_CHARS].encode("utf-8", errors="backslashreplace").decode("utf-8")
 
 
-def utf8_size(text: str) -> int:
-    """Bytes of `text` in UTF-8 (a lone surrogate counted as 3), without holding a full encoded copy."""
-    return utf8_size_and_surrogates(text)[0]
-
-
 def utf8_size_and_surrogates(text: str) -> tuple[int, bool]:
-    """(utf8_size, has_surrogates) in one pass: a strict encode fails exactly on a lone surrogate, so the
-    encode that measures a text also finds them, where a regex scan read every text a second time."""
+    """(bytes of `text` in UTF-8 with a lone surrogate counted as 3, has_surrogates) in one pass, without
+    holding a full encoded copy: a strict encode fails exactly on a lone surrogate, so the encode that
+    measures a text also finds them, where a regex scan read every text a second time."""
     if text.isascii():  # O(1) in CPython: the string knows it is ASCII
         return len(text), False
     size, lone = 0, False
