@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.dedup.lsh import band_hashes
 
 
@@ -65,4 +66,4 @@ def bucket_pairs(keys: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, int]:
     largest = int(run_len.max())
     if not parts:
         return np.zeros(0, dtype=np.uint64), largest
-    return np.unique(np.concatenate(parts)), largest
+    return unique_sorted(np.concatenate(parts)), largest

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from corpus_dagster.analysis.candidates import pair_keys
+from corpus_dagster.core.arrays import unique_sorted
 
 
 @dataclass
@@ -65,7 +66,7 @@ def complete_linkage(
     order = np.lexsort((dst, src))
     src, dst = src[order], dst[order]
     reps = np.flatnonzero(has_shingles & (group_size >= 1))
-    seeds = np.union1d(np.unique(src), reps[group_size[reps] >= 2])
+    seeds = unique_sorted(np.concatenate([src, reps[group_size[reps] >= 2]]))
     lo = np.searchsorted(src, seeds, side="left")
     hi = np.searchsorted(src, seeds, side="right")
     assigned = np.zeros(len(group_size), dtype=bool)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup.exact import exact_duplicates
 from corpus_dagster.dedup.jaccard import ShingleStore
@@ -209,7 +210,7 @@ def finish(
     """
     status, matched = prep.status, prep.matched
     jaccard = np.full(len(status), np.nan, dtype=np.float64)
-    nodes = np.unique(pairs.ravel())  # sorted gids of every document in a candidate pair
+    nodes = unique_sorted(pairs)  # sorted gids of every document in a candidate pair
     pair_nodes = np.searchsorted(nodes, pairs)
     accepted = pair_j >= cfg["jaccard_threshold"] if cfg["verify"] else np.ones(len(pairs), dtype=bool)
 
@@ -264,7 +265,7 @@ def _run(
     timer.lap("lsh")
 
     # 4. Exact Jaccard of every candidate pair.
-    nodes = np.unique(pairs.ravel())
+    nodes = unique_sorted(pairs)
     pair_nodes = np.searchsorted(nodes, pairs)
     store, pair_j = None, np.full(len(pairs), np.nan)
     if cfg["verify"] and len(pairs):

@@ -42,6 +42,7 @@ import pyarrow as pa
 
 from corpus_dagster.clean.driver import clean_doc_files, clean_record
 from corpus_dagster.core import records
+from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.atomic import atomic_path, atomic_write_bytes
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.errors import CorpusError
@@ -290,7 +291,7 @@ def _plan_verify(layout: Layout, resolved: dict[str, Any], work: Path, meta: dic
     pairs = merge_band_edges([np.load(p) for p in band_files])
     _save_array(work / CANDIDATES, pairs)
     timer.lap("lsh")
-    nodes = np.unique(pairs.ravel())
+    nodes = unique_sorted(pairs)
     _save_array(work / PAIR_NODES, np.searchsorted(nodes, pairs))
     units = 0
     if cfg["verify"] and len(pairs):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.dedup.hashing import fmix64
 
 BAND_MUL = np.uint64(0x9FB21C651E98DF25)
@@ -41,14 +42,14 @@ def band_edges(band_keys: np.ndarray, gids: np.ndarray) -> np.ndarray:
     """
     df = pl.DataFrame({"h": np.asarray(band_keys, dtype=np.uint64), "g": np.asarray(gids, dtype=np.int64)})
     edges = df.with_columns(pl.col("g").min().over("h").alias("m")).filter(pl.col("g") != pl.col("m"))
-    return np.unique((edges["m"].to_numpy().astype(np.int64) << 32) | edges["g"].to_numpy().astype(np.int64))
+    return unique_sorted((edges["m"].to_numpy().astype(np.int64) << 32) | edges["g"].to_numpy().astype(np.int64))
 
 
 def merge_band_edges(parts: list[np.ndarray]) -> np.ndarray:
     """Candidate pairs (smaller gid, larger gid), unique and sorted, from the packed edges of every band."""
     if not parts:
         return np.zeros((0, 2), dtype=np.int64)
-    keys = np.unique(np.concatenate(parts))
+    keys = unique_sorted(np.concatenate(parts))
     return np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1)
 
 

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.documents import SHARD_SCHEMA, shard_name
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.parallel import ordered_map
@@ -117,13 +118,13 @@ def gather(files: list[Path], file_idx: np.ndarray, row_idx: np.ndarray, columns
     """Rows (file_idx[i], row_idx[i]) in that order, reading only the row groups that hold them."""
     pieces = []
     positions = []
-    for f in np.unique(file_idx):
+    for f in unique_sorted(file_idx):
         sel = np.nonzero(file_idx == f)[0]
         rows = row_idx[sel]
         pf = pq.ParquetFile(files[f])
         sizes = np.array([pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        groups = np.unique(np.searchsorted(starts, rows, side="right") - 1)
+        groups = unique_sorted(np.searchsorted(starts, rows, side="right") - 1)
         avail = [c for c in columns if c in pf.schema_arrow.names]
         table = pf.read_row_groups(groups.tolist(), columns=avail)
         local_starts = np.concatenate([[0], np.cumsum(sizes[groups])[:-1]])
