@@ -72,8 +72,8 @@ def test_concat_ranges() -> None:
     assert concat_ranges(np.array([5, 0, 9]), np.array([2, 0, 3])).tolist() == [5, 6, 9, 10, 11]
 
 
-@pytest.mark.parametrize("chunk", [1024, 10_000_000])
-def test_store_jaccard_equals_python_sets_in_any_chunking(tmp_path: Path, chunk: int) -> None:
+@pytest.mark.parametrize(("chunk", "threads"), [(1024, 1), (10_000_000, 1), (1024, 3), (10_000_000, 2)])
+def test_store_jaccard_equals_python_sets_in_any_chunking(tmp_path: Path, chunk: int, threads: int) -> None:
     rng = random.Random(9)
     base = [random_doc(rng, rng.randint(5, 80)) for _ in range(40)]
     texts = base + [" ".join(w if rng.random() > 0.1 else "zz" for w in t.split()) for t in base]
@@ -88,7 +88,8 @@ def test_store_jaccard_equals_python_sets_in_any_chunking(tmp_path: Path, chunk:
     store.close()
     a = np.array([rng.randrange(len(texts)) for _ in range(300)] + list(range(40)))
     b = np.array([rng.randrange(len(texts)) for _ in range(300)] + list(range(40, 80)))
-    got = store.jaccard(a, b, chunk)
+    got = store.jaccard(a, b, chunk, threads=threads)
+    assert got.tobytes() == store.jaccard(a, b, 1024).tobytes()  # threads and chunking change no bit
     for i, (x, y) in enumerate(zip(a, b, strict=True)):
         sx, sy = shingle_set(texts[x]), shingle_set(texts[y])
         want = len(sx & sy) / len(sx | sy) if sx | sy else 0.0

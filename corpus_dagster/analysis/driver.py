@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_dagster.analysis import costs, figures
+from corpus_dagster.analysis import costs
 from corpus_dagster.analysis.candidates import bucket_pairs, candidate_probability, unpack_pairs
 from corpus_dagster.analysis.clusters import complete_linkage
 from corpus_dagster.analysis.exact import exact_representatives, group_members
@@ -43,6 +43,7 @@ from corpus_dagster.analysis.views import (
 )
 from corpus_dagster.clean.driver import clean_doc_files, clean_record
 from corpus_dagster.core import records
+from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.atomic import atomic_dir, atomic_path, remove_stale_temps
 from corpus_dagster.core.checks import CheckReport
 from corpus_dagster.core.config import output_settings
@@ -451,8 +452,8 @@ def _step_candidates(ctx: _Ctx) -> dict[str, Any]:
         pending.append(found)
         largest = max(largest, big)
         if sum(map(len, pending)) >= max(len(pairs), 1 << 20):
-            pairs, pending = np.unique(np.concatenate([pairs, *pending])), []
-    pairs = np.unique(np.concatenate([pairs, *pending])).astype(np.uint64, copy=False)
+            pairs, pending = unique_sorted(np.concatenate([pairs, *pending])), []
+    pairs = unique_sorted(np.concatenate([pairs, *pending])).astype(np.uint64, copy=False)
     _save_npy(ctx.work / "candidates.npy", pairs)
     return {
         "lsh_docs": len(rows),
@@ -479,7 +480,7 @@ def _text_jobs(ctx: _Ctx, docs: pa.Table, nodes: np.ndarray) -> tuple[list[tuple
             continue
         starts = _row_group_starts(pq.ParquetFile(path))
         rg_of = np.searchsorted(starts, row[sel], side="right") - 1
-        for rg in np.unique(rg_of).tolist():
+        for rg in unique_sorted(rg_of).tolist():
             take = sel[rg_of == rg]
             jobs.append((str(path), rg, row[take] - starts[rg], ctx.cfg["shingle_size"], ctx.cfg["batch_bytes"]))
             slots.append(take)
@@ -492,7 +493,7 @@ def _step_jaccard(ctx: _Ctx) -> dict[str, Any]:
     docs = _load_docs(ctx)
     jac = np.zeros(len(pairs))
     if len(pairs):
-        nodes = np.unique(pairs.ravel())
+        nodes = unique_sorted(pairs)
         store_path = ctx.work / "shingles.u64"
         store = ShingleStore(store_path, len(nodes))
         try:
@@ -501,7 +502,7 @@ def _step_jaccard(ctx: _Ctx) -> dict[str, Any]:
                 store.append(slot, values, lengths)
             store.close()
             pn = np.searchsorted(nodes, pairs)
-            jac = store.jaccard(pn[:, 0], pn[:, 1], cfg["verify_batch_shingles"])
+            jac = store.jaccard(pn[:, 0], pn[:, 1], cfg["verify_batch_shingles"], threads=ctx.workers)
         finally:
             store_path.unlink(missing_ok=True)
     keep = jac >= cfg["pair_threshold"]
@@ -709,6 +710,8 @@ def _safe(name: str) -> str:
 
 
 def _step_figures(ctx: _Ctx) -> dict[str, Any]:
+    from corpus_dagster.analysis import figures  # matplotlib (0.5 CPU s to import): only where it draws
+
     dpi = ctx.cfg["figure_dpi"]
     hist = pq.read_table(ctx.out / HISTOGRAM_FILE)
     summary = pq.read_table(ctx.out / f"{LENGTHS_FILE}.parquet").to_pylist()

@@ -5,18 +5,20 @@ as its sorted unique 44-bit shingle fingerprints (the top 44 bits of the 64-bit 
 file; pairs are then verified a chunk at a time by a merge walk over the two sets of each pair in a
 memory map of the file (`kernels.intersections`), so memory is bounded by the chunk, never by the corpus. The Jaccard is exact over the fingerprints: two different
 shingles of one pair share a fingerprint with probability about (|A| + |B|)**2 / 2**45 (1e-8 for two
-500-shingle documents). 44 bits leave 20 bits to pack a document or pair number above the fingerprint,
-so uniqueness within a set is one plain uint64 sort (numpy's vectorized sort) instead of a two-key sort.
+500-shingle documents). Each document's fingerprints are sorted and deduplicated on their own, in cache
+(`kernels.sorted_unique_segments`).
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup.hashing import shingle_hashes, word_hashes
+from corpus_dagster.dedup.kernels import sorted_unique_segments
 from corpus_dagster.dedup.text import tokenize_batch
 
 FINGERPRINT_BITS = 44
@@ -30,19 +32,10 @@ def shingle_sets(texts, shingle_size: int) -> tuple[np.ndarray, np.ndarray]:
     wb = tokenize_batch(texts)
     hashes, offsets = shingle_hashes(word_hashes(wb), wb.doc_offsets, shingle_size)
     n_docs = len(offsets) - 1
-    values, lengths = [], []
-    for d0 in range(0, max(n_docs, 1), 1 << GROUP_BITS):
-        d1 = min(d0 + (1 << GROUP_BITS), n_docs)
-        lo, hi = offsets[d0], offsets[d1]
-        doc = np.repeat(np.arange(d1 - d0, dtype=np.uint64), np.diff(offsets[d0 : d1 + 1]))
-        key = (doc << _FP_SHIFT) | (hashes[lo:hi] >> np.uint64(GROUP_BITS))
-        key.sort()
-        keep = np.ones(len(key), dtype=bool)
-        keep[1:] = key[1:] != key[:-1]
-        key = key[keep]
-        values.append(key & _FP_MASK)
-        lengths.append(np.bincount((key >> _FP_SHIFT).astype(np.int64), minlength=d1 - d0))
-    return np.concatenate(values), np.concatenate(lengths).astype(np.int64)
+    if n_docs <= 0:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    fingerprints = hashes[offsets[0]:offsets[-1]] >> np.uint64(GROUP_BITS)  # a new array: sorted in place
+    return sorted_unique_segments(fingerprints, offsets - offsets[0])
 
 
 def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -100,18 +93,32 @@ class ShingleStore:
         if len(missing):
             raise RuntimeError(f"shingle store lacks {len(missing)} node(s), e.g. node {int(missing[0])}")
 
-    def jaccard(self, a: np.ndarray, b: np.ndarray, chunk_values: int) -> np.ndarray:
-        """Exact Jaccard of the sets of nodes a[i] and b[i] (float64), chunk_values set entries at a time."""
+    def jaccard(self, a: np.ndarray, b: np.ndarray, chunk_values: int, threads: int = 1) -> np.ndarray:
+        """Exact Jaccard of the sets of nodes a[i] and b[i] (float64), chunk_values set entries at a time.
+
+        `threads` > 1 compares that many chunks at once on threads of this process (the merge-walk kernel
+        releases the GIL; each chunk fills its own slice of the result, so the bytes are the same), at
+        `threads` chunks of memory instead of one."""
         out = np.zeros(len(a), dtype=np.float64)
         if self._size == 0 or len(a) == 0:
             return out
         cum = np.cumsum(self.length[a] + self.length[b])
-        start = 0
+        spans, start = [], 0
         while start < len(a):
             done = int(cum[start - 1]) if start else 0
             stop = max(start + 1, int(np.searchsorted(cum, done + chunk_values, side="right")))
-            out[start:stop] = self._jaccard_chunk(a[start:stop], b[start:stop])
+            spans.append((start, stop))
             start = stop
+
+        def fill(span: tuple[int, int]) -> None:
+            out[span[0]:span[1]] = self._jaccard_chunk(a[span[0]:span[1]], b[span[0]:span[1]])
+
+        if threads <= 1 or len(spans) <= 1:
+            for span in spans:
+                fill(span)
+        else:
+            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="jaccard") as pool:
+                list(pool.map(fill, spans))  # list(): a chunk's error is raised here
         return out
 
     def _jaccard_chunk(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:

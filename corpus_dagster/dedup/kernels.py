@@ -125,6 +125,36 @@ def _intersections(values, off_a, len_a, off_b, len_b, out):  # noqa: ANN001
         out[i] = shared
 
 
+@_compiled
+def _sorted_unique_segments(values, offsets, lengths):  # noqa: ANN001
+    written = 0  # never ahead of the read position: each value is read before its slot can be written
+    for d in range(offsets.shape[0] - 1):
+        segment = values[offsets[d]:offsets[d + 1]]
+        segment.sort()
+        start = written
+        if segment.shape[0]:
+            prev = segment[0]
+            values[written] = prev
+            written += 1
+            for i in range(1, segment.shape[0]):
+                v = segment[i]
+                if v != prev:
+                    values[written] = v
+                    written += 1
+                    prev = v
+        lengths[d] = written - start
+    return written
+
+
+def sorted_unique_segments(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each segment values[offsets[d]:offsets[d + 1]] sorted ascending without repeats: (the segments'
+    values back to back, each segment's length). Sorts segment by segment, in cache, about twice as fast
+    as one sort of the whole array with the segment number packed above each value. `values` is reused."""
+    lengths = np.empty(max(len(offsets) - 1, 0), dtype=np.int64)
+    n = _sorted_unique_segments(values, offsets.astype(np.int64, copy=False), lengths)
+    return values[:n].copy(), lengths
+
+
 def intersections(values: np.ndarray, off_a: np.ndarray, len_a: np.ndarray, off_b: np.ndarray,
                   len_b: np.ndarray) -> np.ndarray:
     """|A_i ∩ B_i| for A_i = values[off_a[i]:off_a[i] + len_a[i]] and B_i likewise: each range sorted
