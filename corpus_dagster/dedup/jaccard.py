@@ -3,7 +3,8 @@
 Only documents that appear in a candidate pair are re-shingled. Each one's shingle set is stored once
 as its sorted unique 44-bit shingle fingerprints (the top 44 bits of the 64-bit shingle hash) in a flat
 file; pairs are then verified a chunk at a time by a merge walk over the two sets of each pair in a
-memory map of the file (`kernels.intersections`), so memory is bounded by the chunk, never by the corpus. The Jaccard is exact over the fingerprints: two different
+memory map of the file (`kernels.intersections`), so memory is bounded by the chunk (times the threads
+that score chunks at once), never by the corpus. The Jaccard is exact over the fingerprints: two different
 shingles of one pair share a fingerprint with probability about (|A| + |B|)**2 / 2**45 (1e-8 for two
 500-shingle documents). Each document's fingerprints are sorted and deduplicated on their own, in cache
 (`kernels.sorted_unique_segments`).
@@ -18,23 +19,22 @@ import numpy as np
 
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup.hashing import shingle_hashes, word_hashes
-from corpus_dagster.dedup.kernels import sorted_unique_segments
 from corpus_dagster.dedup.text import tokenize_batch
 
 FINGERPRINT_BITS = 44
-GROUP_BITS = 64 - FINGERPRINT_BITS  # documents per sort group: 2**20
-_FP_MASK = np.uint64((1 << FINGERPRINT_BITS) - 1)
-_FP_SHIFT = np.uint64(FINGERPRINT_BITS)
+_FP_SHIFT = np.uint64(64 - FINGERPRINT_BITS)  # a fingerprint is the hash's top FINGERPRINT_BITS
 
 
 def shingle_sets(texts, shingle_size: int) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique shingle fingerprints of each text: (values uint64, lengths int64), in text order."""
+    from corpus_dagster.dedup.kernels import sorted_unique_segments  # numba: imported where sets are built
+
     wb = tokenize_batch(texts)
     hashes, offsets = shingle_hashes(word_hashes(wb), wb.doc_offsets, shingle_size)
     n_docs = len(offsets) - 1
     if n_docs <= 0:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
-    fingerprints = hashes[offsets[0]:offsets[-1]] >> np.uint64(GROUP_BITS)  # a new array: sorted in place
+    fingerprints = hashes[offsets[0]:offsets[-1]] >> _FP_SHIFT  # a new array: sorted in place
     return sorted_unique_segments(fingerprints, offsets - offsets[0])
 
 
