@@ -19,8 +19,9 @@ components cost alone, after a filters-off pass) and datatrove 0.10.1
     .venv/bin/python bench/pipeline.py --dagster            # also end to end through `corpus_dagster.run`
     .venv/bin/python bench/pipeline.py --cli-only --scale 5 --passes off   # only the CLI: workers 2 vs 1 at 5x
 
-Through the CLI the table also splits the wall time into its phases (start, the source runs, the corpus run,
-the rest), read from the run records of the Dagster instance, and compares workers 2 with 1 on that wall.
+Through the CLI the table also splits the wall time into its phases (the source runs, the corpus run, and
+the rest: start and summary), read from the run records of the Dagster instance, and compares workers 2
+with 1 on that wall.
 """
 
 from __future__ import annotations
@@ -589,8 +590,7 @@ def run_phases(dagster_home: Path, wall: float) -> dict[str, float]:
 
     from corpus_dagster.defs.runner import GLOBAL_JOB, SOURCE_JOB
 
-    os.environ["DAGSTER_HOME"] = str(dagster_home)
-    with dg.DagsterInstance.get() as instance:
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         records = [r for r in instance.get_run_records() if r.start_time and r.end_time]
     spans: dict[str, list[float]] = {}
     for r in records:
