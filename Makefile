@@ -33,7 +33,7 @@ lint: install
 	$(VENV)/bin/ruff check corpus_dagster tests bench verify
 
 ui: install
-	$(PY) -c 'from pathlib import Path; from corpus_dagster.cli.run import ensure_dagster_home as e; e(Path("$(DAGSTER_HOME)"))'
+	$(PY) -c 'from pathlib import Path; from corpus_dagster.defs.instance import prepare_home; prepare_home(Path("$(DAGSTER_HOME)"))'
 	$(VENV)/bin/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
 
 clean:

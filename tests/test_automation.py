@@ -12,7 +12,7 @@ from corpus_dagster.defs import ASSETS, CHECKS, build_definitions
 from corpus_dagster.defs.automation import ledger_sensor, read_ledger_rows
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 from corpus_dagster.defs.resources import CorpusConfig
-from corpus_dagster.defs.runner import materialize_sources
+from corpus_dagster.defs.runner import materialize_global, materialize_sources
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -116,4 +116,9 @@ def test_removing_a_source_keeps_automation_evaluations_healthy(setup_dir):
         # the Automation tab evaluates with the stored cursor: it must not fail on the deleted partition key
         for _ in range(2):
             cursor = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor).cursor
+        # the data stays until a corpus without the source is published (the run the tick requested)
+        assert corpus.layout().stage("clean", "gamma").exists()
+        materialize_global(corpus, instance)
         assert not corpus.layout().stage("clean", "gamma").exists()
+        assert not corpus.layout().raw_source("gamma").exists()
+        assert corpus.layout().stage("clean", "alpha").exists()

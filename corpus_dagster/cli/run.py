@@ -51,14 +51,6 @@ def default_dagster_home() -> Path:
     return base / ".dagster_home"
 
 
-def ensure_dagster_home(home: Path) -> None:
-    """A SQLite-backed instance folder with telemetry off (no network at run time)."""
-    home.mkdir(parents=True, exist_ok=True)
-    cfg = home / "dagster.yaml"
-    if not cfg.exists():
-        cfg.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
-
-
 def default_log_file(artifacts_root: Path) -> Path:
     """`logs/run-<UTC time>-<pid>.log` under the artifacts root (a log may carry a time; data outputs never do)."""
     # The pid too: two runs started in the same second must not append to one file.
@@ -142,10 +134,15 @@ def one_line_error(exc: BaseException) -> str:
 
 def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool, log: TextIO, log_path: Path,
          start: float) -> int:
-    import dagster as dg
-
-    from corpus_dagster.cli.progress_display import SESSION_TAG, RunWatcher
+    from corpus_dagster.cli.progress_display import RunWatcher
     from corpus_dagster.core.ledger import load_ledger
+    from corpus_dagster.defs.instance import (
+        SESSION_TAG,
+        fail_orphaned_runs,
+        hold_session,
+        instance_setup,
+        reconcile_partitions,
+    )
     from corpus_dagster.defs.resources import CorpusConfig
     from corpus_dagster.defs.runner import GLOBAL_JOB, SOURCE_JOB, source_pool
     from corpus_dagster.ingest.estimate import largest_first
@@ -153,27 +150,38 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     ledger = load_ledger(layout.ledger)  # LedgerError names file, line and JSON path
     sources = [s.source_id for s in ledger]
     os.environ.setdefault("DAGSTER_HOME", str(default_dagster_home()))
-    ensure_dagster_home(Path(os.environ["DAGSTER_HOME"]))
+    home = Path(os.environ["DAGSTER_HOME"])
     corpus = CorpusConfig(config_path=config_path)
     session = uuid.uuid4().hex[:12]
     tags = {SESSION_TAG: session}
     workers = max(1, int(resolved["workers"]))
     print(f"{prefix}: {len(sources)} source(s), {min(workers, len(sources))} at a time ({SOURCE_JOB} runs), "
-          f"then {GLOBAL_JOB}; DAGSTER_HOME={os.environ['DAGSTER_HOME']}", flush=True)
-    with dg.DagsterInstance.get() as instance:
-        with source_pool(corpus, instance, sources, output=str(log_path)) as pool:
-            watcher = RunWatcher(instance, session, log, prefix=prefix, check_steps=pool.check_step_keys())
-            # largest first, so that a large source does not run alone at the end
-            outcomes = pool.run_sources(largest_first(layout, ledger), keep_going=keep_going, tags=tags,
-                                        poll=watcher.poll)
-            ok = [o.partition for o in outcomes if o.success]
-            not_run = sorted((o.partition for o in outcomes if o.run_id is None), key=sources.index)  # ledger order
-            if not_run:
-                print(f"{prefix}: not run after the first failure (use --keep-going to try them): {', '.join(not_run)}")
-            if len(ok) == len(sources) or (keep_going and ok):
-                if len(ok) < len(sources):
-                    print(f"{prefix}: building the corpus over the {len(ok)} source(s) that succeeded", flush=True)
-                pool.run_global(tags=tags, poll=watcher.poll)
+          f"then {GLOBAL_JOB}; DAGSTER_HOME={home}", flush=True)
+    with hold_session(home, session):  # held while this process lives: its runs are never taken for orphans
+        with instance_setup(home, f"{prefix} session {session}: instance set-up") as instance:
+            # under the instance lock: storages created, stale runs failed, partitions made the ledger's
+            orphaned = fail_orphaned_runs(instance, home)
+            if orphaned:
+                print(f"{prefix}: marked {len(orphaned)} run(s) failed whose CLI process had died: {', '.join(orphaned)}",
+                      flush=True)
+            plan = reconcile_partitions(instance, sources)
+            if plan.remove:
+                print(f"{prefix}: removed from the ledger, so left out of the corpus: {', '.join(plan.remove)} "
+                      f"(their data is deleted once the corpus without them is published)", flush=True)
+        with instance:
+            with source_pool(corpus, instance, sources, output=str(log_path)) as pool:
+                watcher = RunWatcher(instance, session, log, prefix=prefix, check_steps=pool.check_step_keys())
+                # largest first, so that a large source does not run alone at the end
+                outcomes = pool.run_sources(largest_first(layout, ledger), keep_going=keep_going, tags=tags,
+                                            poll=watcher.poll)
+                ok = [o.partition for o in outcomes if o.success]
+                not_run = sorted((o.partition for o in outcomes if o.run_id is None), key=sources.index)  # ledger order
+                if not_run:
+                    print(f"{prefix}: not run after the first failure (use --keep-going to try them): {', '.join(not_run)}")
+                if len(ok) == len(sources) or (keep_going and ok):
+                    if len(ok) < len(sources):
+                        print(f"{prefix}: building the corpus over the {len(ok)} source(s) that succeeded", flush=True)
+                    pool.run_global(tags=tags, poll=watcher.poll)
     failures = watcher.failures
     failed_checks = [c for c in watcher.checks if not c.passed]
     if not failures:

@@ -23,9 +23,10 @@ from corpus_dagster.defs.resources import CorpusConfig
 )
 def corpus_analysis(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """Measure the clean (pre-dedup) documents and the published shards: lengths per tokenizer, duplicates, clusters."""
-    sources, waiting = materialized_sources(context, "clean_documents")
     with corpus_failure("corpus_analysis"):
         resolved, layout = corpus.load()
+    sources, waiting = materialized_sources(context, "clean_documents", layout)
+    with corpus_failure("corpus_analysis"):
         stats = driver.run_analysis_stage(layout, resolved, sources, log=context.log.info)
     report = layout.analysis / "REPORT.md"
     overall = stats.get("steps", {}).get("clusters", {}).get("overall", {})

@@ -2,16 +2,12 @@
 
 import hashlib
 import json
-import re
-import shutil
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import dagster as dg
 
 from corpus_dagster.core.errors import LedgerError
-from corpus_dagster.core.ledger import Source, load_ledger, parse_ledger_lines
+from corpus_dagster.core.reconcile import read_ledger_rows
 from corpus_dagster.defs.common import corpus_failure, table
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME, source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
@@ -34,62 +30,16 @@ def _row_digest(row: dict) -> str:
     return hashlib.sha256(json.dumps(row, sort_keys=True).encode()).hexdigest()[:16]
 
 
-@dataclass
-class LedgerRows:
-    """The ledger read row by row: valid sources, problems (file, line, JSON path), ids named by bad rows."""
-
-    sources: list[Source] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    named_by_invalid: set[str] = field(default_factory=set)
-    unnamed_invalid: int = 0
-
-
-def read_ledger_rows(path: Path) -> LedgerRows:
-    """Validate each line on its own, so one bad row blocks only itself (a missing file raises LedgerError)."""
-    if not path.exists():
-        load_ledger(path)  # raises the one error that says where the ledger was expected
-    out = LedgerRows()
-    first_line: dict[str, int] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            (source,) = parse_ledger_lines([line], str(path))
-        except LedgerError as exc:
-            out.problems.extend(re.sub(r"^line 1:", f"line {lineno}:", v) for v in exc.violations)
-            sid = _raw_source_id(line)
-            if sid is None:
-                out.unnamed_invalid += 1
-            else:
-                out.named_by_invalid.add(sid)
-            continue
-        if source.source_id in first_line:
-            out.problems.append(f"line {lineno}: $.source_id: duplicate source_id {source.source_id!r} "
-                                f"(first on line {first_line[source.source_id]})")
-            continue
-        first_line[source.source_id] = lineno
-        out.sources.append(source)
-    return out
-
-
-def _raw_source_id(line: str) -> str | None:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError:
-        return None
-    sid = row.get("source_id") if isinstance(row, dict) else None
-    return sid if isinstance(sid, str) else None
-
-
 @dg.sensor(
     jobs=[ingest_job, build_corpus_job], minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
     description="Keeps one source partition per ledger row: fetches new and changed rows, removes a deleted row's "
-                "partition and outputs and rebuilds without it. An invalid row fails the tick (file, line, JSON path); "
+                "partition and rebuilds without it (its data is deleted once that corpus is published). An invalid row fails the tick (file, line, JSON path); "
                 "valid rows keep syncing.",
 )
 def ledger_sensor(context: dg.SensorEvaluationContext, corpus: CorpusConfig) -> dg.SensorResult | dg.SkipReason:
     """Sync ledger rows into source partitions: add new ones (and fetch them), refetch a source whose row
-    changed, and for a removed row delete its partition and its stage outputs and rebuild the corpus without it.
+    changed, and for a removed row delete its partition and rebuild the corpus without it; the publish step
+    deletes the removed source's raw parts and stage outputs once the corpus without it is published.
 
     Rows are validated one by one: valid rows are synced even when others are broken. A tick that has nothing
     valid to do but sees invalid rows fails with every problem (file, line, JSON path), so a broken ledger shows
@@ -101,24 +51,23 @@ def ledger_sensor(context: dg.SensorEvaluationContext, corpus: CorpusConfig) -> 
     digests = {s.source_id: _row_digest(s.to_json()) for s in rows.sources}
     known = json.loads(context.cursor) if context.cursor else {}
     existing = set(context.instance.get_dynamic_partitions(SOURCE_PARTITIONS_NAME))
-    new = [sid for sid in digests if sid not in existing]
-    removed = sorted(existing - set(digests) - rows.named_by_invalid)
-    if removed and rows.unnamed_invalid:
-        context.log.warning(f"not removing {', '.join(removed)}: {rows.unnamed_invalid} invalid row(s) name no source_id")
-        removed = []
+    plan = rows.plan(existing)
+    if plan.held_back:
+        context.log.warning(f"not removing {', '.join(plan.held_back)}: {rows.unnamed_invalid} invalid row(s) name no source_id")
     changed = [sid for sid in digests if sid in existing and known.get(sid) not in (None, digests[sid])]
     requests = []
-    if new:
-        requests.append(source_partitions.build_add_request(new))
-    runs = [dg.RunRequest(job_name=ingest_job.name, partition_key=sid, run_key=f"{sid}:{digests[sid]}") for sid in new + changed]
-    if removed:
-        requests.append(source_partitions.build_delete_request(removed))
-        for sid in removed:
-            for folder in layout.source_outputs(sid):
-                shutil.rmtree(folder, ignore_errors=True)
-            context.log.info(f"source {sid!r} left the ledger: partition and stage outputs removed")
+    if plan.add:
+        requests.append(source_partitions.build_add_request(plan.add))
+    runs = [dg.RunRequest(job_name=ingest_job.name, partition_key=sid, run_key=f"{sid}:{digests[sid]}")
+            for sid in plan.add + changed]
+    if plan.remove:
+        requests.append(source_partitions.build_delete_request(plan.remove))
+        for sid in plan.remove:
+            context.log.info(f"source {sid!r} left the ledger: partition removed; its data is deleted once the "
+                             f"corpus is published without it")
         forget_automation_history(context.instance)
-        runs.append(dg.RunRequest(job_name=build_corpus_job.name, run_key=f"removed:{','.join(removed)}:{_row_digest(digests)}"))
+        runs.append(dg.RunRequest(job_name=build_corpus_job.name,
+                                  run_key=f"removed:{','.join(plan.remove)}:{_row_digest(digests)}"))
     cursor = {**{k: v for k, v in known.items() if k in rows.named_by_invalid}, **digests}
     if rows.problems:
         error = LedgerError(str(layout.ledger), rows.problems)
@@ -151,12 +100,13 @@ def refresh_schedule_for(cron: str, timezone: str) -> dg.ScheduleDefinition:
         default_status=dg.DefaultScheduleStatus.RUNNING,
         description="Refetch every source on the config's refresh cron; unchanged bytes rebuild nothing.",
     )
-    def refresh_schedule(context: dg.ScheduleEvaluationContext):
+    def refresh_schedule(context: dg.ScheduleEvaluationContext, corpus: CorpusConfig):
         """Refetch every source; unchanged files are skipped by checksum, and downstream assets follow through
         their AutomationCondition."""
-        keys = sorted(context.instance.get_dynamic_partitions(SOURCE_PARTITIONS_NAME))
+        partitions = context.instance.get_dynamic_partitions(SOURCE_PARTITIONS_NAME)
+        keys = sorted(set(partitions) & set(read_ledger_rows(corpus.layout().ledger).ids))  # a removed row: no refetch
         if not keys:
-            return dg.SkipReason("no source partitions yet; the ledger sensor adds them")
+            return dg.SkipReason("no source partitions in the ledger yet; the ledger sensor adds them")
         stamp = context.scheduled_execution_time.strftime("%Y%m%dT%H%M")
         return [dg.RunRequest(partition_key=k, run_key=f"refresh:{k}:{stamp}") for k in keys]
 

@@ -38,19 +38,30 @@ def source_for_partition(layout: Layout, partition_key: str) -> Source:
     raise dg.Failure(f"source {partition_key!r} is not in the ledger {layout.ledger}; the ledger sensor removes stale partitions")
 
 
-def materialized_sources(context: dg.AssetExecutionContext, upstream: str) -> tuple[list[str], list[str]]:
-    """(sources to build, sources waiting): the current source partitions whose `upstream` is materialized.
+def materialized_sources(context: dg.AssetExecutionContext, upstream: str, layout: Layout) -> tuple[list[str], list[str]]:
+    """(sources to build, sources waiting): the sources in the ledger that are current source partitions and
+    whose `upstream` is materialized.
 
-    Dagster is the source of truth: a source in the ledger that no run has materialized yet is left out
-    (and named), never a failure of the global step; a removed source has no partition any more.
+    Dagster says what is built, the ledger what may be published: a source in the ledger that no run has
+    materialized yet is left out (and named), never a failure of the global step; a source whose row left the
+    ledger is left out even while its partition still exists (a UI launch before the sensor's next tick), so a
+    takedown never waits for partition bookkeeping.
     """
+    from corpus_dagster.core.reconcile import buildable_sources, read_ledger_rows
+
+    with corpus_failure("ledger"):
+        rows = read_ledger_rows(layout.ledger)
+    in_ledger = set(rows.ids) | rows.named_by_invalid
     instance = context.instance
     current = set(instance.get_dynamic_partitions(SOURCE_PARTITIONS_NAME))
-    done = instance.get_materialized_partitions(dg.AssetKey(upstream))
-    ready = sorted(current & set(done))
-    waiting = sorted(current - set(done))
+    done = set(instance.get_materialized_partitions(dg.AssetKey(upstream)))
+    ready = buildable_sources(in_ledger, current, done)
+    waiting = sorted((current & in_ledger) - done)
+    left_out = sorted(current - in_ledger)
     if waiting:
         context.log.warning(f"left out until {upstream} is materialized for them: {', '.join(waiting)}")
+    if left_out:
+        context.log.warning(f"left out, no longer in the ledger {layout.ledger}: {', '.join(left_out)}")
     return ready, waiting
 
 

@@ -114,7 +114,7 @@ def dedup_asset(fan_out: int = 1) -> dg.AssetsDefinition:
     @dg.op(name="dedup_plan", ins={"clean_documents": dg.In(dg.Nothing), "minhash_signatures": dg.In(dg.Nothing)},
            description="Scan, decontaminate, exact-dedup, band hashes; name the LSH units.")
     def plan_op(context: dg.OpExecutionContext, corpus: CorpusConfig) -> dict:
-        sources, waiting = materialized_sources(context, "minhash_signatures")
+        sources, waiting = materialized_sources(context, "minhash_signatures", corpus.layout())
         if not sources:
             raise dg.Failure(
                 "dedup: no source partition has materialized minhash_signatures yet "

@@ -5,6 +5,7 @@ import polars as pl
 
 from corpus_dagster.core.documents import SHARD_SCHEMA
 from corpus_dagster.core.parquet import head_rows
+from corpus_dagster.core.reconcile import purge_removed_sources, read_ledger_rows
 from corpus_dagster.defs.charts import charts_markdown, histogram
 from corpus_dagster.defs.common import (
     PREVIEW_ROWS,
@@ -20,6 +21,7 @@ from corpus_dagster.defs.common import (
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.units import after_groups, group_ops, plan_value, versioned_output, wire_groups
 from corpus_dagster.publish import driver
+from corpus_dagster.publish.sources_check import check_sources_in_ledger
 
 
 def publish_metadata(layout, result: driver.PublishResult) -> tuple[dict, dict]:
@@ -58,6 +60,15 @@ def publish_metadata(layout, result: driver.PublishResult) -> tuple[dict, dict]:
     return shards, manifest
 
 
+def purge_after_publish(layout, published: list[str]) -> dict[str, list[str]]:
+    """Delete the data of sources that left the ledger, now that a corpus without them is published; nothing
+    while an invalid ledger row names no source_id (it may be any of them)."""
+    rows = read_ledger_rows(layout.ledger)
+    if rows.unnamed_invalid:
+        return {}
+    return purge_removed_sources(layout, set(rows.ids) | rows.named_by_invalid, published)
+
+
 def shards_asset(fan_out: int = 1) -> dg.AssetsDefinition:
     """Shards and manifest as a graph: plan (row plan, one unit per shard), shard writing spread over
     `fan_out` steps, finish (manifest, atomic replacement of the published folder, record)."""
@@ -79,6 +90,11 @@ def shards_asset(fan_out: int = 1) -> dg.AssetsDefinition:
             resolved, layout = corpus.load()
             result = driver.finish_publish(layout, resolved, plan["key"], log=context.log.info)
             shards, manifest = publish_metadata(layout, result)
+            purged = purge_after_publish(layout, result.sources)
+        for sid, folders in purged.items():
+            context.log.info(f"source {sid!r} is neither in the ledger nor published: deleted {len(folders)} folder(s) "
+                             f"of its data ({', '.join(folders)})")
+        manifest["purged_sources"] = ", ".join(purged) or "none"
         yield versioned_output(shards, result.key, "shards")
         yield versioned_output(manifest, result.key, "manifest")
 
@@ -160,4 +176,11 @@ def no_pii_in_shards(corpus: CorpusConfig) -> dg.AssetCheckResult:
     return _check(corpus, "no_pii_in_shards", driver.check_no_pii)
 
 
-PUBLISH_CHECKS = [no_pii_in_shards, shard_schema, manifest_consistent, ids_sorted, split_matches_sha256, hashes_match_text, deterministic_rebuild]
+@dg.asset_check(asset="manifest", blocking=True,
+                description="Every source in the published shards still has a row in the ledger (takedowns took).")
+def sources_in_ledger(corpus: CorpusConfig) -> dg.AssetCheckResult:
+    return _check(corpus, "sources_in_ledger",
+                  lambda layout, _r: check_sources_in_ledger(layout, driver.published_shards(layout)))
+
+
+PUBLISH_CHECKS = [no_pii_in_shards, shard_schema, manifest_consistent, sources_in_ledger, ids_sorted, split_matches_sha256, hashes_match_text, deterministic_rebuild]

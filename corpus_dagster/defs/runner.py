@@ -96,8 +96,9 @@ def reconstructable_job(corpus: CorpusConfig, name: str):
     )
 
 
-def sync_partitions(instance: dg.DagsterInstance, source_ids: list[str]) -> None:
-    """Add missing source partitions (what the ledger sensor does on a schedule)."""
+def add_partitions(instance: dg.DagsterInstance, source_ids: list[str]) -> None:
+    """Add missing source partitions for a chosen subset of sources (the whole ledger goes through
+    `defs.instance.reconcile_partitions`, which removes partitions too)."""
     existing = set(instance.get_dynamic_partitions(SOURCE_PARTITIONS_NAME))
     new = [s for s in source_ids if s not in existing]
     if new:
@@ -108,9 +109,18 @@ def materialize_sources(
     corpus: CorpusConfig, instance: dg.DagsterInstance, source_ids: list[str] | None = None,
     on_result: Callable[[str, dg.ExecuteInProcessResult], None] | None = None,
 ) -> dict[str, dg.ExecuteInProcessResult]:
-    """Run `build_source` in this process for each source partition, one after another; raise on failure."""
-    ids = source_ids if source_ids is not None else [s.source_id for s in load_ledger(corpus.layout().ledger)]
-    sync_partitions(instance, ids)
+    """Run `build_source` in this process for each source partition, one after another; raise on failure.
+
+    Without `source_ids`: every ledger source, after the partitions are made the ledger's (removed rows lose theirs).
+    """
+    if source_ids is None:
+        from corpus_dagster.defs.instance import reconcile_partitions
+
+        ids = [s.source_id for s in load_ledger(corpus.layout().ledger)]
+        reconcile_partitions(instance, ids)
+    else:
+        ids = list(source_ids)
+        add_partitions(instance, ids)
     job = resolve_job(corpus, SOURCE_JOB)
     results = {}
     for sid in ids:
@@ -244,12 +254,13 @@ class RunPool:
 
 def source_pool(corpus: CorpusConfig, instance: dg.DagsterInstance, source_ids: list[str],
                 output: str | None = None) -> RunPool:
-    """A run pool of `workers` processes (at most one per source), with the source partitions added.
+    """A run pool of `workers` processes (at most one per source), with the source partitions added (the CLI
+    has made them the ledger's before).
 
     Needs a persistent instance: the run processes write their events to it. `output`: a file that takes the
     run processes' stdout and stderr (warnings of libraries), else they share this process's.
     """
-    sync_partitions(instance, source_ids)
+    add_partitions(instance, source_ids)
     workers = max(1, int(corpus.resolved()["workers"]))
     return RunPool(corpus, instance, min(workers, max(1, len(source_ids))), output)
 

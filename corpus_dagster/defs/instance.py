@@ -1,0 +1,161 @@
+"""The Dagster instance the CLI, the demo and `make ui` share: set up under one lock, runs of dead CLIs failed.
+
+Dagster's SQLite storages create their tables and stamp their schema revision on first open; two processes
+doing that at once can leave two `alembic_version` heads, after which no run starts. Everything that may create,
+migrate or reconcile the instance (its folder and `dagster.yaml`, the storages, the source partitions, stale
+runs) happens under the file lock `DAGSTER_HOME/.locks/instance.lock`, so first runs started together wait for
+each other for a moment instead.
+
+A CLI session holds its own lock file for as long as it lives; a run tagged with a session whose lock nobody
+holds belongs to a process that died (SIGKILL, OOM, a closed terminal) and is marked failed, with that reason,
+by the next session, so the UI never shows a phantom run in progress.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+
+from corpus_dagster.core.locks import hold_lock, lock_path
+from corpus_dagster.core.reconcile import PartitionPlan, plan_partitions
+from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
+
+SESSION_TAG = "corpus/cli_session"
+INSTANCE_LOCK = "instance"
+SETUP_TIMEOUT_S = 600.0
+UNFINISHED = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
+              dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.QUEUED]
+
+
+def ensure_dagster_home(home: Path) -> None:
+    """A SQLite-backed instance folder with telemetry off (no network at run time)."""
+    home.mkdir(parents=True, exist_ok=True)
+    cfg = home / "dagster.yaml"
+    if not cfg.exists():
+        cfg.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+
+
+@contextlib.contextmanager
+def instance_setup(home: Path, what: str = "setting up the Dagster instance") -> Iterator[dg.DagsterInstance]:
+    """Hold the instance lock, create the folder and every storage, and yield the open instance.
+
+    The body runs under the lock too (partition sync, stale runs); the instance stays open after it only as
+    long as the caller keeps it (see `open_instance`).
+    """
+    home = Path(home)
+    home.mkdir(parents=True, exist_ok=True)
+    with hold_lock(home, INSTANCE_LOCK, what, timeout_s=SETUP_TIMEOUT_S):
+        ensure_dagster_home(home)
+        instance = dg.DagsterInstance.from_config(str(home))
+        try:
+            touch_storages(instance)
+            yield instance
+        except BaseException:
+            instance.dispose()
+            raise
+
+
+def touch_storages(instance: dg.DagsterInstance) -> None:
+    """One read of each storage, so every table exists (and is migrated) before the lock is let go."""
+    instance.get_runs(limit=1)
+    instance.get_dynamic_partitions(SOURCE_PARTITIONS_NAME)
+    if instance.schedule_storage is not None:
+        instance.schedule_storage.all_instigator_state()
+
+
+@contextlib.contextmanager
+def open_instance(home: Path) -> Iterator[dg.DagsterInstance]:
+    """The instance of `home`, set up under the lock, open (and the lock let go) for the body, then closed."""
+    with instance_setup(home, "opening the Dagster instance") as instance:
+        pass
+    with instance:
+        yield instance
+
+
+def prepare_home(home: Path) -> None:
+    """Create (or migrate) the instance and close it again: `make ui` does this before `dagster dev` opens it."""
+    with instance_setup(home, "preparing the Dagster instance for the UI") as instance:
+        instance.dispose()
+
+
+def reconcile_partitions(instance: dg.DagsterInstance, ledger_ids: list[str], named_by_invalid: set[str] | None = None,
+                         unnamed_invalid: int = 0) -> PartitionPlan:
+    """Make the source partitions the ledger's: add new rows, delete removed ones (what the ledger sensor does)."""
+    from corpus_dagster.defs.automation import forget_automation_history
+
+    existing = instance.get_dynamic_partitions(SOURCE_PARTITIONS_NAME)
+    plan = plan_partitions(ledger_ids, existing, named_by_invalid or set(), unnamed_invalid)
+    if plan.add:
+        instance.add_dynamic_partitions(SOURCE_PARTITIONS_NAME, plan.add)
+    for sid in plan.remove:
+        instance.delete_dynamic_partition(SOURCE_PARTITIONS_NAME, sid)
+    if plan.remove:
+        forget_automation_history(instance)
+    return plan
+
+
+def session_lock_path(home: Path, session: str) -> Path:
+    return lock_path(home, f"session-{session}")
+
+
+@contextlib.contextmanager
+def hold_session(home: Path, session: str) -> Iterator[Path]:
+    """Hold the session's lock for the life of this process; the kernel frees it however the process ends."""
+    path = session_lock_path(home, session)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield path
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+
+
+def _session_alive(home: Path, session: str) -> tuple[bool, str]:
+    """(whether a live process holds the session's lock, the pid it last wrote)."""
+    path = session_lock_path(home, session)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False, "?"
+    try:
+        pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True, pid
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False, pid
+    finally:
+        os.close(fd)
+
+
+def fail_orphaned_runs(instance: dg.DagsterInstance, home: Path) -> list[str]:
+    """Mark failed every unfinished run of a CLI session whose process is gone; returns their run ids."""
+    failed = []
+    sessions: dict[str, tuple[bool, str]] = {}
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=UNFINISHED)):
+        session = run.tags.get(SESSION_TAG)
+        if not session:
+            continue  # a run of the UI or the daemon: Dagster's run monitoring owns those
+        if session not in sessions:
+            sessions[session] = _session_alive(home, session)
+        alive, pid = sessions[session]
+        if alive:
+            continue
+        instance.report_run_failed(
+            run, message=f"the CLI process that ran this run (session {session}, pid {pid}) ended without finishing "
+                         f"it (killed?); marked failed when the next run started")
+        failed.append(run.run_id)
+    for session, (alive, _pid) in sessions.items():
+        if not alive:
+            session_lock_path(home, session).unlink(missing_ok=True)
+    return failed
