@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
+from corpus_dagster.cli.run_log import GuardedLog, disk_full_message
+
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 EXIT_OK = 0
@@ -108,22 +110,39 @@ def run_pipeline(config_path: str, prefix: str = "run", keep_going: bool = False
         return EXIT_BAD_INPUT
     layout = Layout.from_config(resolved)
     log_path = (log_file or default_log_file(layout.root)).resolve()
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = log_path.open("a", encoding="utf-8")
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = GuardedLog(log_path)
+    except OSError as exc:
+        disk = disk_full_message(exc, os.environ.get("DAGSTER_HOME"))
+        if disk is None:
+            raise
+        _error(prefix, f"log file: {disk}")
+        return EXIT_SOURCE_FAILED
     print(f"{prefix}: log {log_path}", flush=True)
     try:
         with _logging_to(log):
-            return _run(config_path, resolved, layout, prefix, keep_going, log, log_path, start)
+            code = _run(config_path, resolved, layout, prefix, keep_going, log, log_path, start)
     except (ConfigError, LedgerError) as exc:
         log.write(traceback.format_exc())
         _error(prefix, one_line_error(exc))
-        return EXIT_BAD_INPUT
+        code = EXIT_BAD_INPUT
     except Exception as exc:  # noqa: BLE001 - a bug: one line here, the traceback in the log
         log.write(traceback.format_exc())
-        _error(prefix, f"{type(exc).__name__}: {one_line_error(exc)} (traceback in {log_path})")
-        return EXIT_INTERNAL
+        disk = disk_full_message(exc, os.environ.get("DAGSTER_HOME"))
+        if disk is not None:
+            _error(prefix, f"{log.step}: {disk}")
+            code = EXIT_SOURCE_FAILED
+        else:
+            _error(prefix, f"{type(exc).__name__}: {one_line_error(exc)} (traceback in {log_path})")
+            code = EXIT_INTERNAL
     finally:
         log.close()
+    if log.failure is not None:
+        _error(prefix, log.message())
+        if code != EXIT_BAD_INPUT:
+            code = EXIT_SOURCE_FAILED
+    return code
 
 
 def one_line_error(exc: BaseException) -> str:
@@ -132,7 +151,7 @@ def one_line_error(exc: BaseException) -> str:
     return one_line(str(exc))
 
 
-def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool, log: TextIO, log_path: Path,
+def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool, log: GuardedLog, log_path: Path,
          start: float) -> int:
     from corpus_dagster.cli.progress_display import RunWatcher
     from corpus_dagster.core.ledger import load_ledger
@@ -157,6 +176,7 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     workers = max(1, int(resolved["workers"]))
     print(f"{prefix}: {len(sources)} source(s), {min(workers, len(sources))} at a time ({SOURCE_JOB} runs), "
           f"then {GLOBAL_JOB}; DAGSTER_HOME={home}", flush=True)
+    log.step = "instance set-up"
     with hold_session(home, session):  # held while this process lives: its runs are never taken for orphans
         with instance_setup(home, f"{prefix} session {session}: instance set-up") as instance:
             # under the instance lock: storages created, stale runs failed, partitions made the ledger's
@@ -169,6 +189,7 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
                 print(f"{prefix}: removed from the ledger, so left out of the corpus: {', '.join(plan.remove)} "
                       f"(their data is deleted once the corpus without them is published)", flush=True)
         with instance:
+            log.step = f"{SOURCE_JOB} runs"
             with source_pool(corpus, instance, sources, output=str(log_path)) as pool:
                 watcher = RunWatcher(instance, session, log, prefix=prefix, check_steps=pool.check_step_keys())
                 # largest first, so that a large source does not run alone at the end
@@ -181,7 +202,9 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
                 if len(ok) == len(sources) or (keep_going and ok):
                     if len(ok) < len(sources):
                         print(f"{prefix}: building the corpus over the {len(ok)} source(s) that succeeded", flush=True)
+                    log.step = f"{GLOBAL_JOB} run"
                     pool.run_global(tags=tags, poll=watcher.poll)
+    log.step = "the summary"
     failures = watcher.failures
     failed_checks = [c for c in watcher.checks if not c.passed]
     if not failures:

@@ -9,6 +9,7 @@ from typing import Any
 
 import dagster as dg
 
+from corpus_dagster.core.atomic import storage_error
 from corpus_dagster.core.checks import CheckReport
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.layout import Layout
@@ -26,6 +27,13 @@ def corpus_failure(step: str) -> Iterator[None]:
             description=f"{step}: {exc}",
             metadata={"error": type(exc).__name__, "step": step},
         ) from exc
+    except OSError as exc:
+        # a full or failing disk under a writer that does not go through core.atomic: still one line that
+        # names the step and, where the OS said it, the file
+        error = storage_error(exc, Path(exc.filename) if exc.filename else Path("(a file the writer did not name)"))
+        if error is None:
+            raise
+        raise dg.Failure(description=f"{step}: {error}", metadata={"error": type(error).__name__, "step": step}) from exc
 
 
 def source_for_partition(layout: Layout, partition_key: str) -> Source:
