@@ -66,6 +66,11 @@ class StageOutputError(CorpusError):
     """A stage output on disk does not match the record written with it (deleted, truncated or edited)."""
 
 
+class StageOutputDamaged(StageOutputError):
+    """A stage output a later stage was about to read differs from the size or sha256 in its stage record;
+    one line names the stage, the file and what reruns it."""
+
+
 class DedupInputError(CorpusError):
     """An input of the dedup stage is missing, malformed or stale; the message names the file."""
 

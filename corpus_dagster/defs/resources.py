@@ -1,5 +1,6 @@
 """The corpus config as a Dagster resource: one YAML file, validated, with execution overrides."""
 
+import logging
 import os
 from typing import Any
 
@@ -45,3 +46,31 @@ def default_corpus_config() -> CorpusConfig:
         config_path=os.environ.get("CORPUS_CONFIG") or str(packaged_config_path()),
         artifacts=os.environ.get("CORPUS_ARTIFACTS") or None,
     )
+
+
+class RunLogHandler(logging.Handler):
+    """Lines the stage drivers log on `corpus_dagster.*` loggers (e.g. a damaged stage output being rebuilt)
+    go to the Dagster log of the step that emitted them, so the UI and the CLI's log file show them.
+
+    Outside a step (a driver called directly) the line propagates to Python logging as before.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            context = dg.OpExecutionContext.get()
+        except dg.DagsterInvariantViolationError:
+            return
+        try:
+            context.log.log(record.levelno, record.getMessage())
+        except Exception:  # noqa: BLE001 - a log line must never fail the step that logged it
+            self.handleError(record)
+
+
+def forward_driver_logs() -> None:
+    """Install RunLogHandler on the `corpus_dagster` logger once per process (every asset module imports this)."""
+    logger = logging.getLogger("corpus_dagster")
+    if not any(isinstance(h, RunLogHandler) for h in logger.handlers):
+        logger.addHandler(RunLogHandler(level=logging.WARNING))
+
+
+forward_driver_logs()

@@ -143,16 +143,20 @@ def read_plan(work: Path) -> dict[str, Any]:
         ) from exc
 
 
-def write_plan(layout: Layout, resolved: dict[str, Any], work: Path, key: str, shards_key: str) -> dict[str, Any]:
+def write_plan(layout: Layout, resolved: dict[str, Any], work: Path, key: str, shards_key: str,
+               heal: bool = False) -> dict[str, Any]:
     """Plan every shard (global id order, clusters, boundaries) and write the jobs and plan.json into `work`.
 
     Memory ~ the ids of the corpus (the plan), as before the split into units; plan.json is written last.
+    The scrub and dedup outputs it reads are checked against their records; with `heal` (the stage's own
+    plan, not a check) a damaged one is rebuilt first by its stage.
     """
     start = time.monotonic()
     source_ids = dedup_sources(layout)
-    sources = [SourceDocs(sid, scrubbed_files(layout, sid)) for sid in source_ids]
+    upstream = resolved if heal else None
+    sources = [SourceDocs(sid, scrubbed_files(layout, sid, upstream)) for sid in source_ids]
     files = ordered_files(sources)
-    jobs = shard_jobs(sources, Annotations(clusters=clusters(layout)), Path(), resolved)
+    jobs = shard_jobs(sources, Annotations(clusters=clusters(layout, upstream)), Path(), resolved)
     units = unit_names(len(jobs))
     (work / JOBS).mkdir(parents=True, exist_ok=True)
     (work / SHARDS).mkdir(exist_ok=True)
@@ -276,7 +280,7 @@ def plan_publish(layout: Layout, resolved: dict[str, Any], log: Log | None = Non
     except PublishUnitError:
         shutil.rmtree(work, ignore_errors=True)  # no plan, or one cut short: plan again
         with atomic_dir(work) as tmp:
-            plan = write_plan(layout, resolved, tmp, key, shards_key)
+            plan = write_plan(layout, resolved, tmp, key, shards_key, heal=True)
     if log is not None:
         finished = sum(unit_done(work, u) is not None for u in plan["units"])
         log(f"shards: {plan['n_docs']:,} documents planned into {len(plan['units'])} shards"
@@ -394,8 +398,15 @@ def read_manifest(layout: Layout) -> dict[str, Any]:
 
 
 def published_shards(layout: Layout) -> list[Path]:
-    """The published shard files in order (what later stages read)."""
+    """The published shard files in order, as they are on disk (what the checks inspect)."""
     return checks.shard_paths(layout.shards)
+
+
+def verified_shards(layout: Layout) -> list[Path]:
+    """The published shard files in order, each checked against the size and sha256 the publish record holds
+    (what a later stage reads): StageOutputDamaged names a damaged one and says to rematerialize shards."""
+    folder = layout.stage(STAGE)
+    return records.record_files(folder, records.require_record(folder, "shards"), "shards")
 
 
 # --- Checks (each returns a CheckReport; the Dagster layer only translates it) ------------------------------
@@ -432,7 +443,10 @@ def check_no_pii(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
     sample, budget = int(resolved["publish"]["pii_check_docs"]), int(resolved["publish"]["pii_check_chars"])
     seed = records.require_record(layout.stage(STAGE), "shards").key
     problems = checks.check_published_text_scrubbed(paths, scrubbed)
-    picked = checks.pii_sample(paths, sample, seed, budget)
+    try:
+        picked = checks.pii_sample(paths, sample, seed, budget)
+    except checks.UnreadableShard as exc:
+        return report_of([*problems, str(exc)], docs_scanned=0)
     problems += checks.scan_for_pii(paths, resolved["pii"], picked)
     return report_of(problems, docs_scanned="all" if picked is None else len(picked))
 
