@@ -61,7 +61,7 @@ from corpus_dagster.dedup.minhash import batch_signatures, permutations
 from corpus_dagster.dedup.near import shingle_sets_task
 from corpus_dagster.dedup.signatures import byte_batches
 from corpus_dagster.dedup.text import tokenize_batch
-from corpus_dagster.publish.driver import read_manifest
+from corpus_dagster.publish.driver import read_manifest, verified_shards
 from corpus_dagster.tokenize.driver import token_counts_file
 
 STEPS = ("scan", "exact", "candidates", "jaccard", "duplicates", "clusters", "lengths", "figures", "report")
@@ -912,6 +912,7 @@ def _graph_inputs(layout: Layout, source_ids: list[str]) -> tuple[CorpusFiles, C
     """(clean documents, published shards, signature files, token counts, key inputs) of the graph's analysis."""
 
     documents = corpus_from_sources({sid: clean_doc_files(layout, sid) for sid in sorted(source_ids)})
+    verified_shards(layout)  # the shards corpus_from_dir reads, checked against the publish record
     lengths = corpus_from_dir(layout.shards)
     signatures = []
     for sid in sorted(source_ids):

@@ -174,14 +174,30 @@ def clean_record(layout: Layout, source_id: str) -> StageRecord:
     return records.require_record(layout.stage(STAGE, source_id), "clean_documents", source_id)
 
 
-def clean_doc_files(layout: Layout, source_id: str) -> list[Path]:
-    """The clean document files of one source, in k order (schema CLEAN_DOC_SCHEMA)."""
-    return records.record_files(layout.stage(STAGE, source_id), clean_record(layout, source_id), "docs")
+def clean_doc_files(layout: Layout, source_id: str, resolved: dict[str, Any] | None = None) -> list[Path]:
+    """The clean document files of one source, in k order (schema CLEAN_DOC_SCHEMA), checked against the
+    clean record. With `resolved`, a damaged file is rebuilt here (the clean stage reruns for that source)."""
+    return records.record_files(layout.stage(STAGE, source_id), clean_record(layout, source_id), "docs",
+                                _rebuild(layout, source_id, resolved))
 
 
-def reject_files(layout: Layout, source_id: str) -> list[Path]:
-    """The rejects files of one source, in k order (schema REJECT_SCHEMA)."""
-    return records.record_files(layout.stage(STAGE, source_id), clean_record(layout, source_id), "rejects")
+def reject_files(layout: Layout, source_id: str, resolved: dict[str, Any] | None = None) -> list[Path]:
+    """The rejects files of one source, in k order (schema REJECT_SCHEMA); `resolved` as in clean_doc_files."""
+    return records.record_files(layout.stage(STAGE, source_id), clean_record(layout, source_id), "rejects",
+                                _rebuild(layout, source_id, resolved))
+
+
+def _rebuild(layout: Layout, source_id: str, resolved: dict[str, Any] | None) -> Any:
+    """The clean stage of one source as a rebuild for `records.record_files`, when its key is unchanged (a
+    changed raw input or config is not this reader's to rebuild: the damage is refused instead)."""
+    if resolved is None:
+        return None
+
+    def rebuild() -> None:
+        if clean_key(layout, source_id, resolved)[0] == clean_record(layout, source_id).key:
+            run_clean_source(layout, source_id, resolved)
+
+    return rebuild
 
 
 def filter_and_repair_counts(

@@ -7,6 +7,11 @@ and a `_RECORD.json` written last. The key is the hash of
 - the stage's code version.
 Mtimes, ETags, paths and worker counts never enter a key. A rerun whose key equals the record's and whose
 outputs are intact does nothing.
+
+"Intact" means every output has the size and sha256 the record holds, hashed again on every reuse (the
+stage's own cache check, `begin`, and every reader through `record_files`): an edit that keeps size and
+mtime, or bits flipped on disk, is never trusted. A damaged output is named in one warning line on the
+`corpus_dagster.records` logger (the Dagster layer forwards it to the run's log) and recomputed.
 """
 
 from __future__ import annotations
@@ -15,7 +20,10 @@ import contextlib
 import functools
 import inspect
 import json
+import logging
+import os
 import shutil
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +31,23 @@ from typing import Any, TypeVar
 
 from corpus_dagster.core.atomic import atomic_write_bytes, remove_stale_temps
 from corpus_dagster.core.config import canonical_json
-from corpus_dagster.core.errors import StageOutputError, UpstreamMissing
-from corpus_dagster.core.hashing import sha256_file, sha256_hex
+from corpus_dagster.core.errors import StageOutputDamaged, UpstreamMissing
+from corpus_dagster.core.hashing import sha256_file_once, sha256_hex
 from corpus_dagster.core.locks import hold_lock
 
 RECORD = "_RECORD.json"
 F = TypeVar("F", bound=Callable[..., Any])
+# Where a damaged output is reported: one warning line each. The Dagster layer (defs.resources) forwards
+# this logger's lines to the log of the step that emitted them; outside Dagster they reach Python logging.
+LOG = logging.getLogger("corpus_dagster.records")
+# The asset that rebuilds a stage's outputs, named in messages ("materialize clean_documents[alpha]").
+ASSETS = {
+    "ingest": "raw_documents", "clean": "clean_documents", "minhash": "minhash_signatures", "dedup": "dedup",
+    "scrub": "scrubbed", "publish": "shards", "tokens": "token_streams", "analysis": "corpus_analysis",
+    "release": "release", "review": "review_sample",
+}
+_reported: set[tuple[str, int, int, int, int]] = set()  # damage already reported in this process
+_reported_guard = threading.Lock()
 
 
 def stage_key(stage: str, code_version: str, inputs: Any, settings: Any) -> str:
@@ -94,71 +113,152 @@ def require_record(folder: Path, stage: str, source_id: str | None = None) -> St
 def describe_outputs(folder: Path, names: list[str]) -> dict[str, dict[str, Any]]:
     """{name: {sha256, bytes, mtime_ns}} of output files relative to `folder`, in the order given.
 
-    `mtime_ns` only lets `outputs_intact` skip re-hashing a file nobody wrote to since; it never enters a key.
+    `mtime_ns` is informational: neither a key nor the intact decision reads it (a file is trusted only by
+    its size and sha256).
     """
     out = {}
     for n in names:
         st = (folder / n).stat()
-        out[n] = {"sha256": sha256_file(folder / n), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+        out[n] = {"sha256": sha256_file_once(folder / n, st), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
     return out
 
 
-def output_intact(path: Path, entry: dict[str, Any]) -> bool:
-    """One output matches its record entry: same size, and same mtime or (when touched, copied or edited
-    in place) the same sha256."""
+def output_problem(path: Path, entry: dict[str, Any]) -> str | None:
+    """Why one output does not match its record entry (missing, another size, another sha256), or None.
+
+    Hashes the file (once per process while it stays unchanged, see `sha256_file_once`); its mtime
+    decides nothing, so an edit that kept size and mtime is caught.
+    """
     try:
         st = path.stat()
     except OSError:
-        return False
+        return f"missing (listed in its {RECORD})"
     if st.st_size != entry["bytes"]:
-        return False
-    if entry.get("mtime_ns") == st.st_mtime_ns:
-        return True
-    return sha256_file(path) == entry["sha256"]
+        return f"{st.st_size} bytes, its {RECORD} says {entry['bytes']}"
+    if sha256_file_once(path, st) != entry["sha256"]:
+        return f"sha256 differs from its {RECORD}"
+    return None
+
+
+def output_intact(path: Path, entry: dict[str, Any]) -> bool:
+    """One output matches its record entry: same size and same sha256."""
+    return output_problem(path, entry) is None
+
+
+def damaged_outputs(folder: Path, record: StageRecord, names: list[str] | None = None) -> list[tuple[Path, str]]:
+    """(path, problem) of every output (of `names`, default all the record lists) that does not match it."""
+    base = record.base(folder)
+    out = []
+    for name in record.outputs if names is None else names:
+        entry = record.outputs.get(name)
+        if entry is None:
+            if not (base / name).exists():
+                out.append((base / name, f"missing (listed in its {RECORD})"))
+            continue
+        problem = output_problem(base / name, entry)
+        if problem is not None:
+            out.append((base / name, problem))
+    return out
 
 
 def outputs_intact(folder: Path, record: StageRecord) -> bool:
-    """Every output the record lists exists with its recorded size and content (hashed only when its mtime
-    moved since it was written), so a truncated, deleted or edited output makes its stage recompute."""
-    return all(output_intact(record.base(folder) / name, entry) for name, entry in record.outputs.items())
+    """Every output the record lists exists with its recorded size and sha256, so a truncated, deleted or
+    edited output (whatever its mtime) makes its stage recompute."""
+    return not damaged_outputs(folder, record)
 
 
 def verify_outputs(folder: Path, record: StageRecord) -> list[str]:
     """Problems of outputs that do not match the hashes recorded when they were written."""
-    problems = []
-    for name, entry in record.outputs.items():
-        path = record.base(folder) / name
-        if not path.exists():
-            problems.append(f"{path}: missing")
-        elif sha256_file(path) != entry["sha256"]:
-            problems.append(f"{path}: sha256 differs from the stage record")
-    return problems
+    return [f"{path}: {problem}" for path, problem in damaged_outputs(folder, record)]
+
+
+def source_of(folder: Path, record: StageRecord) -> str | None:
+    """The source a per-source stage folder belongs to (`stages/<stage>/<source_id>`, `corpus/raw/<source_id>`)."""
+    name = Path(folder).name
+    return None if name == record.stage else name
+
+
+def _shown(path: Path, folder: Path) -> str:
+    """A path relative to the artifacts root the stage folder lies in (absolute when it lies elsewhere)."""
+    folder = Path(folder)
+    parents = [folder, *folder.parents]
+    root = next((p.parent for p in parents[:3] if p.name == "stages"), None)
+    if root is None and folder.parent.name == "raw" and folder.parent.parent.name == "corpus":
+        root = folder.parent.parent.parent
+    full = os.path.normpath(path)
+    if root is not None:
+        rel = os.path.relpath(full, root)
+        if not rel.startswith(".."):
+            return rel
+    return full
+
+
+def _where(folder: Path, record: StageRecord) -> str:
+    source = source_of(folder, record)
+    return f"stage {record.stage!r}" + (f" [{source}]" if source else "")
+
+
+def _rerun(folder: Path, record: StageRecord) -> str:
+    source = source_of(folder, record)
+    asset = ASSETS.get(record.stage, record.stage)
+    return f"materialize {asset}[{source}]" if source else f"materialize {asset}"
+
+
+def damage_line(folder: Path, record: StageRecord, path: Path, problem: str, then: str = "rebuilding it") -> str:
+    """The one line that names a damaged output: stage, source, file (relative to the artifacts root), why."""
+    verb = "is" if problem.startswith("missing") else "is damaged"
+    return f"{_where(folder, record)}: {_shown(path, folder)} {verb} ({problem}); {then}"
+
+
+def report_damage(folder: Path, record: StageRecord, damaged: list[tuple[Path, str]], then: str = "rebuilding it") -> list[str]:
+    """Log one warning line per damaged output, once per process for a file in one state; returns the lines."""
+    lines = []
+    for path, problem in damaged:
+        try:
+            st = path.stat()
+            ident = (os.path.normpath(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        except OSError:
+            ident = (os.path.normpath(path), 0, 0, 0, 0)
+        with _reported_guard:
+            new = ident not in _reported
+            _reported.add(ident)
+        line = damage_line(folder, record, path, problem, then)
+        lines.append(line)
+        if new:
+            LOG.warning(line)
+    return lines
 
 
 def cached(folder: Path, key: str) -> StageRecord | None:
-    """The folder's record when it was written under `key` and its outputs are intact, else None."""
+    """The folder's record when it was written under `key` and its outputs are intact (size and sha256),
+    else None. A damaged output is reported (one line naming the stage, source and file) before the miss."""
     record = read_record(folder)
-    if record is not None and record.key == key and outputs_intact(folder, record):
-        return record
-    return None
+    if record is None or record.key != key:
+        return None
+    damaged = damaged_outputs(folder, record)
+    if damaged:
+        report_damage(folder, record, damaged)
+        return None
+    return record
 
 
 def begin(folder: Path) -> int:
     """Prepare a stage folder for a run: create it, clear temp leftovers of a killed process in the folder
     and its key folders one level down (temp files, `.x.tmp-*` folders, dedup work folders), and delete
-    outputs of the last record that no longer match it, so a stage that resumes completed units (clean
-    parts) recomputes a damaged one instead of keeping it. Outputs outside the stage folder (published
-    folders, replaced whole) are left alone. Returns how many leftovers and damaged files were removed."""
+    outputs of the last record that no longer match it (size or sha256), so a stage that resumes completed
+    units (clean parts) recomputes a damaged one instead of keeping it. Outputs outside the stage folder
+    (published folders, replaced whole) are left alone. Returns how many leftovers and damaged files were
+    removed."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     removed = remove_stale_temps(folder, depth=1)
     record = read_record(folder)
     if record is not None and record.output_dir == ".":
-        for name, entry in record.outputs.items():
-            path = folder / name
-            if path.exists() and not output_intact(path, entry):
-                path.unlink()
-                removed += 1
+        damaged = [(p, why) for p, why in damaged_outputs(folder, record) if p.exists()]
+        report_damage(folder, record, damaged)
+        for path, _ in damaged:
+            path.unlink()
+            removed += 1
     return removed
 
 
@@ -171,24 +271,32 @@ def commit(folder: Path, record: StageRecord, prune: bool = True) -> None:
             shutil.rmtree(other, ignore_errors=True)
 
 
-def record_files(folder: Path, record: StageRecord, kind: str) -> list[Path]:
-    """Absolute paths of a named output list of a record (e.g. `docs`), checked against the record.
+def record_files(folder: Path, record: StageRecord, kind: str, rebuild: Callable[[], Any] | None = None) -> list[Path]:
+    """Absolute paths of a named output list of a record (e.g. `docs`), each checked against the size and
+    sha256 the record holds.
 
-    A missing, truncated or edited file is never handed to the next stage: StageOutputError names it, and
-    rerunning the stage that wrote it recomputes it (its cache check fails the same way).
+    A missing, truncated or edited file is never handed to the next stage. With `rebuild` (the writing
+    stage's driver, deterministic under the same key) the damage is reported, the stage rebuilt and its
+    files checked again; without it, or when the rebuild did not restore them under the same key,
+    StageOutputDamaged names the stage, the file and what reruns it.
     """
     names = record.files.get(kind, [])
-    paths = [record.base(folder) / name for name in names]
-    missing = [str(p) for p in paths if not p.exists()]
-    if missing:
-        raise StageOutputError(f"stage {record.stage!r}: outputs missing on disk: {missing[:3]}; rerun that stage")
-    damaged = [str(p) for p, n in zip(paths, names, strict=True) if n in record.outputs and not output_intact(p, record.outputs[n])]
+    damaged = damaged_outputs(folder, record, names)
+    if damaged and rebuild is not None:
+        report_damage(folder, record, damaged)
+        rebuild()
+        again = read_record(folder)
+        if again is not None and again.key == record.key:
+            record, damaged = again, damaged_outputs(folder, again, again.files.get(kind, []))
     if damaged:
-        raise StageOutputError(
-            f"stage {record.stage!r}: {damaged[:3]} changed since the stage wrote them (size or sha256 differ from "
-            f"{Path(folder) / RECORD}); rerun that stage to recompute them"
+        path, problem = damaged[0]
+        more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
+        verb = "is" if problem.startswith("missing") else "is damaged"
+        raise StageOutputDamaged(
+            f"{_where(folder, record)}: {os.path.normpath(path)} {verb} ({problem}){more}; rerun that stage "
+            f"({_rerun(folder, record)}) to rebuild it"
         )
-    return paths
+    return [record.base(folder) / name for name in names]
 
 
 @contextlib.contextmanager

@@ -99,7 +99,8 @@ def run_signatures(layout: Layout, source_id: str, resolved: dict[str, Any]) -> 
     records.begin(folder)
     name = f"{key}/signatures.parquet"
     (folder / key).mkdir(exist_ok=True)
-    stats = compute_signatures(clean_doc_files(layout, source_id), folder / name, resolved["dedup"], resolved["workers"])
+    stats = compute_signatures(clean_doc_files(layout, source_id, resolved), folder / name, resolved["dedup"],
+                               resolved["workers"])
     records.commit(folder, StageRecord(
         stage=SIGNATURES, key=key, code_version=SIGNATURES_CODE_VERSION, inputs=inputs,
         settings=output_settings(resolved, "dedup", SIGNATURE_SETTINGS),
@@ -195,7 +196,7 @@ def _prepare(layout: Layout, resolved: dict[str, Any], key: str, source_ids: lis
     for sid in source_ids:  # a missing or stale signature file is computed here rather than refused later
         if records.cached(layout.stage(SIGNATURES, sid), signature_key(layout, sid, resolved)[0]) is None:
             run_signatures(layout, sid, resolved)
-    sources = [DedupSource(sid, clean_doc_files(layout, sid), signature_file(layout, sid)) for sid in source_ids]
+    sources = [DedupSource(sid, clean_doc_files(layout, sid, resolved), signature_file(layout, sid)) for sid in source_ids]
     cfg = resolved["dedup"]
     check_inputs(sources, cfg)
     work.mkdir(parents=True, exist_ok=True)
@@ -507,23 +508,31 @@ def dedup_stats(layout: Layout) -> dict[str, Any]:
     return dedup_record(layout).stats
 
 
-def _table(layout: Layout, name: str) -> Path:
+def _table(layout: Layout, name: str, resolved: dict[str, Any] | None = None) -> Path:
+    return next(p for p in dedup_tables(layout, resolved).values() if p.name == name)
+
+
+def dropped_ids(layout: Layout, resolved: dict[str, Any] | None = None) -> pl.DataFrame:
+    """The id of every document the dedup step removed (`resolved`: see dedup_tables)."""
+    return pl.read_parquet(_table(layout, "dropped.parquet", resolved), columns=["id"])
+
+
+def clusters(layout: Layout, resolved: dict[str, Any] | None = None) -> pl.DataFrame:
+    """id, cluster_min_id of every member of a near-duplicate cluster (`resolved`: see dedup_tables)."""
+    return pl.read_parquet(_table(layout, "clusters.parquet", resolved), columns=["id", "cluster_min_id"])
+
+
+def dedup_tables(layout: Layout, resolved: dict[str, Any] | None = None) -> dict[str, Path]:
+    """Paths of the dedup tables by name (dropped, clusters, pairs), checked against the dedup record.
+
+    With `resolved`, a damaged table is rebuilt here: the global dedup reruns over the sources it covered
+    (deterministic, so under the same key it writes the same bytes)."""
     folder = layout.stage(DEDUP)
     record = dedup_record(layout)
-    return next(p for p in records.record_files(folder, record, "tables") if p.name == name)
 
+    def rebuild() -> None:
+        sources = list(record.stats["sources"])
+        if resolved is not None and dedup_key(layout, resolved, sources)[0] == record.key:  # else: refused below
+            run_global_dedup(layout, resolved, sources)
 
-def dropped_ids(layout: Layout) -> pl.DataFrame:
-    """The id of every document the dedup step removed."""
-    return pl.read_parquet(_table(layout, "dropped.parquet"), columns=["id"])
-
-
-def clusters(layout: Layout) -> pl.DataFrame:
-    """id, cluster_min_id of every member of a near-duplicate cluster."""
-    return pl.read_parquet(_table(layout, "clusters.parquet"), columns=["id", "cluster_min_id"])
-
-
-def dedup_tables(layout: Layout) -> dict[str, Path]:
-    """Paths of the dedup tables by name (dropped, clusters, pairs)."""
-    folder = layout.stage(DEDUP)
-    return {p.stem: p for p in records.record_files(folder, dedup_record(layout), "tables")}
+    return {p.stem: p for p in records.record_files(folder, record, "tables", None if resolved is None else rebuild)}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -14,12 +16,44 @@ import pyarrow.parquet as pq
 
 from corpus_dagster.core.checks import sample_order, sample_units
 from corpus_dagster.core.documents import SHARD_SCHEMA, shard_name
+from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.publish.manifest import manifest_violations
 from corpus_dagster.publish.shards import Annotations, SourceDocs, shard_jobs, split_column, write_shard
 
 MAX_PROBLEMS = 20
+READ_ERRORS = (OSError, pa.ArrowException, ValueError)  # what pyarrow raises on a damaged Parquet file
+
+
+class UnreadableShard(CorpusError):
+    """A published shard cannot be decoded: `<shard>: cannot be read: <error>` (a check reports it as a problem)."""
+
+
+def unreadable(path: Path, exc: BaseException) -> UnreadableShard:
+    """The one-line error of a shard that cannot be decoded, naming the file (never a bare OSError)."""
+    return UnreadableShard(f"{path.name}: cannot be read: {type(exc).__name__}: {exc}")
+
+
+def open_shard(path: Path) -> pq.ParquetFile:
+    """A shard's Parquet reader; UnreadableShard naming the file when its footer cannot be read."""
+    try:
+        return pq.ParquetFile(path)
+    except READ_ERRORS as exc:
+        raise unreadable(path, exc) from exc
+
+
+def unreadable_is_a_problem(check: Callable[..., list[str]]) -> Callable[..., list[str]]:
+    """A check that meets a shard it cannot decode reports that shard as one more problem, not an error."""
+
+    @functools.wraps(check)
+    def wrapper(*args: Any, **kwargs: Any) -> list[str]:
+        try:
+            return check(*args, **kwargs)
+        except UnreadableShard as exc:
+            return [str(exc)]
+
+    return wrapper
 
 
 def shard_paths(folder: Path) -> list[Path]:
@@ -27,18 +61,39 @@ def shard_paths(folder: Path) -> list[Path]:
     return sorted(folder.glob("shard-*-of-*.parquet"))
 
 
-def iter_batches(paths: list[Path], columns: list[str]) -> Iterator[tuple[Path, pa.RecordBatch]]:
-    """Record batches of the given columns across shards, in order (memory bounded by a batch)."""
+def iter_batches(paths: list[Path], columns: list[str], problems: list[str] | None = None
+                 ) -> Iterator[tuple[Path, pa.RecordBatch]]:
+    """Record batches of the given columns across shards, in order (memory bounded by a batch).
+
+    A shard that cannot be decoded raises UnreadableShard naming it; with `problems`, that line is appended
+    there instead and the shard's remaining batches are skipped, so one check reports every damaged shard."""
     for path in paths:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=8192, columns=columns):
-            yield path, batch
+        try:
+            batches = open_shard(path).iter_batches(batch_size=8192, columns=columns)
+            while True:
+                try:
+                    batch = next(batches)
+                    batch.validate(full=True)  # e.g. text that is not UTF-8 any more
+                except StopIteration:
+                    break
+                except READ_ERRORS as exc:
+                    raise unreadable(path, exc) from exc
+                yield path, batch
+        except UnreadableShard as exc:
+            if problems is None:
+                raise
+            problems.append(str(exc))
 
 
 def check_schema(paths: list[Path]) -> list[str]:
     """Column names, order and Arrow types of every shard equal the contract; row groups within 64 MiB."""
     problems = []
     for path in paths:
-        pf = pq.ParquetFile(path)
+        try:
+            pf = open_shard(path)
+        except UnreadableShard as exc:
+            problems.append(str(exc))
+            continue
         schema = pf.schema_arrow
         if schema.names != SHARD_SCHEMA.names:
             problems.append(f"{path.name}: columns {schema.names} != {SHARD_SCHEMA.names}")
@@ -85,8 +140,13 @@ def check_manifest(folder: Path, manifest_path: Path) -> list[str]:
             continue
         digest = sha256_file(path)
         if digest != entry["sha256"]:
-            problems.append(f"{entry['name']}: sha256 {digest} != manifest {entry['sha256']}")
-        rows = pq.ParquetFile(path).metadata.num_rows
+            problems.append(f"{entry['name']}: sha256 differs from _MANIFEST.json ({digest[:16]}..., manifest "
+                            f"{entry['sha256'][:16]}...)")
+        try:
+            rows = open_shard(path).metadata.num_rows
+        except UnreadableShard as exc:
+            problems.append(str(exc))
+            continue
         rows_read += rows
         if rows != entry["rows"]:
             problems.append(f"{entry['name']}: {rows} rows != manifest {entry['rows']}")
@@ -99,7 +159,7 @@ def check_ids_sorted(paths: list[Path]) -> list[str]:
     """Ids strictly increasing in byte order across all shards (so also unique)."""
     problems = []
     prev: bytes | None = None
-    for path, batch in iter_batches(paths, ["id"]):
+    for path, batch in iter_batches(paths, ["id"], problems):
         ids = [s.encode("utf-8") for s in batch.column(0).to_pylist()]
         for cur in ids:
             if prev is not None and not prev < cur:
@@ -113,7 +173,7 @@ def check_ids_sorted(paths: list[Path]) -> list[str]:
 def check_split(paths: list[Path], val_permille: int) -> list[str]:
     """split recomputed from sha256 equals the stored split."""
     problems = []
-    for path, batch in iter_batches(paths, ["id", "sha256", "split"]):
+    for path, batch in iter_batches(paths, ["id", "sha256", "split"], problems):
         want = split_column(batch.column(1), val_permille)
         bad = pc.invert(pc.equal(want, batch.column(2))).to_numpy(zero_copy_only=False)
         for i in np.nonzero(bad)[0][: MAX_PROBLEMS - len(problems)]:
@@ -126,7 +186,7 @@ def check_split(paths: list[Path], val_permille: int) -> list[str]:
 def check_hashes(paths: list[Path]) -> list[str]:
     """sha256 and n_chars recomputed from text equal the stored columns."""
     problems = []
-    for path, batch in iter_batches(paths, ["id", "text", "sha256", "n_chars"]):
+    for path, batch in iter_batches(paths, ["id", "text", "sha256", "n_chars"], problems):
         ids, texts, shas, nchars = (batch.column(i).to_pylist() for i in range(4))
         for doc_id, text, sha, n in zip(ids, texts, shas, nchars, strict=True):
             if hashlib.sha256(text.encode("utf-8")).digest() != sha:
@@ -145,16 +205,17 @@ def pii_sample(paths: list[Path], sample_docs: int, seed: str, sample_chars: int
     characters (0: no budget; the first drawn document is always kept). A prefix of a uniform draw is
     uniform, so the budget bounds the cost without favouring short documents: by count alone the rescan
     of 2,000 documents cost 0.4 to 3 s on the bench corpus, by which 2,000 it drew."""
-    n_docs = sum(pq.ParquetFile(p).metadata.num_rows for p in paths)
+    n_docs = sum(open_shard(p).metadata.num_rows for p in paths)
     if not 0 < sample_docs < n_docs:
         return None
     order = np.asarray(sample_order(n_docs, sample_docs, seed), np.int64)
     if sample_chars > 0:
-        n_chars = np.concatenate([pq.read_table(p, columns=["n_chars"]).column(0).to_numpy() for p in paths])
+        n_chars = np.concatenate([batch.column(0).to_numpy() for _, batch in iter_batches(paths, ["n_chars"])])
         order = order[:max(1, int((np.cumsum(n_chars[order]) <= sample_chars).sum()))]  # cumsum only grows
     return np.sort(order)
 
 
+@unreadable_is_a_problem
 def check_no_pii(paths: list[Path], pii_cfg: dict, sample_docs: int = 0, seed: str = "",
                  sample_chars: int = 0) -> list[str]:
     """No enabled PII detector finds anything in the published text (the scrub is idempotent).
@@ -166,6 +227,7 @@ def check_no_pii(paths: list[Path], pii_cfg: dict, sample_docs: int = 0, seed: s
     return scan_for_pii(paths, pii_cfg, pii_sample(paths, sample_docs, seed, sample_chars))
 
 
+@unreadable_is_a_problem
 def scan_for_pii(paths: list[Path], pii_cfg: dict, picks: np.ndarray | None) -> list[str]:
     """What the PII detectors find in the published documents at sorted positions `picks` (None: all)."""
     from corpus_dagster.scrub.api import find_pii_batch
@@ -198,7 +260,15 @@ def check_published_text_scrubbed(paths: list[Path], scrubbed: list[Path]) -> li
         return []
     published = pl.scan_parquet(paths).select("id", "sha256")
     written = pl.scan_parquet(scrubbed).select("id", "sha256") if scrubbed else published.head(0)
-    missing = published.join(written, on=["id", "sha256"], how="anti").head(MAX_PROBLEMS).collect()
+    try:
+        missing = published.join(written, on=["id", "sha256"], how="anti").head(MAX_PROBLEMS).collect()
+    except (pl.exceptions.PolarsError, OSError):
+        for path in paths:  # polars does not say which file it could not decode: find the shard
+            try:
+                pq.read_table(path, columns=["id", "sha256"])
+            except READ_ERRORS as exc:
+                return [str(unreadable(path, exc))]
+        raise
     return [f"{doc_id}: published text is not the scrubbed text of that id (sha256 {sha.hex()[:16]}...)"
             for doc_id, sha in missing.iter_rows()]
 

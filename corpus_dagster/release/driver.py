@@ -42,6 +42,7 @@ from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.dedup.driver import dedup_sources
 from corpus_dagster.ingest import driver as ingest_driver
+from corpus_dagster.publish.driver import verified_shards
 from corpus_dagster.release import card as card_mod
 from corpus_dagster.release import checks
 from corpus_dagster.release.buckets import Buckets
@@ -846,6 +847,7 @@ def run_release_stage(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, 
     if done is not None and units_path(layout, key).is_file():  # the rebuild check needs the units too
         return {**done.stats, "cached": True, "key": key}
     records.begin(folder)
+    verified_shards(layout)  # the shards build_release reads, checked against the publish record
     kwargs = release_kwargs(layout, resolved)
     out = Path(kwargs["out_dir"])
     records.begin(out.parent)

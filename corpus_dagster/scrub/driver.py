@@ -114,7 +114,7 @@ def scrub_sources(layout: Layout, source_ids: list[str], resolved: dict[str, Any
             records.begin(folder)
             (folder / key).mkdir(parents=True, exist_ok=True)
             records.begin(folder / key)
-            files = clean_doc_files(layout, sid)
+            files = clean_doc_files(layout, sid, resolved)
             pending[sid] = _Pending(key, inputs, settings, folder, [None] * len(files))
             jobs += [(sid, i, (path, folder / key / f"docs-{i:05d}.parquet", drop.get(sid, []), resolved["pii"]))
                      for i, path in enumerate(files)]
@@ -161,7 +161,7 @@ def run_scrub(layout: Layout, resolved: dict[str, Any], log: Log | None = None) 
     `log` (a callable taking a line) receives progress every `progress.interval_s` seconds and a closing line.
     """
     source_ids = dedup_sources(layout)
-    dropped = dropped_ids(layout)
+    dropped = dropped_ids(layout, resolved)
     ids = dropped.get_column("id").sort().to_list() if dropped.height else []
     by_source: dict[str, list[str]] = {}
     for x in ids:
@@ -180,9 +180,11 @@ def scrub_record(layout: Layout, source_id: str) -> StageRecord:
     return records.require_record(layout.stage(STAGE, source_id), "scrubbed", source_id)
 
 
-def scrubbed_files(layout: Layout, source_id: str) -> list[Path]:
-    """The scrubbed document files of one source, in k order."""
-    return records.record_files(layout.stage(STAGE, source_id), scrub_record(layout, source_id), "docs")
+def scrubbed_files(layout: Layout, source_id: str, resolved: dict[str, Any] | None = None) -> list[Path]:
+    """The scrubbed document files of one source, in k order, checked against the scrub record. With
+    `resolved`, a damaged file is rebuilt here (the scrub reruns; sources whose outputs are intact stay cached)."""
+    rebuild = None if resolved is None else (lambda: run_scrub(layout, resolved))
+    return records.record_files(layout.stage(STAGE, source_id), scrub_record(layout, source_id), "docs", rebuild)
 
 
 def pii_counts(layout: Layout, source_ids: list[str]) -> dict[str, int]:

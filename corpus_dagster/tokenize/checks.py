@@ -124,7 +124,11 @@ def _check_counts_table(
     if not path.is_file():
         report.fail(f"{COUNTS_NAME}: missing")
         return
-    table = pq.read_table(path)
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        report.fail(f"{COUNTS_NAME}: cannot be read: {type(exc).__name__}: {exc}")
+        return
     n_tokens = table.column("n_tokens").to_numpy().astype(np.int64)
     split = np.asarray(table.column("split").to_pylist(), dtype=object)
     if table.num_rows != manifest["n_docs"]:
@@ -196,7 +200,9 @@ def check_decode_sample(
     checked = 0
     for shard_i, globals_ in by_shard.items():
         base = int(shard_ends[shard_i - 1]) if shard_i else 0
-        table = pq.read_table(shards_dir / shards["shards"][shard_i]["name"], columns=["id", "text"])
+        table = _read_shard(report, shards_dir, shards["shards"][shard_i], ["id", "text"])
+        if table is None:
+            continue
         for g in globals_:
             row = g - base
             doc_id, text = table.column("id")[row].as_py(), table.column("text")[row].as_py()
@@ -221,6 +227,21 @@ def check_decode_sample(
                 )
     report.metadata.update(sampled=len(picks), decoded=checked)
     return report
+
+
+def _read_shard(report: CheckReport, shards_dir: Path, entry: dict[str, Any], columns: list[str]) -> pa.Table | None:
+    """Columns of one published shard, read once and checked against its sha256 in the shards manifest; None
+    (with a problem naming the shard) when it differs or cannot be decoded."""
+    path = shards_dir / entry["name"]
+    try:
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            report.fail(f"{entry['name']}: sha256 differs from _MANIFEST.json; rematerialize shards")
+            return None
+        return pq.read_table(pa.BufferReader(data), columns=columns)
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        report.fail(f"{entry['name']}: cannot be read: {type(exc).__name__}: {exc}")
+        return None
 
 
 def _locate(tokens_dir: Path, parts: list[tuple[dict[str, Any], IndexData]], pos: int) -> np.ndarray:
