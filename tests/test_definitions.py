@@ -86,14 +86,17 @@ def test_ledger_sensor_fails_the_tick_on_an_invalid_ledger(setup_dir):
         ledger_sensor(ctx)
 
 
-def test_refresh_schedule_requests_every_source():
+def test_refresh_schedule_requests_every_source_in_the_ledger(setup_dir):
     refresh_schedule = refresh_schedule_for("0 3 * * *", "UTC")
+    corpus = CorpusConfig(config_path=str(setup_dir))
     with dg.instance_for_test() as instance:
-        ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=dt.datetime(2026, 11, 29, 3, 0))
+        ctx = dg.build_schedule_context(instance=instance, resources={"corpus": corpus},
+                                        scheduled_execution_time=dt.datetime(2026, 11, 29, 3, 0))
         assert isinstance(refresh_schedule(ctx), dg.SkipReason)
-        instance.add_dynamic_partitions(SOURCE_PARTITIONS_NAME, ["b", "a"])
+        instance.add_dynamic_partitions(SOURCE_PARTITIONS_NAME, ["beta", "alpha", "gone"])  # gone: no ledger row
         requests = refresh_schedule(ctx)
-    assert [(r.partition_key, r.run_key) for r in requests] == [("a", "refresh:a:20261129T0300"), ("b", "refresh:b:20261129T0300")]
+    assert [(r.partition_key, r.run_key) for r in requests] == [("alpha", "refresh:alpha:20261129T0300"),
+                                                              ("beta", "refresh:beta:20261129T0300")]
 
 
 def _materialization_count(instance, key: str, partition: str) -> int:

@@ -27,6 +27,7 @@ COUNT_KEYS = {
 MAX_COUNTS = 4
 LEVELS = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARNING", logging.ERROR: "ERROR",
           logging.CRITICAL: "CRITICAL"}
+BAD_INPUT_ERRORS = ("ConfigError", "LedgerError")  # CorpusError classes that mean the input files are wrong
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,11 @@ class StepFailure:
 
 
 @dataclass(frozen=True)
+    @property
+    def bad_input(self) -> bool:
+        """A config or ledger error inside a step: the CLI exits 2 for it, as when it finds one before any run."""
+        return self.error_class in BAD_INPUT_ERRORS
+
 class CheckOutcome:
     asset: str
     name: str
@@ -77,11 +83,14 @@ def counts_summary(metadata: dict[str, Any]) -> str:
 
 
 def failure_message(data: Any) -> tuple[str, str]:
-    """(one-line message, error class) of a step or run failure: the CorpusError text a Failure carries, else
-    the exception's class and first line (a bug: the traceback is in the log file)."""
+    """(one-line message, error class) of a step or run failure: the CorpusError text a Failure carries, with
+    the CorpusError's class from the Failure's `error` metadata (corpus_failure sets it), else the exception's
+    class and first line (a bug: the traceback is in the log file)."""
     user = getattr(data, "user_failure_data", None)
     if user is not None and user.description:
-        return one_line(user.description), "Failure"
+        error_class = (user.metadata or {}).get("error")
+        error_class = getattr(error_class, "value", error_class)
+        return one_line(user.description), str(error_class) if isinstance(error_class, str) and error_class else "Failure"
     error = getattr(data, "error", None)
     if error is None:
         return "failed (see the log file)", ""
@@ -182,9 +191,10 @@ class RunWatcher:
         elif kind == DagsterEventType.STEP_SKIPPED:
             self._line(f"{state.label:<16} {step:<50} skipped (an upstream step failed)")
         elif kind == DagsterEventType.RUN_FAILURE and not state.failed_steps:
-            message, _ = failure_message(event.event_specific_data)
+            message, cls = failure_message(event.event_specific_data)
             where = f"source {state.label}" if state.label != "corpus" else "corpus"
-            self.failures.append(StepFailure(where, run.job_name, message, "source" if state.label != "corpus" else "step"))
+            self.failures.append(StepFailure(where, run.job_name, message, "source" if state.label != "corpus" else "step",
+                                             cls))
             self._line(f"{state.label:<16} {run.job_name:<50} FAILED: {message}")
 
     @staticmethod

@@ -71,11 +71,31 @@ def json_path(parts: Any) -> str:
     return out
 
 
-def schema_violations(instance: Any, schema: dict[str, Any]) -> list[str]:
-    """Every violation of `schema` by `instance`, as `<json path>: <message>`, in a stable order."""
+Violation = tuple[tuple[str | int, ...], str]  # (path of the node it is about, `<json path>: <message>`)
+
+
+def schema_errors(instance: Any, schema: dict[str, Any]) -> list[Violation]:
+    """Every violation of `schema` by `instance` with the path of the node to point at, in a stable order.
+
+    An unexpected key is reported on its parent object (that is where jsonschema puts it), but the node to
+    point at is the key itself, so a person is sent to the line that has to go.
+    """
     validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
     errors = sorted(validator.iter_errors(instance), key=lambda e: (json_path(e.absolute_path), e.message))
-    return [f"{json_path(e.absolute_path)}: {e.message}" for e in errors]
+    out: list[Violation] = []
+    for e in errors:
+        where = tuple(e.absolute_path)
+        if e.validator == "additionalProperties" and isinstance(e.instance, dict):
+            extra = [k for k in e.instance if k not in e.schema.get("properties", {})]
+            if extra:
+                where += (extra[0],)
+        out.append((where, f"{json_path(e.absolute_path)}: {e.message}"))
+    return out
+
+
+def schema_violations(instance: Any, schema: dict[str, Any]) -> list[str]:
+    """Every violation of `schema` by `instance`, as `<json path>: <message>`, in a stable order."""
+    return [text for _, text in schema_errors(instance, schema)]
 
 
 def fill_defaults(instance: Any, schema: dict[str, Any]) -> Any:
@@ -101,7 +121,9 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(str(path), [f"$: not valid YAML/JSON: {exc}"]) from exc
+        mark = getattr(exc, "problem_mark", None)
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise ConfigError(str(path), [f"{at}$: not valid YAML/JSON: {exc}"]) from exc
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -123,24 +145,90 @@ def _resolve_cached(raw_json: bytes, source: str) -> dict[str, Any]:
     """resolve_config of one canonical raw config (an invalid one raises and is not kept)."""
     raw = json.loads(raw_json)
     schema = load_schema("corpus-config.schema.json")
-    violations = schema_violations(raw, schema)
-    if not violations:
+    errors = schema_errors(raw, schema)
+    if not errors:
         resolved = fill_defaults(raw, schema)
-        violations = schema_violations(resolved, schema)
-    if violations:
-        raise ConfigError(source, violations)
+        errors = schema_errors(resolved, schema)
+    if errors:
+        raise ConfigError(source, [text for _, text in errors], [where for where, _ in errors])
     dedup = resolved.get("dedup", {})
     if dedup.get("num_perm", 0) % max(dedup.get("bands", 1), 1):
-        raise ConfigError(source, ["$.dedup.bands: num_perm must be a multiple of bands"])
+        raise ConfigError(source, ["$.dedup.bands: num_perm must be a multiple of bands"], [("dedup", "bands")])
     return resolved
 
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Load, merge overrides (deep), validate and resolve a corpus config; None means the empty config."""
+    """Load, merge overrides (deep), validate and resolve a corpus config; None means the empty config.
+
+    A violation found in a file names its line and column as well as its JSON path.
+    """
     raw = read_config_file(path) if path is not None else {}
     if overrides:
         raw = deep_merge(raw, overrides)
-    return resolve_config(raw, str(path) if path is not None else "<defaults>")
+    try:
+        return resolve_config(raw, str(path) if path is not None else "<defaults>")
+    except ConfigError as exc:
+        if path is None or len(exc.paths) != len(exc.violations):
+            raise
+        located = locate_violations(path, list(zip(exc.paths, exc.violations, strict=True)), overrides)
+        raise ConfigError(exc.where, located, exc.paths) from None
+
+
+def config_root_node(path: str | Path) -> yaml.Node | None:
+    """The YAML node tree of a config file (JSON is YAML, so one parser serves both); None if unreadable."""
+    try:
+        return yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except (OSError, UnicodeError, yaml.YAMLError):
+        return None
+
+
+def node_position(root: yaml.Node | None, parts: tuple[str | int, ...]) -> tuple[int, int] | None:
+    """(line, column), 1-based, of the node at `parts` in a composed config: of the key for a mapping entry,
+    of the item for a list entry. A path that leaves the file (a filled-in default) stops at its deepest
+    ancestor in the file; a path with no ancestor in the file but the root has no position."""
+    node = root
+    mark = None
+    for part in parts:
+        child = None
+        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == part:
+                    child, mark = value, key.start_mark
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            child = node.value[part]
+            mark = child.start_mark
+        if child is None:
+            break
+        node = child
+    if root is None or (mark is None and parts):
+        return None
+    mark = mark or root.start_mark
+    return mark.line + 1, mark.column + 1
+
+
+def _from_overrides(overrides: dict[str, Any] | None, parts: tuple[str | int, ...]) -> bool:
+    """Whether the value at `parts` was set by an override rather than the file."""
+    node: Any = overrides
+    for part in parts:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+        if not isinstance(node, dict):
+            return True
+    return False
+
+
+def locate_violations(path: str | Path | None, violations: list[Violation],
+                      overrides: dict[str, Any] | None = None) -> list[str]:
+    """`line L, column C: <json path>: <message>` for each violation whose node the config file has; the
+    others (no file, a value an override set) keep their JSON path only. The file is parsed again only here,
+    on the way to an error."""
+    root = config_root_node(path) if path is not None else None
+    out = []
+    for parts, text in violations:
+        pos = None if _from_overrides(overrides, parts) else node_position(root, parts)
+        out.append(f"line {pos[0]}, column {pos[1]}: {text}" if pos is not None else text)
+    return out
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

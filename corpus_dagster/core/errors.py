@@ -20,9 +20,18 @@ class ViolationsError(CorpusError):
 
 
 class ConfigError(ViolationsError):
-    """The corpus config breaks its schema; lists every violation with its JSON path."""
+    """The corpus config breaks its schema; lists every violation with its line (when the file has one) and
+    JSON path.
+
+    `paths` holds, per violation, the path of the config node it is about, so the loader that still has the
+    file can add line and column to violations found on the parsed value.
+    """
 
     kind = "config"
+
+    def __init__(self, where: str, violations: list[str], paths: list[tuple[str | int, ...]] | None = None):
+        self.paths = list(paths) if paths is not None else []
+        super().__init__(where, violations)
 
 
 class LedgerError(ViolationsError):

@@ -9,8 +9,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from corpus_dagster.core.config import fill_defaults, load_schema, schema_violations
-from corpus_dagster.core.errors import LedgerError
+from corpus_dagster.core.config import (
+    Violation,
+    fill_defaults,
+    json_path,
+    load_schema,
+    locate_violations,
+    schema_violations,
+)
+from corpus_dagster.core.errors import ConfigError, LedgerError
 
 
 @dataclass(frozen=True)
@@ -125,3 +132,77 @@ def write_ledger(path: str | Path, sources: list[Source]) -> None:
 
     body = "".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n" for s in sources)
     atomic_write_bytes(Path(path), body.encode("utf-8"))
+
+
+def ledger_line(path: str | Path, source_id: str) -> int | None:
+    """The 1-based line of the ledger row of `source_id` (None if no row names it): errors found after loading,
+    when the Source is all there is, still send a person to the row."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeError):
+        return None
+    for lineno, line in enumerate(lines, start=1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and row.get("source_id") == source_id:
+            return lineno
+    return None
+
+
+MAX_IDS_SHOWN = 20
+
+
+def source_lists(resolved: dict[str, Any]) -> list[tuple[tuple[str | int, ...], list[Any]]]:
+    """Every `sources` list the config sets (JSON path parts, ids), wherever the schema has a `sources` key."""
+    out = []
+    for parts in _sources_keys(load_schema("corpus-config.schema.json"), ()):
+        node: Any = resolved
+        for part in parts:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, list):
+            out.append((parts, node))
+    return out
+
+
+def _sources_keys(schema: dict[str, Any], prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+    found = []
+    for key, sub in schema.get("properties", {}).items():
+        if key == "sources":
+            found.append((*prefix, key))
+        elif isinstance(sub, dict):
+            found.extend(_sources_keys(sub, (*prefix, key)))
+    return found
+
+
+def check_config_against_ledger(resolved: dict[str, Any], sources: list[Source] | list[str],
+                                config_path: str | Path | None) -> None:
+    """Raise ConfigError for every `sources` entry of the config that names no ledger row.
+
+    The schema cannot know the ledger, and a rule limited to a misspelt id would silently apply to no source;
+    the message names the config file, line and JSON path, and the ids the ledger has.
+    """
+    known = [s if isinstance(s, str) else s.source_id for s in sources]
+    known_set = set(known)
+    problems: list[Violation] = []
+    for parts, ids in source_lists(resolved):
+        for i, sid in enumerate(ids):
+            if sid not in known_set:
+                where = (*parts, i)
+                problems.append((where, f"{json_path(where)}: unknown source {sid!r} ({_known_ids(sid, known)})"))
+    if problems:
+        where = str(config_path) if config_path is not None else "<config>"
+        raise ConfigError(where, locate_violations(config_path, problems), [p for p, _ in problems])
+
+
+def _known_ids(sid: Any, known: list[str]) -> str:
+    """The ledger's ids for the message: all of them, or the closest ones when there are many."""
+    if not known:
+        return "the ledger has no sources"
+    if len(known) <= MAX_IDS_SHOWN:
+        return "the ledger has: " + ", ".join(known)
+    import difflib
+
+    close = difflib.get_close_matches(str(sid), known, n=5, cutoff=0.5)
+    return f"the ledger has {len(known)} sources" + (f"; closest: {', '.join(close)}" if close else "")

@@ -7,7 +7,9 @@ from typing import Any
 import dagster as dg
 
 from corpus_dagster.core.config import load_config, packaged_config_path
+from corpus_dagster.core.errors import LedgerError
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.ledger import check_config_against_ledger, load_ledger, source_lists
 
 
 class CorpusConfig(dg.ConfigurableResource):
@@ -31,13 +33,27 @@ class CorpusConfig(dg.ConfigurableResource):
         return load_config(self.config_path, overrides)
 
     def load(self) -> tuple[dict[str, Any], Layout]:
-        """The resolved config and its layout, from one read and validation of the file."""
+        """The resolved config and its layout, from one read and validation of the file.
+
+        Every asset starts here, so a config `sources` list naming an id the ledger lacks fails each of them
+        with the ConfigError the CLI gives. An unreadable or invalid ledger is left to the steps that read it
+        (their LedgerError says what is wrong with it).
+        """
         resolved = self.resolved()
-        return resolved, Layout.from_config(resolved)
+        layout = Layout.from_config(resolved)
+        if source_lists(resolved) and layout.ledger.is_file():
+            try:
+                sources = load_ledger(layout.ledger)
+            except LedgerError:
+                sources = None
+            if sources is not None:
+                check_config_against_ledger(resolved, sources, self.config_path)
+        return resolved, layout
 
     def layout(self) -> Layout:
-        """The artifact layout of the resolved config."""
-        return self.load()[1]
+        """The artifact layout of the resolved config: paths only, so the sensors and schedules that need no
+        more than where the ledger is never fail on a config that disagrees with it."""
+        return Layout.from_config(self.resolved())
 
 
 def default_corpus_config() -> CorpusConfig:

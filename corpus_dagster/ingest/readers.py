@@ -23,6 +23,38 @@ from corpus_dagster.ingest.streams import (
 )
 
 EXCERPT_CHARS = 200
+BOM = b"\xef\xbb\xbf"  # the UTF-8 byte order mark some editors write first; it is not part of the text
+
+
+class DuplicateKey(Exception):
+    """A JSON object names one key twice: which value is meant depends on the parser, so the record is ambiguous."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _checked_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The object of `pairs`, refusing a repeated key (a plain dict would silently keep the last value).
+
+    Called by the C scanner once per object; the common case costs one length comparison."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_checked_object)
+
+
+def parse_json_line(raw: bytes) -> Any:
+    """`json.loads(raw)` (same encoding detection, same errors) that raises DuplicateKey for a key repeated
+    in any object, at any depth. One decoder is built once: json.loads would build one per call."""
+    return _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
 
 
 @dataclass(frozen=True)
@@ -146,13 +178,21 @@ def iter_jsonl(
     try:
         for lineno, raw in iter_lines(chunks):
             last_line = lineno
+            if lineno == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM) :]
             if not raw.strip():
                 continue
             if len(raw) > 6 * max_doc_bytes + 65536:  # even fully escaped, the text cannot fit the limit
                 yield Quarantined(file_url, lineno, "too_large", f"{len(raw)} bytes of JSON line", _excerpt(raw))
                 continue
-            try:  # parsing the bytes (not a decoded copy) keeps one big line to two copies, not three
-                obj = json.loads(raw)
+            try:  # the bytes and one decoded copy: one big line costs two copies, not three
+                obj = parse_json_line(raw)
+            except DuplicateKey as exc:
+                yield Quarantined(
+                    file_url, lineno, "duplicate_key", f"key {exc.key!r} appears more than once in one object",
+                    _excerpt(raw),
+                )
+                continue
             except UnicodeDecodeError as exc:
                 yield Quarantined(file_url, lineno, "invalid_utf8", str(exc), _excerpt(raw))
                 continue
@@ -249,6 +289,7 @@ def iter_text_file(reader: HashingReader, source: Source, file_url: str, max_doc
     except UnicodeDecodeError as exc:
         yield Quarantined(file_url, 1, "invalid_utf8", str(exc), _excerpt(data))
         return
+    text = text.removeprefix("\ufeff")  # a byte order mark is not text: the JSON Lines reader drops it too
     if not text.strip():
         yield Quarantined(file_url, 1, "empty_text", "file is empty or whitespace", _excerpt(text))
         return
