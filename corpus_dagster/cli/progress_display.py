@@ -25,9 +25,9 @@ COUNT_KEYS = {
     "n_shards": "shards", "n_tokens": "tokens", "tokens": "tokens", "segments": "segments",
 }
 MAX_COUNTS = 4
+BAD_INPUT_ERRORS = ("ConfigError", "LedgerError")  # CorpusError classes that mean the input files are wrong
 LEVELS = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARNING", logging.ERROR: "ERROR",
           logging.CRITICAL: "CRITICAL"}
-BAD_INPUT_ERRORS = ("ConfigError", "LedgerError")  # CorpusError classes that mean the input files are wrong
 
 
 @dataclass(frozen=True)
@@ -45,13 +45,13 @@ class StepFailure:
         """A blocking check's failure: the check's own evaluation says what is wrong."""
         return self.error_class == "DagsterAssetCheckFailedError"
 
-
-@dataclass(frozen=True)
     @property
     def bad_input(self) -> bool:
         """A config or ledger error inside a step: the CLI exits 2 for it, as when it finds one before any run."""
         return self.error_class in BAD_INPUT_ERRORS
 
+
+@dataclass(frozen=True)
 class CheckOutcome:
     asset: str
     name: str

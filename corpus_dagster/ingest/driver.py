@@ -354,12 +354,15 @@ def fetch_source(
     result = FetchResult(source.source_id, date, files=len(files))
 
     # 1. Make every file local and known by checksum, verifying pins before anything is written.
+    from corpus_dagster.ingest.pins import checked_pins  # here: pins imports this module
+
+    pins = checked_pins(source, [rf.url for rf in files], layout.ledger)  # a pin naming no file is a LedgerError
     remove_stale_temps(layout.downloads(source.source_id))  # half-downloaded files of a killed run
     locals_: list[tuple[ResolvedFile, str, str, str]] = []  # (file, local path, sha256, ukey)
     for rf in files:
         ukey = file_ukey(rf)
         prev = previous.get(rf.url)
-        pinned = source.sha256.get(rf.url)
+        pinned = pins.get(rf.url)
         cached = layout.downloads(source.source_id) / cache_name(rf.url)
         local_path = rf.path if rf.is_local else str(cached)
         reusable = prev is not None and prev.get("ukey") == ukey and (rf.is_local or cached.exists())
