@@ -4,6 +4,7 @@ The command runs as a person runs it (a subprocess from another working folder, 
 small generated corpora of corpus_factory.
 """
 
+import hashlib
 import itertools
 import json
 import os
@@ -125,8 +126,8 @@ def test_parallel_sources_byte_identical_to_serial(built, tmp_path):
 
 
 def test_failing_check_exit_4(built):
-    """Runs last on the module's corpus: a manifest edited in place (same size, same mtime, so the publish
-    stage trusts it) is caught by the manifest check."""
+    """Runs last on the module's corpus: a manifest edited in place together with the sha256 its publish
+    record holds (so the publish stage trusts it; an edit alone is rebuilt) is caught by the manifest check."""
     root, config, _, _ = built
     manifest = artifacts_of(config) / "corpus" / "testset" / "v1" / "_MANIFEST.json"
     st = manifest.stat()
@@ -136,6 +137,10 @@ def test_failing_check_exit_4(built):
     assert len(edited) == len(text) and edited != text
     manifest.write_text(edited)
     os.utime(manifest, ns=(st.st_atime_ns, st.st_mtime_ns))
+    record_path = artifacts_of(config) / "stages" / "publish" / "_RECORD.json"
+    record = json.loads(record_path.read_text())
+    record["outputs"]["_MANIFEST.json"]["sha256"] = hashlib.sha256(edited.encode()).hexdigest()
+    record_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     proc = run_cli(root, str(config))
     assert proc.returncode == 4, proc.stdout[-3000:] + proc.stderr[-3000:]
     errors = error_lines(proc)
