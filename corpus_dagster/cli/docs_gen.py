@@ -28,7 +28,10 @@ HEADER = """# Config reference
 
 One YAML (or JSON) file configures a corpus build; `configs/demo.yaml` is the embedded default. Every
 key is optional and has the default shown. Loading validates the file against
-`schemas/corpus-config.schema.json` and reports every violation with its JSON path. The execution keys
+`schemas/corpus-config.schema.json` and reports every violation with its file, line, column and JSON path
+(e.g. `corpus.yaml: line 4, column 5: $.clean.gopher.min_words: 'ten' is not of type 'integer'`). Every
+`sources` list must name ledger rows only: a misspelt id is a config error, never a rule silently switched
+off. The execution keys
 (`EXECUTION_KEYS`: """ + "{execution}" + """) say where and how fast to run, never what to build, so
 they are left out of the manifest's `config_sha256` and of every stage key. The sections of downstream
 stages (""" + "{downstream}" + """) configure stages that read the published corpus without changing it:

@@ -16,7 +16,9 @@ from typing import Any, TextIO
 import dagster as dg
 from dagster._core.events import DagsterEventType
 
-SESSION_TAG = "corpus/cli_session"
+from corpus_dagster.defs.instance import SESSION_TAG
+
+__all__ = ["SESSION_TAG", "RunWatcher"]
 # Counts worth a glance, in the order shown; the rest of the metadata is in the UI.
 COUNT_KEYS = {
     "documents": "documents", "n_docs": "documents", "quarantined": "quarantined", "kept": "kept",

@@ -154,7 +154,7 @@ def one_line_error(exc: BaseException) -> str:
 def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool, log: GuardedLog, log_path: Path,
          start: float) -> int:
     from corpus_dagster.cli.progress_display import RunWatcher
-    from corpus_dagster.core.ledger import load_ledger
+    from corpus_dagster.core.ledger import check_config_against_ledger, load_ledger
     from corpus_dagster.defs.instance import (
         SESSION_TAG,
         fail_orphaned_runs,
@@ -167,6 +167,12 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     from corpus_dagster.ingest.estimate import largest_first
 
     ledger = load_ledger(layout.ledger)  # LedgerError names file, line and JSON path
+    # rule sources and pins against the ledger: exit 2 before any run (ingest is imported only for pins)
+    check_config_against_ledger(resolved, ledger, config_path)
+    if any(s.sha256 for s in ledger):
+        from corpus_dagster.ingest.pins import preflight
+
+        preflight(resolved, ledger, config_path)
     sources = [s.source_id for s in ledger]
     os.environ.setdefault("DAGSTER_HOME", str(default_dagster_home()))
     home = Path(os.environ["DAGSTER_HOME"])
@@ -218,6 +224,8 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     built = f"{n_checks - len(failed_checks)}/{n_checks} checks passed" if watcher.ran_global else "corpus not built"
     print(f"{prefix}: done in {time.monotonic() - start:.1f} s; {len(ok)}/{len(sources)} sources; {built}; "
           f"log {log_path}; open the UI with `make ui`", flush=True)
+    if any(f.bad_input for f in failures):
+        return EXIT_BAD_INPUT
     if any(f.kind in ("source", "step") for f in failures) or len(ok) < len(sources):
         return EXIT_SOURCE_FAILED
     if failed_checks or failures:

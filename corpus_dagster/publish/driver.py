@@ -35,7 +35,7 @@ import numpy as np
 
 from corpus_dagster.clean.driver import clean_record, filter_and_repair_counts
 from corpus_dagster.core import records
-from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes
+from corpus_dagster.core.atomic import atomic_dir, atomic_path, atomic_write_bytes
 from corpus_dagster.core.checks import CheckReport, report_of, sample_units
 from corpus_dagster.core.config import config_sha256, output_settings
 from corpus_dagster.core.errors import CorpusError, UpstreamMissing
@@ -163,7 +163,8 @@ def write_plan(layout: Layout, resolved: dict[str, Any], work: Path, key: str, s
     (work / DONE).mkdir(exist_ok=True)
     planned = []
     for unit, (_, file_idx, row_idx, mc, out_path, *_) in zip(units, jobs, strict=True):
-        np.save(work / JOBS / f"{unit}.npy", np.stack([file_idx.astype(np.int64), row_idx.astype(np.int64), mc.astype(np.int64)]))
+        with atomic_path(work / JOBS / f"{unit}.npy") as tmp:  # a full disk names the file
+            np.save(tmp, np.stack([file_idx.astype(np.int64), row_idx.astype(np.int64), mc.astype(np.int64)]))
         planned.append({"unit": unit, "shard": out_path.name, "rows": len(file_idx)})
     pub = resolved["publish"]
     plan = {
