@@ -196,10 +196,13 @@ def test_a_live_session_keeps_its_runs(tmp_path):
 
 # --- the Dagster side: a UI launch, the sensor's check, the schedule ------------------------------------------
 
-@pytest.fixture
-def built_then_removed(setup_dir):
-    """Three sources materialized and published in process, then gamma's row removed (its partition kept)."""
-    corpus = CorpusConfig(config_path=str(setup_dir))
+@pytest.fixture(scope="module")
+def built_then_removed(tmp_path_factory):
+    """Three sources materialized and published in process, then gamma's row removed (its partition kept).
+    Shared by the tests below; the one that rebuilds the corpus comes last."""
+    from corpus_factory import write_setup
+
+    corpus = CorpusConfig(config_path=str(write_setup(tmp_path_factory.mktemp("removed"))))
     with dg.instance_for_test() as instance:
         materialize_sources(corpus, instance)
         materialize_global(corpus, instance)
@@ -215,6 +218,15 @@ def test_published_source_missing_from_the_ledger_fails_the_check(built_then_rem
     assert report.n_problems == 1 and "'gamma' is published but has no row" in report.problems[0]
 
 
+def test_the_schedule_refetches_only_sources_in_the_ledger(built_then_removed):
+    corpus, instance, _ = built_then_removed
+    schedule = refresh_schedule_for("0 3 * * *", "UTC")
+    ctx = dg.build_schedule_context(instance=instance, resources={"corpus": corpus},
+                                    scheduled_execution_time=dt.datetime(2026, 1, 1, 3, tzinfo=dt.UTC))
+    requests = schedule(ctx)
+    assert sorted(r.partition_key for r in requests) == ["alpha", "beta"]
+
+
 def test_a_corpus_launch_before_the_partition_is_removed_leaves_the_source_out(built_then_removed):
     corpus, instance, layout = built_then_removed
     assert "gamma" in instance.get_dynamic_partitions(SOURCE_PARTITIONS_NAME)  # as a UI launch finds it
@@ -223,12 +235,3 @@ def test_a_corpus_launch_before_the_partition_is_removed_leaves_the_source_out(b
     checks = {ev.check_name: ev.passed for ev in result.get_asset_check_evaluations()}
     assert checks["sources_in_ledger"] is True
     assert not layout.raw_source("gamma").exists() and not layout.stage("clean", "gamma").exists()
-
-
-def test_the_schedule_refetches_only_sources_in_the_ledger(built_then_removed):
-    corpus, instance, _ = built_then_removed
-    schedule = refresh_schedule_for("0 3 * * *", "UTC")
-    ctx = dg.build_schedule_context(instance=instance, resources={"corpus": corpus},
-                                    scheduled_execution_time=dt.datetime(2026, 1, 1, 3, tzinfo=dt.UTC))
-    requests = schedule(ctx)
-    assert sorted(r.partition_key for r in requests) == ["alpha", "beta"]

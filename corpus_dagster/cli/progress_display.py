@@ -169,6 +169,9 @@ class RunWatcher:
         if event is None:
             if entry.level >= logging.INFO and step:
                 state.last_info[step] = one_line(entry.user_message)
+            if entry.level >= logging.WARNING and step:
+                # what a stage warns of (a damaged cached output it rebuilds, sources left out) is worth a line
+                self._line(f"{state.label:<16} {step:<50} warning: {one_line(entry.user_message)}")
             return
         kind = event.event_type
         if kind == DagsterEventType.ASSET_MATERIALIZATION:
@@ -253,6 +256,8 @@ class RunWatcher:
         event = entry.dagster_event
         kind = event.event_type_value if event else "LOG"
         where = f"{run.job_name}[{state.label}]" if state.label != "corpus" else run.job_name
+        if hasattr(self.log, "step"):  # a guarded log names the step it was writing when the disk refused
+            self.log.step = f"{where} {entry.step_key}" if entry.step_key else where
         self.log.write(f"{stamp} {level:<7} {where} {entry.step_key or '-'} {kind}: {entry.user_message}\n")
         error = entry.error_info or (getattr(event.event_specific_data, "error", None) if event else None)
         if error is not None:
