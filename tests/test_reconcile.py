@@ -27,6 +27,7 @@ from corpus_dagster.defs.instance import (
     hold_session,
     instance_setup,
     open_instance,
+    prepare_home,
 )
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 from corpus_dagster.defs.resources import CorpusConfig
@@ -181,6 +182,22 @@ def test_runs_of_a_killed_cli_are_marked_failed_by_the_next_start(tmp_path):
         assert failure and "ended without finishing" in failure[-1].message
         unfinished = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
         assert unfinished == []
+
+
+def test_make_ui_set_up_fails_runs_of_a_dead_session_only(tmp_path):
+    home = tmp_path / "home"
+    with instance_setup(home) as instance:
+        job = dg.GraphDefinition("g").to_job()
+        dead = instance.create_run_for_job(job, tags={SESSION_TAG: "dead"})
+        other = instance.create_run_for_job(job)  # launched by the UI: Dagster's own monitoring owns it
+        for run in (dead, other):
+            instance.handle_run_event(run.run_id, dg.DagsterEvent(
+                event_type_value="PIPELINE_START", job_name=run.job_name, message="start"))
+        instance.dispose()
+    assert prepare_home(home) == [dead.run_id]
+    with open_instance(home) as instance:
+        assert instance.get_run_by_id(dead.run_id).status == dg.DagsterRunStatus.FAILURE
+        assert instance.get_run_by_id(other.run_id).status == dg.DagsterRunStatus.STARTED
 
 
 def test_a_live_session_keeps_its_runs(tmp_path):

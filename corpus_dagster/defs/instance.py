@@ -77,10 +77,13 @@ def open_instance(home: Path) -> Iterator[dg.DagsterInstance]:
         yield instance
 
 
-def prepare_home(home: Path) -> None:
-    """Create (or migrate) the instance and close it again: `make ui` does this before `dagster dev` opens it."""
+def prepare_home(home: Path) -> list[str]:
+    """Create (or migrate) the instance, fail the runs of CLIs that died, and close it again: `make ui` does
+    this before `dagster dev` opens it, so the UI shows no phantom run in progress. Returns those run ids."""
     with instance_setup(home, "preparing the Dagster instance for the UI") as instance:
+        failed = fail_orphaned_runs(instance, home)
         instance.dispose()
+    return failed
 
 
 def reconcile_partitions(instance: dg.DagsterInstance, ledger_ids: list[str], named_by_invalid: set[str] | None = None,
