@@ -92,8 +92,8 @@ def shingles_of(texts: dict[str, str], k: int = 5) -> Callable[[str], np.ndarray
     return shingles
 
 
-def jaccard_hashes(a: np.ndarray, b: np.ndarray) -> float:
-    """jaccard() of two shingle_hashes arrays."""
+def counts_hashes(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+    """(|A & B|, |A | B|) of two shingle_hashes arrays: the integers an exact threshold test needs."""
     if a.size < b.size:
         a, b = b, a
     if not b.size:
@@ -102,7 +102,12 @@ def jaccard_hashes(a: np.ndarray, b: np.ndarray) -> float:
         at = np.searchsorted(a, b)
         at[at == a.size] = 0
         inter = int(np.count_nonzero(a[at] == b))
-    union = a.size + b.size - inter
+    return inter, int(a.size + b.size - inter)
+
+
+def jaccard_hashes(a: np.ndarray, b: np.ndarray) -> float:
+    """jaccard() of two shingle_hashes arrays."""
+    inter, union = counts_hashes(a, b)
     return inter / union if union else 0.0
 
 

@@ -8,23 +8,26 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 if __package__ in (None, ""):  # run as a script: python verify/<name>.py
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _reference import corpus_files, jaccard_hashes, shingles_of, texts_of  # noqa: E402
+    from _reference import corpus_files, counts_hashes, shingles_of, texts_of  # noqa: E402
 else:  # imported as verify.<name> (a checkout) or corpus_dagster.verify.<name> (the installed wheel)
-    from ._reference import corpus_files, jaccard_hashes, shingles_of, texts_of  # noqa: E402
+    from ._reference import corpus_files, counts_hashes, shingles_of, texts_of  # noqa: E402
 
-TOLERANCE = 1e-6  # Jaccard is stored as float32
+TOLERANCE = 1e-6  # Jaccard is stored as float32 (rounded up: never below the exact ratio)
 
 
 def check_duplicates_sample(files: list[Path], duplicates_dir: str | Path, threshold: float,
                             sample: int = 200, seed: int | str = 0, k: int = 5) -> dict:
     """For sampled rows: exact twins are byte-identical, near entries are not and have the stated Jaccard
-    (>= threshold, descending), the lists are disjoint, and n_exact/n_near match."""
+    (>= threshold, descending), the lists are disjoint, and n_exact/n_near match. Where the entries
+    carry `intersection`/`union`, those must be the recomputed shingle counts, and the float32 Jaccard
+    must not fall below their exact ratio (so `jaccard >= t` keeps a pair whose ratio is t)."""
     parts = sorted(Path(duplicates_dir).glob("*.parquet"))
     rows = [r for p in parts for r in pq.read_table(p).to_pylist()]
     rows.sort(key=lambda r: r["doc_id"])
@@ -61,10 +64,17 @@ def check_duplicates_sample(files: list[Path], duplicates_dir: str | Path, thres
                 continue
             if texts[n["doc_id"]] == texts[me]:
                 failures.append(f"{me}: near duplicate {n['doc_id']} is byte-identical (belongs in exact)")
-            true = jaccard_hashes(shingles(me), shingles(n["doc_id"]))
+            inter, union = counts_hashes(shingles(me), shingles(n["doc_id"]))
+            true = inter / union if union else 0.0
             scored += 1
             if true < threshold or abs(true - n["jaccard"]) > TOLERANCE:
                 failures.append(f"{me} ~ {n['doc_id']}: reported Jaccard {n['jaccard']:.6f}, recomputed {true:.6f}")
+            if "intersection" in n and (n["intersection"], n["union"]) != (inter, union):
+                failures.append(f"{me} ~ {n['doc_id']}: reported intersection/union {n['intersection']}/{n['union']}, "
+                                f"recomputed {inter}/{union}")
+            elif union and Fraction(n["jaccard"]) < Fraction(inter, union):
+                failures.append(f"{me} ~ {n['doc_id']}: stored Jaccard {n['jaccard']!r} is below the exact "
+                                f"{inter}/{union}")
     return {"passed": not failures, "rows": len(rows), "sampled": len(picked), "pairs_scored": scored,
             "failures": failures[:20], "n_failures": len(failures)}
 

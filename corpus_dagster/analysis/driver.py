@@ -54,7 +54,7 @@ from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import ParquetSettings, write_parquet
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.dedup.driver import signature_file
-from corpus_dagster.dedup.jaccard import ShingleStore
+from corpus_dagster.dedup.jaccard import ShingleStore, jaccard_of
 from corpus_dagster.dedup.lsh import band_hashes
 from corpus_dagster.dedup.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.dedup.minhash import batch_signatures, permutations
@@ -491,7 +491,7 @@ def _step_jaccard(ctx: _Ctx) -> dict[str, Any]:
     cfg = ctx.cfg
     pairs = unpack_pairs(np.load(ctx.work / "candidates.npy"))
     docs = _load_docs(ctx)
-    jac = np.zeros(len(pairs))
+    inter = union = np.zeros(len(pairs), dtype=np.int64)
     if len(pairs):
         nodes = unique_sorted(pairs)
         store_path = ctx.work / "shingles.u64"
@@ -502,11 +502,13 @@ def _step_jaccard(ctx: _Ctx) -> dict[str, Any]:
                 store.append(slot, values, lengths)
             store.close()
             pn = np.searchsorted(nodes, pairs)
-            jac = store.jaccard(pn[:, 0], pn[:, 1], cfg["verify_batch_shingles"], threads=ctx.workers)
+            inter, union = store.counts(pn[:, 0], pn[:, 1], cfg["verify_batch_shingles"], threads=ctx.workers)
         finally:
             store_path.unlink(missing_ok=True)
+    jac = jaccard_of(inter, union)  # every threshold decision below is on this float64 ratio, as before
     keep = jac >= cfg["pair_threshold"]
-    table = pa.table({"a": pairs[keep, 0], "b": pairs[keep, 1], "jaccard": jac[keep]})
+    table = pa.table({"a": pairs[keep, 0], "b": pairs[keep, 1], "jaccard": jac[keep],
+                      "intersection": inter[keep], "union": union[keep]})
     _write_parquet(table, ctx.work / "pairs.parquet", row_group=1 << 20)
     return {
         "candidate_pairs": len(pairs),
@@ -516,10 +518,12 @@ def _step_jaccard(ctx: _Ctx) -> dict[str, Any]:
     }
 
 
-def _load_pairs(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
+def _load_pairs(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(pairs, float64 Jaccard, intersection, union) of the verified pairs."""
     t = pq.read_table(ctx.work / "pairs.parquet")
     pairs = np.stack([t.column("a").to_numpy(), t.column("b").to_numpy()], 1) if t.num_rows else np.zeros((0, 2), np.int64)
-    return pairs.astype(np.int64), t.column("jaccard").to_numpy()
+    return (pairs.astype(np.int64), t.column("jaccard").to_numpy(), t.column("intersection").to_numpy(),
+            t.column("union").to_numpy())
 
 
 # ------------------------------------------------------------------------------------------ step: duplicates
@@ -533,11 +537,11 @@ def duplicates_dir_name(cfg: dict[str, Any]) -> str:
 def _step_duplicates(ctx: _Ctx) -> dict[str, Any]:
     docs = _load_docs(ctx)
     groups = _groups(ctx)
-    pairs, jac = _load_pairs(ctx)
+    pairs, jac, inter, union = _load_pairs(ctx)
     ids = docs.column("id").combine_chunks()
     rows = n_exact = n_near = parts = 0
     with atomic_dir(ctx.out / duplicates_dir_name(ctx.cfg)) as tmp:
-        for i, table in enumerate(doc_duplicate_tables(ids, groups, pairs, jac, ctx.cfg["rows_per_group"])):
+        for i, table in enumerate(doc_duplicate_tables(ids, groups, pairs, jac, ctx.cfg["rows_per_group"], inter, union)):
             write_parquet(table, tmp / f"part-{i:05d}.parquet", ANALYSIS_PARQUET, row_groups=[0, table.num_rows])
             rows += table.num_rows
             n_exact += int(pc.sum(pc.greater(table.column("n_exact"), 0)).as_py() or 0)
@@ -555,7 +559,7 @@ def _step_clusters(ctx: _Ctx) -> dict[str, Any]:
     cfg = ctx.cfg
     docs = _load_docs(ctx)
     groups = _groups(ctx)
-    pairs, jac = _load_pairs(ctx)
+    pairs, jac, _, _ = _load_pairs(ctx)
     ids = docs.column("id").combine_chunks()
     words = docs.column("n_words").to_numpy()
     has_shingles = words >= cfg["shingle_size"]
@@ -904,7 +908,7 @@ def clear_work(out_dir: str | Path) -> None:
 # --- The stage as the Dagster layer runs it: a stage record keyed by content, checks from verify/ ------------
 
 STAGE = "analysis"
-CODE_VERSION = "1"
+CODE_VERSION = "2"  # 2: near_duplicates carry intersection/union, jaccard rounded up
 INTERNAL = ("_state", "_work")  # step records and intermediate arrays of the resumable CLI run
 
 

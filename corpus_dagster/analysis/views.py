@@ -9,14 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
 
 from corpus_dagster.analysis.clusters import ClusterSet
+from corpus_dagster.core.errors import AnalysisError
 from corpus_dagster.dedup.jaccard import concat_ranges
 
-NEAR_TYPE = pa.struct([("doc_id", pa.string()), ("jaccard", pa.float32())])
+# intersection/union: the shingle counts behind jaccard, so `intersection * 100 >= 70 * union` is exact.
+NEAR_TYPE = pa.struct(
+    [("doc_id", pa.string()), ("jaccard", pa.float32()), ("intersection", pa.int32()), ("union", pa.int32())]
+)
 DUPLICATES_SCHEMA = pa.schema(
     [
         ("doc_id", pa.string()),
@@ -26,6 +31,44 @@ DUPLICATES_SCHEMA = pa.schema(
         ("n_near", pa.int32()),
     ]
 )
+
+
+_EXACT_PRODUCT = 1 << 29  # a float32 (24-bit significand) times an integer below this is exact in float64
+
+
+def float32_at_least(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """The smallest float32 >= num/den (0 where den is 0), for integer num, den >= 0.
+
+    Rounding to nearest can store 189/270 = 0.7 as 0.69999999, below the float32 0.7, so a reader's
+    `jaccard >= 0.7` would drop a pair whose exact Jaccard is 0.7; rounded up, the stored value never
+    falls below the exact ratio, so `>=` keeps every pair at a two-decimal threshold."""
+    num = np.asarray(num, dtype=np.int64)
+    den = np.asarray(den, dtype=np.int64)
+    x = np.divide(num.astype(np.float64), den.astype(np.float64), out=np.zeros(len(num)), where=den > 0)
+    f = x.astype(np.float32)
+    small = den < _EXACT_PRODUCT
+    q, p = den.astype(np.float64), num.astype(np.float64)
+    # f * q and its neighbours times q are exact here, so these compare f with num/den exactly.
+    up = small & (den > 0) & (f.astype(np.float64) * q < p)
+    f[up] = np.nextafter(f[up], np.float32(np.inf))
+    lower = np.nextafter(f, np.float32(-np.inf))
+    down = small & (den > 0) & (f > 0) & (lower.astype(np.float64) * q >= p)
+    f[down] = lower[down]
+    for i in np.flatnonzero(~small).tolist():  # unions of 2**29 shingles and more: exact rationals
+        exact = Fraction(int(num[i]), int(den[i]))
+        g = np.float32(x[i])
+        while Fraction(float(g)) < exact:
+            g = np.nextafter(g, np.float32(np.inf))
+        while g > 0 and Fraction(float(np.nextafter(g, np.float32(-np.inf)))) >= exact:
+            g = np.nextafter(g, np.float32(-np.inf))
+        f[i] = g
+    return f
+
+
+def _int32(values: np.ndarray, what: str) -> pa.Array:
+    if len(values) and int(values.max()) > np.iinfo(np.int32).max:
+        raise AnalysisError(f"a near-duplicate {what} of {int(values.max())} shingles exceeds the int32 column")
+    return pa.array(values.astype(np.int32))
 
 
 @dataclass
@@ -43,41 +86,47 @@ class Groups:
 
 
 def directed_near(pairs: np.ndarray, jaccard: np.ndarray, groups: Groups) -> tuple[np.ndarray, ...]:
-    """Every (representative, member document, Jaccard) entry in both directions, sorted by representative,
-    then descending Jaccard, then document row."""
+    """Every (representative, member document, Jaccard, pair index) entry in both directions, sorted by
+    representative, then descending Jaccard, then document row."""
     src = np.concatenate([pairs[:, 0], pairs[:, 1]])
     dst = np.concatenate([pairs[:, 1], pairs[:, 0]])
     jac = np.concatenate([jaccard, jaccard])
+    which = np.concatenate([np.arange(len(pairs)), np.arange(len(pairs))])
     count = groups.sizes[dst]
     doc = groups.members[concat_ranges(groups.starts[dst], count)]
-    src, jac = np.repeat(src, count), np.repeat(jac, count)
+    src, jac, which = np.repeat(src, count), np.repeat(jac, count), np.repeat(which, count)
     order = np.lexsort((doc, -jac, src))
-    return src[order], doc[order], jac[order]
+    return src[order], doc[order], jac[order], which[order]
 
 
 def doc_duplicate_tables(
-    ids: pa.Array, groups: Groups, pairs: np.ndarray, jaccard: np.ndarray, rows_per_table: int
+    ids: pa.Array, groups: Groups, pairs: np.ndarray, jaccard: np.ndarray, rows_per_table: int,
+    intersection: np.ndarray, union: np.ndarray,
 ) -> Iterator[pa.Table]:
     """doc_duplicates rows in id order, rows_per_table at a time.
 
-    pairs/jaccard: verified representative pairs at or above the listing threshold. A row exists for
-    every document with an exact twin or a near duplicate; the exact list holds its byte-identical twins
-    (id order), the near list every other document at or above the threshold (descending Jaccard, then
-    id), so the lists are disjoint and each pair appears in both documents' rows.
+    pairs/jaccard: verified representative pairs at or above the listing threshold, with the shingle
+    counts (intersection, union) their Jaccard is the ratio of. A row exists for every document with an
+    exact twin or a near duplicate; the exact list holds its byte-identical twins (id order), the near
+    list every other document at or above the threshold (descending Jaccard, then id), so the lists are
+    disjoint and each pair appears in both documents' rows. The stored float32 Jaccard is rounded up
+    (float32_at_least); the order and membership come from the exact values.
     """
     n = len(groups.rep)
-    src, doc, jac = directed_near(pairs, jaccard, groups)
+    src, doc, jac, which = directed_near(pairs, jaccard, groups)
+    inter = np.asarray(intersection, dtype=np.int64)[which]
+    uni = np.asarray(union, dtype=np.int64)[which]
     lo = np.searchsorted(src, groups.rep, side="left")
     n_near = np.searchsorted(src, groups.rep, side="right") - lo
     n_exact = groups.sizes[groups.rep] - 1
     rows = np.flatnonzero((n_near > 0) | (n_exact > 0))
     for start in range(0, len(rows), rows_per_table):
         chunk = rows[start : start + rows_per_table]
-        yield _table(ids, groups, chunk, lo[chunk], n_near[chunk], n_exact[chunk], doc, jac)
+        yield _table(ids, groups, chunk, lo[chunk], n_near[chunk], n_exact[chunk], doc, inter, uni)
     del n
 
 
-def _table(ids, groups, rows, near_lo, n_near, n_exact, doc, jac) -> pa.Table:
+def _table(ids, groups, rows, near_lo, n_near, n_exact, doc, inter, uni) -> pa.Table:
     reps = groups.rep[rows]
     twin_idx = concat_ranges(groups.starts[reps], groups.sizes[reps])
     twins = groups.members[twin_idx]
@@ -86,8 +135,10 @@ def _table(ids, groups, rows, near_lo, n_near, n_exact, doc, jac) -> pa.Table:
     near_idx = concat_ranges(near_lo, n_near)
     exact_offsets = np.concatenate([[0], np.cumsum(n_exact)]).astype(np.int32)
     near_offsets = np.concatenate([[0], np.cumsum(n_near)]).astype(np.int32)
+    i, u = inter[near_idx], uni[near_idx]
     near_values = pa.StructArray.from_arrays(
-        [ids.take(pa.array(doc[near_idx])), pa.array(jac[near_idx].astype(np.float32))],
+        [ids.take(pa.array(doc[near_idx])), pa.array(float32_at_least(i, u)), _int32(i, "intersection"),
+         _int32(u, "union")],
         fields=list(NEAR_TYPE),
     )
     return pa.table(

@@ -47,6 +47,12 @@ def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(starts - before, lengths) + np.arange(total, dtype=np.int64)
 
 
+def jaccard_of(inter: np.ndarray, union: np.ndarray) -> np.ndarray:
+    """inter / union as float64 (0.0 where the union is empty): one formula for every Jaccard of a store."""
+    return np.divide(np.asarray(inter, dtype=np.float64), np.asarray(union, dtype=np.float64),
+                     out=np.zeros(len(inter)), where=np.asarray(union) > 0)
+
+
 class ShingleStore:
     """Append-only file of shingle sets for nodes 0..n_nodes-1, written in any order, read by node."""
 
@@ -99,9 +105,16 @@ class ShingleStore:
         `threads` > 1 compares that many chunks at once on threads of this process (the merge-walk kernel
         releases the GIL; each chunk fills its own slice of the result, so the bytes are the same), at
         `threads` chunks of memory instead of one."""
-        out = np.zeros(len(a), dtype=np.float64)
+        return jaccard_of(*self.counts(a, b, chunk_values, threads))
+
+    def counts(
+        self, a: np.ndarray, b: np.ndarray, chunk_values: int, threads: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(|A & B|, |A | B|) of the sets of nodes a[i] and b[i], int64: the integers behind `jaccard`, so a
+        threshold can be tested exactly (inter * 100 >= t100 * union) instead of on a rounded ratio."""
+        inter = np.zeros(len(a), dtype=np.int64)
         if self._size == 0 or len(a) == 0:
-            return out
+            return inter, self.length[a] + self.length[b]
         cum = np.cumsum(self.length[a] + self.length[b])
         spans, start = [], 0
         while start < len(a):
@@ -111,7 +124,7 @@ class ShingleStore:
             start = stop
 
         def fill(span: tuple[int, int]) -> None:
-            out[span[0]:span[1]] = self._jaccard_chunk(a[span[0]:span[1]], b[span[0]:span[1]])
+            inter[span[0]:span[1]] = self._intersection_chunk(a[span[0]:span[1]], b[span[0]:span[1]])
 
         if threads <= 1 or len(spans) <= 1:
             for span in spans:
@@ -119,18 +132,16 @@ class ShingleStore:
         else:
             with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="jaccard") as pool:
                 list(pool.map(fill, spans))  # list(): a chunk's error is raised here
-        return out
+        return inter, self.length[a] + self.length[b] - inter
 
-    def _jaccard_chunk(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def _intersection_chunk(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         from corpus_dagster.dedup.kernels import intersections  # numba: imported where sets are compared
 
-        la, lb = self.length[a], self.length[b]
         # A fresh map per chunk: the pages it touched are released again when it goes away. Both sets of a
         # pair are sorted and unique, so one merge walk counts the shared fingerprints.
         mm = np.memmap(self.path, dtype=np.uint64, mode="r", shape=(self._size,))
         try:
-            inter = intersections(np.asarray(mm), self.offset[a], la, self.offset[b], lb).astype(np.float64)
+            inter = intersections(np.asarray(mm), self.offset[a], self.length[a], self.offset[b], self.length[b])
         finally:
             del mm
-        union = (la + lb).astype(np.float64) - inter
-        return np.divide(inter, union, out=np.zeros(len(a)), where=union > 0)
+        return np.asarray(inter, dtype=np.int64)
