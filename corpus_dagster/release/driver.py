@@ -775,7 +775,7 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
 # --- The stage as the Dagster layer runs it: inputs from the other drivers, a content-keyed stage record -----
 
 STAGE = "release"
-CODE_VERSION = "2"  # 2: the build records its units for the sampled rebuild check
+CODE_VERSION = "3"  # 2: the build records its units for the sampled rebuild check; 3: figures with exact labels
 
 
 def release_name(resolved: Mapping[str, Any]) -> str:
