@@ -87,7 +87,7 @@ def write_shards(folder: Path, docs: list[dict[str, Any]], shard_rows: int = 40,
         "dedup": {"exact_dropped": 4, "near_dropped": 2, "decontaminated": 0, "jaccard_threshold": 0.8,
                   "num_perm": 128, "bands": 16, "ngram": 13},
         "pii": {"emails": 0, "phones": 0, "cards": 0, "ips": 0, "keys": 0},
-        "ledger_ref": "sha256:" + "0" * 64, "config_sha256": "0" * 64,
+        "ledger_ref": "corpus/LEDGER.jsonl", "ledger_sha256": "0" * 64, "config_sha256": "0" * 64,
     }
     (folder / "_MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return folder

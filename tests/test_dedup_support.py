@@ -38,6 +38,7 @@ def write_clean_docs(
             "repairs": pa.array([[] for _ in texts], pa.list_(pa.string())),
             "lang_score": pa.array([0.99] * n, pa.float32()),
             "lang_sample_chars": pa.array([min(len(t), 1000) for t in texts], pa.int32()),
+            "lang_label": ["en"] * n,
         },
         schema=CLEAN_DOC_SCHEMA,
     )

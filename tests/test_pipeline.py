@@ -82,7 +82,7 @@ def test_manifest_contract(built):
     folder = output_dir(corpus)
     manifest = json.loads((folder / "_MANIFEST.json").read_text())
     assert list(manifest)[:5] == ["dataset", "version", "n_docs", "n_shards", "shards"]
-    assert list(manifest)[-2:] == ["ledger_ref", "config_sha256"]
+    assert list(manifest)[-3:] == ["ledger_ref", "ledger_sha256", "config_sha256"]
     for key in ("filters", "dedup", "pii"):
         assert key in manifest
     assert manifest["dataset"] == "testset" and manifest["version"] == "v1"
@@ -94,7 +94,8 @@ def test_manifest_contract(built):
     assert list(manifest["dedup"]) == ["exact_dropped", "near_dropped", "decontaminated", "jaccard_threshold", "num_perm", "bands", "ngram"]
     assert list(manifest["pii"]) == ["emails", "phones", "cards", "ips", "keys"]
     ledger = corpus.layout().ledger
-    assert manifest["ledger_ref"] == "sha256:" + hashlib.sha256(ledger.read_bytes()).hexdigest()
+    assert manifest["ledger_ref"] == "corpus/LEDGER.jsonl"
+    assert manifest["ledger_sha256"] == hashlib.sha256(ledger.read_bytes()).hexdigest()
     assert manifest["config_sha256"] == config_sha256(load_config(cfg))
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from corpus_dagster.clean import fineweb, gopher, ppl, repetition, rules
 from corpus_dagster.clean.batch import DocBatch
-from corpus_dagster.clean.langid import LangResult, detect_languages, lang_dropped
+from corpus_dagster.clean.langid import LangResult, detect_languages, iso639_1, lang_dropped
 from corpus_dagster.clean.repair import REPAIR_KINDS, repair_texts
 from corpus_dagster.clean.verdict import Verdict
 
@@ -57,7 +57,8 @@ class CleanOutcome:
     """Per input document, in input order."""
 
     text: list[str]  # repaired + NFC (kept or not)
-    lang: list[str]  # ISO 639-1 code or "und"
+    lang: list[str]  # ISO 639-1 code, or "und" (no evidence, or a language without a 639-1 code)
+    lang_label: list[str]  # lid.176's own label, which the lang rule decided on ("und": no evidence)
     lang_score: list[float]  # the label's mean probability over the samples (0.0 for "und")
     lang_sample_chars: list[int]  # characters the classifier read to decide the label
     repairs: list[list[str]]  # subset of REPAIR_KINDS, in that order
@@ -97,7 +98,8 @@ def clean_texts(texts: list[str], cfg: dict[str, Any], source_id: str) -> CleanO
         value[start:stop] = verdict.value
     return CleanOutcome(
         text=out,
-        lang=langs.lang,
+        lang=[iso639_1(label) for label in langs.lang],
+        lang_label=langs.lang,
         lang_score=langs.score,
         lang_sample_chars=langs.sample_chars,
         repairs=repairs,

@@ -29,15 +29,17 @@ from corpus_dagster.ingest.driver import raw_parts
 from corpus_dagster.ingest.raw_parts import read_raw_part
 
 STAGE = "clean"
-CODE_VERSION = "2"  # bump when a change to the clean logic changes its output bytes
+CODE_VERSION = "3"  # bump when a change to the clean logic changes its output bytes
 BASE_FILTER_KEYS = ("lang", "gopher", "repetition", "ppl")  # always in the manifest's `filters`
 
 # Per-part document files, in document-id k order within a source. Later per-source stages keep these
 # columns and this order.
 # `lang_score` and `lang_sample_chars` say what decided `lang` (the detector's score and how many prose
-# characters it read), so a language decision can be audited.
+# characters it read), so a language decision can be audited; `lang_label` is lid.176's own label (`lang`
+# is its ISO 639-1 code, `und` for a language without one).
 CLEAN_DOC_SCHEMA = pa.schema(
-    [*DOCUMENT_FIELDS, ("repairs", pa.list_(pa.string())), ("lang_score", pa.float32()), ("lang_sample_chars", pa.int32())]
+    [*DOCUMENT_FIELDS, ("repairs", pa.list_(pa.string())), ("lang_score", pa.float32()), ("lang_sample_chars", pa.int32()),
+     ("lang_label", pa.string())]
 )
 # Every document a clean filter dropped, with the rule that fired first and the value it measured.
 REJECT_SCHEMA = pa.schema(
@@ -75,6 +77,7 @@ def clean_part(raw_path: Path, first_k: int, source_id: str, clean_cfg: dict[str
             "repairs": pa.array([outcome.repairs[i] for i in kept_idx], pa.list_(pa.string())),
             "lang_score": pa.array([outcome.lang_score[i] for i in kept_idx], pa.float32()),
             "lang_sample_chars": pa.array([outcome.lang_sample_chars[i] for i in kept_idx], pa.int32()),
+            "lang_label": [outcome.lang_label[i] for i in kept_idx],
         },
         schema=CLEAN_DOC_SCHEMA,
     )
@@ -96,7 +99,7 @@ def clean_part(raw_path: Path, first_k: int, source_id: str, clean_cfg: dict[str
         "rejected": rejects.num_rows,
         "reasons": dict(sorted(Counter(r for r in outcome.reason if r is not None).items())),
         "repairs": dict(sorted(Counter(k for rs in outcome.repairs for k in rs).items())),
-        "langs": dict(sorted(Counter(outcome.lang).items())),
+        "langs": dict(sorted(Counter(outcome.lang_label).items())),  # by lid.176 label, the finer count
         "bytes_in": sum(len(r["text"].encode("utf-8", errors="surrogatepass")) for r in records),
         "seconds": round(time.monotonic() - start, 3),
     }

@@ -48,7 +48,7 @@ from corpus_dagster.core.units import Plan, done_elsewhere, remove_work_folders,
 from corpus_dagster.dedup.driver import clusters, dedup_record, dedup_sources, dedup_stats
 from corpus_dagster.ingest.driver import selection_counts
 from corpus_dagster.publish import checks
-from corpus_dagster.publish.manifest import build_manifest, manifest_bytes
+from corpus_dagster.publish.manifest import build_manifest, ledger_ref_of, manifest_bytes
 from corpus_dagster.publish.shards import (
     Annotations,
     ShardsResult,
@@ -60,7 +60,7 @@ from corpus_dagster.publish.shards import (
 from corpus_dagster.scrub.driver import pii_counts, scrub_record, scrubbed_files
 
 STAGE = "publish"
-CODE_VERSION = "1"
+CODE_VERSION = "2"
 MANIFEST = "_MANIFEST.json"
 PLAN = "plan.json"
 JOBS, SHARDS, DONE = "jobs", "shards", "done"
@@ -94,6 +94,7 @@ def publish_key(layout: Layout, resolved: dict[str, Any]) -> tuple[str, dict[str
     inputs = {
         "dedup": dedup_record(layout).key,
         "sources": [[sid, clean_record(layout, sid).key, scrub_record(layout, sid).key] for sid in sids],
+        "ledger_ref": ledger_ref_of(layout.ledger, layout.root),  # the manifest names it
         "ledger_sha256": ledger_sha256(layout.ledger),
     }
     return stage_key(STAGE, CODE_VERSION, inputs, {"config_sha256": config_sha256(resolved)}), inputs
@@ -106,7 +107,8 @@ def manifest_for(layout: Layout, resolved: dict[str, Any], shards: list[dict[str
     if selected & set(source_ids):  # ledger `where` predicates: records they excluded, as one more filter
         filters["where"] = sum(n for sid, n in selection_counts(layout, source_ids).items() if sid in selected)
     return build_manifest(
-        resolved, shards, filters, repairs, dedup_stats(layout), pii_counts(layout, source_ids), ledger_sha256(layout.ledger)
+        resolved, shards, filters, repairs, dedup_stats(layout), pii_counts(layout, source_ids),
+        ledger_ref_of(layout.ledger, layout.root), ledger_sha256(layout.ledger),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from corpus_dagster.core.config import config_sha256, load_schema, schema_violations
@@ -19,6 +20,7 @@ def build_manifest(
     repairs: dict[str, int] | None,
     dedup_counts: dict[str, int],
     pii_counts: dict[str, int],
+    ledger_ref: str,
     ledger_sha256: str,
 ) -> dict[str, Any]:
     """Assemble the manifest dict in the contract's key order; missing stage counts are zero."""
@@ -41,9 +43,21 @@ def build_manifest(
         "ngram": dedup_cfg["ngram"],
     }
     manifest["pii"] = {k: int(pii_counts.get(k, 0)) for k in PII_KEYS}
-    manifest["ledger_ref"] = f"sha256:{ledger_sha256}"
+    manifest["ledger_ref"] = ledger_ref
+    manifest["ledger_sha256"] = ledger_sha256
     manifest["config_sha256"] = config_sha256(resolved)
     return manifest
+
+
+def ledger_ref_of(ledger: Path, root: Path) -> str:
+    """The manifest's `ledger_ref`: the ledger's path relative to the artifacts root (`corpus/LEDGER.jsonl`
+    by default), so the manifest names the same file on any host; the absolute path when config
+    `paths.ledger` puts the ledger outside the root (there is no host-free name for it then). POSIX form."""
+    ledger, root = Path(ledger).resolve(), Path(root).resolve()
+    try:
+        return ledger.relative_to(root).as_posix()
+    except ValueError:
+        return ledger.as_posix()
 
 
 def manifest_bytes(manifest: dict[str, Any]) -> bytes:
