@@ -36,6 +36,7 @@ class Source:
     keep_fields: tuple[str, ...] = ()
     hub_dataset: str | None = None
     category: str | None = None
+    id_field: str | None = None  # the source's own record id: release ids name the row by it
 
     def to_json(self) -> dict[str, Any]:
         """The ledger row as written to LEDGER.jsonl (keys in schema order)."""
@@ -58,6 +59,8 @@ class Source:
             row["hub_dataset"] = self.hub_dataset
         if self.category is not None:
             row["category"] = self.category
+        if self.id_field is not None:
+            row["id_field"] = self.id_field
         return row
 
 
@@ -85,6 +88,10 @@ def parse_ledger_lines(lines: list[str], ledger_name: str) -> list[Source]:
             violations.append(f"line {lineno}: $.source_id: duplicate source_id {sid!r} (first on line {first_line[sid]})")
             continue
         first_line[sid] = lineno
+        if row.get("id_field") is not None and row["id_field"] not in row["keep_fields"]:
+            # the release reads the value from the kept fields (ingest stores nothing else per record)
+            violations.append(f"line {lineno}: $.id_field: {row['id_field']!r} must also be listed in keep_fields")
+            continue
         sources.append(
             Source(
                 source_id=sid,
@@ -99,6 +106,7 @@ def parse_ledger_lines(lines: list[str], ledger_name: str) -> list[Source]:
                 keep_fields=tuple(row["keep_fields"]),
                 hub_dataset=row.get("hub_dataset"),
                 category=row.get("category"),
+                id_field=row.get("id_field"),
             )
         )
     if violations:

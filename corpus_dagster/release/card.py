@@ -112,7 +112,7 @@ def render_card(info: dict[str, Any], data: dict[str, Any], cleaning: list[dict[
         "",
         "| column | type | meaning |",
         "|---|---|---|",
-        "| id | string | UUIDv5 of `<source_id>:<row>` (plus the character span for a segment); stable across rebuilds |",
+        "| id | string | UUIDv5 of the source row: `<source_id>:<file>#<line>` (file relative to its ledger glob, 0-based line or row), the ledger's `id_field` value, or `<source_id>:<k>` for sources with a `url_field`; a segment adds `#<start>-<end>`. Stable across rebuilds, also when a file grows |",
         "| created_at | timestamp[us, UTC] | when the document was fetched |",
         "| source_type | string | the source's hub dataset, or its source id |",
         "| metadata | string | JSON: url, title when known, license, source_file, cleaned (repairs applied), "

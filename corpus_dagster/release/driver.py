@@ -46,7 +46,7 @@ from corpus_dagster.publish.driver import verified_shards
 from corpus_dagster.release import card as card_mod
 from corpus_dagster.release import checks
 from corpus_dagster.release.buckets import Buckets
-from corpus_dagster.release.ids import release_id
+from corpus_dagster.release.ids import release_id, row_ids
 from corpus_dagster.release.jobs import (
     SEGMENT_SCHEMA,
     count_job,
@@ -161,6 +161,10 @@ def _source_facts(sources: Sequence[Any]) -> dict[str, dict[str, Any]]:
             "category": get("category"),
             "license_spdx": get("license_spdx"),
             "url_field": get("url_field"),
+            # how release ids name a source row (ids.row_ids): URLs normalized as ingest does
+            "format": get("format"),
+            "urls": [ingest_driver.normalize_url(u) for u in get("urls") or ()],
+            "id_field": get("id_field"),
         }
     return out
 
@@ -181,10 +185,11 @@ class _Inputs:
     paths: list[Path]
     counts_note: str
     buckets: Buckets
+    info: list[pl.DataFrame]  # per-document extras (doc_info), grouped by column set
 
 
 def _inputs(shards_dir: Path, settings: Mapping[str, Any], tokenize_cfg: Mapping[str, Any], sources: Sequence[Any],
-            token_counts: str | Path | None) -> _Inputs:
+            token_counts: str | Path | None, doc_info: Sequence[str | Path | pa.Table] = ()) -> _Inputs:
     buckets = Buckets.from_settings(settings)
     manifest = _read_manifest(shards_dir)
     cfg = release_tokenizer_cfg(settings, tokenize_cfg)
@@ -196,12 +201,14 @@ def _inputs(shards_dir: Path, settings: Mapping[str, Any], tokenize_cfg: Mapping
     unknown = sorted(set(docs["source_id"].unique().to_list()) - set(facts))
     if unknown:
         raise ReleaseError(f"{shards_dir}: sources {unknown} are in the shards but not in the ledger rows given")
+    info = _doc_info(doc_info)
+    docs = _with_row_ids(docs, facts, info)
     counts, counts_note = reusable_counts(Path(token_counts) if token_counts else None, tok)
     if counts is not None:
         docs = docs.join(counts, on="id", how="left")
     else:
         docs = docs.with_columns(pl.lit(None, dtype=pl.Int32).alias("n_tokens"))
-    return _Inputs(manifest, cfg, tok, facts, docs, paths, counts_note, buckets)
+    return _Inputs(manifest, cfg, tok, facts, docs, paths, counts_note, buckets, info)
 
 
 def _uncounted(docs: pl.DataFrame) -> list[tuple[int, list[int]]]:
@@ -239,14 +246,18 @@ def _work_units(docs: pl.DataFrame, counted: Mapping[int, Mapping[int, int]], bu
 
 
 def _segment_batches(docs: pl.DataFrame, units: Sequence[tuple[int, list[int]]], buckets: Buckets,
-                     room: Mapping[str, list[bool]]) -> list[tuple[list[int], list[int], list[str], list[list[bool]]]]:
-    """Per unit, its documents over max_tokens as a segment job's batch (rows, n_tokens, doc_ids, rooms)."""
-    long = docs.filter(pl.col("n_tokens") > buckets.max_tokens).select("shard", "shard_row", "n_tokens", "id", "source_id")
-    by_key = {(int(s), int(r)): (int(n), i, sid) for s, r, n, i, sid in long.iter_rows()}
+                     room: Mapping[str, list[bool]]
+                     ) -> list[tuple[list[int], list[int], list[str], list[list[bool]], list[str]]]:
+    """Per unit, its documents over max_tokens as a segment job's batch (rows, n_tokens, doc_ids, rooms,
+    row ids: a segmentation is seeded by the source row, so it survives a shift of shard ids)."""
+    long = docs.filter(pl.col("n_tokens") > buckets.max_tokens).select(
+        "shard", "shard_row", "n_tokens", "id", "source_id", "row_id")
+    by_key = {(int(s), int(r)): (int(n), i, sid, rid) for s, r, n, i, sid, rid in long.iter_rows()}
     batches = []
     for s, rows in units:
         hit = [(r, by_key[(s, r)]) for r in rows if (s, r) in by_key]
-        batches.append(([r for r, _ in hit], [v[0] for _, v in hit], [v[1] for _, v in hit], [room[v[2]] for _, v in hit]))
+        batches.append(([r for r, _ in hit], [v[0] for _, v in hit], [v[1] for _, v in hit], [room[v[2]] for _, v in hit],
+                        [v[3] for _, v in hit]))
     return batches
 
 
@@ -262,11 +273,46 @@ def unit_line(unit: Mapping[str, Any]) -> bytes:
     return json.dumps(unit, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
 
 
+def _with_row_ids(docs: pl.DataFrame, facts: Mapping[str, Mapping[str, Any]],
+                  info_frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    """`docs` with `row_id`, the name of its source row that release ids hash (ids.row_ids); the values
+    of a ledger `id_field` come from the kept fields (doc_info), so that field is in keep_fields too."""
+    own = None
+    wanted = {sid: f["id_field"] for sid, f in facts.items() if f.get("id_field")}
+    if wanted:
+        pieces = []
+        for sid, field_name in sorted(wanted.items()):
+            for f in info_frames:
+                if field_name in f.columns:
+                    try:
+                        values = f[field_name].cast(pl.String)
+                    except pl.exceptions.PolarsError as exc:
+                        raise ReleaseError(f"source {sid!r}: id_field {field_name!r} is not a scalar field ({exc})") from exc
+                    pieces.append(pl.DataFrame({"id": f["id"], "own_id": values})
+                                  .filter(pl.col("id").str.starts_with(f"{sid}:")))
+        frame = (pl.concat(pieces).unique("id", keep="first", maintain_order=True) if pieces
+                 else pl.DataFrame(schema={"id": pl.String, "own_id": pl.String}))
+        own_frame = docs.select("id", "source_id").join(frame, on="id", how="left", maintain_order="left")
+        mine = own_frame.filter(pl.col("source_id").is_in(list(wanted)))
+        missing = mine.filter(pl.col("own_id").is_null())
+        if missing.height:
+            sid = missing["source_id"][0]
+            raise ReleaseError(f"source {sid!r}: {missing.height} documents (e.g. {missing['id'][0]!r}) have no value of "
+                               f"id_field {wanted[sid]!r}; list it in keep_fields and give every record one")
+        dup = mine.filter(pl.struct("source_id", "own_id").is_duplicated())
+        if dup.height:
+            raise ReleaseError(f"source {dup['source_id'][0]!r}: id_field {wanted[dup['source_id'][0]]!r} value "
+                               f"{dup['own_id'][0]!r} names more than one document; release ids must be unique")
+        own = own_frame["own_id"].to_list()
+    ids = row_ids(docs["id"].to_list(), docs["source_id"].to_list(), docs["url"].to_list(), facts, own)
+    return docs.with_columns(pl.Series("row_id", ids, dtype=pl.String))
+
+
 def _plan(inp: _Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any]], settings: Mapping[str, Any],
           doc_info: Sequence[str | Path | pa.Table]) -> tuple[pl.DataFrame, dict[str, Any], list[str], list[tuple[int, int, int]]]:
     """The plan (with gpart and seq), its counts, the kept fields and the parts, from counted docs and units."""
     buckets = inp.buckets
-    doc_cols = ["id", "source_id", "url", "license_spdx", "lang", "shard", "shard_row"] + (
+    doc_cols = ["id", "source_id", "url", "license_spdx", "lang", "shard", "shard_row", "row_id"] + (
         ["fetched_at"] if "fetched_at" in docs.columns else []
     )
     whole = docs.filter(pl.col("n_tokens") <= buckets.max_tokens).select(
@@ -287,7 +333,7 @@ def _plan(inp: _Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any]], 
         segs = pl.concat(seg_frames).join(docs.select(doc_cols).rename({"id": "doc_id"}), on="doc_id", how="left")
         cands = pl.concat([whole, segs.select(whole.columns)], how="vertical_relaxed")
     plan, plan_counts = plan_release(cands, buckets, settings)
-    plan, keep_fields = _attach_metadata(plan, inp.facts, _doc_info(doc_info), settings)
+    plan, keep_fields = _attach_metadata(plan, inp.facts, inp.info, settings)
     parts = parts_of(plan)
     gpart_of = pl.DataFrame(
         {"bucket": [b for b, _, _ in parts], "part": [p for _, p, _ in parts], "gpart": list(range(len(parts)))},
@@ -399,7 +445,7 @@ def build_release(
     shards_dir, out_dir = Path(shards_dir), Path(out_dir)
     seconds: dict[str, float] = {}
     t = time.perf_counter()
-    inp = _inputs(shards_dir, settings, tokenize_cfg, sources, token_counts)
+    inp = _inputs(shards_dir, settings, tokenize_cfg, sources, token_counts, doc_info)
     buckets, cfg = inp.buckets, inp.cfg
     seconds["read"] = time.perf_counter() - t
 
@@ -501,8 +547,8 @@ def _attach_metadata(
         .then(pl.col("url").str.replace(r"#[^#]*$", ""))
         .otherwise(pl.col("source_file") if "source_file" in plan.columns else pl.lit(None, dtype=pl.String))
         .alias("source_file"),
-        pl.Series("parent_id", [release_id(d) for d in plan["doc_id"].to_list()], dtype=pl.String),
-    )
+        pl.Series("parent_id", [release_id(d) for d in plan["row_id"].to_list()], dtype=pl.String),
+    ).drop("row_id")
     if "cleaned" not in plan.columns:
         plan = plan.with_columns(pl.lit(None, dtype=pl.List(pl.String)).alias("cleaned"))
     if "title" not in plan.columns:
@@ -693,7 +739,8 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
         return checks.rebuild_report([{"file": str(units_file), "problem": why}], mode="sample")
     kw = dict(build_kwargs)
     settings = dict(kw["settings"])
-    inp = _inputs(Path(kw["shards_dir"]), settings, kw["tokenize_cfg"], kw["sources"], kw.get("token_counts"))
+    inp = _inputs(Path(kw["shards_dir"]), settings, kw["tokenize_cfg"], kw["sources"], kw.get("token_counts"),
+                  kw.get("doc_info", ()))
     problems: list[dict[str, Any]] = []
 
     def shard_name(s: int) -> str:
@@ -739,10 +786,10 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
         needed.setdefault(int(s), set()).add(int(r))
     texts = {s: _select_texts(inp.paths[s], rows) for s, rows in sorted(needed.items())}
     jobs = []
-    for i, (rows, n_tokens, doc_ids, rooms) in zip(picks, batches, strict=True):
+    for i, (rows, n_tokens, doc_ids, rooms, seeds) in zip(picks, batches, strict=True):
         sel = texts.get(work[i][0])
         source = sel.array.take(pa.array([sel.position[r] for r in rows], pa.int64())) if rows else pa.array([], pa.string())
-        jobs.append((source, [(list(range(len(rows))), n_tokens, doc_ids, rooms)], settings, inp.cfg))
+        jobs.append((source, [(list(range(len(rows))), n_tokens, doc_ids, rooms, seeds)], settings, inp.cfg))
     for i, res in zip(picks, ordered_map(segment_job, jobs, workers), strict=True):
         s, rows = work[i]
         again = _unit(s, rows, recounted.get(i, {}), res["batches"][0])
@@ -775,7 +822,8 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
 # --- The stage as the Dagster layer runs it: inputs from the other drivers, a content-keyed stage record -----
 
 STAGE = "release"
-CODE_VERSION = "3"  # 2: the build records its units for the sampled rebuild check; 3: figures with exact labels
+CODE_VERSION = "4"  # 2: the build records its units for the sampled rebuild check; 3: figures with exact labels;
+# 4: ids name the source row (file and line, or the ledger's id_field), not the shard id
 
 
 def release_name(resolved: Mapping[str, Any]) -> str:

@@ -72,15 +72,15 @@ def shard_texts(source: str | pa.Array) -> pa.Array:
 
 
 def segment_job(
-    source: str | pa.Array, batches: list[tuple[list[int], list[int], list[str], list[list[bool]]]],
+    source: str | pa.Array, batches: list[tuple[list[int], list[int], list[str], list[list[bool]], list[str]]],
     settings: dict[str, Any], cfg: dict[str, Any],
 ) -> dict[str, Any]:
-    """Segment the long documents of one shard, given as batches (rows, n_tokens, doc_ids, rooms; rows index
-    `source`, see shard_texts): one result (rows, no_segment, tails_dropped) per batch, plus the tokenizer's
-    seconds and bytes."""
+    """Segment the long documents of one shard, given as batches (rows, n_tokens, doc_ids, rooms, row ids
+    seeding each document's choices; rows index `source`, see shard_texts): one result (rows, no_segment,
+    tails_dropped) per batch, plus the tokenizer's seconds and bytes."""
     buckets = Buckets.from_settings(settings)
     tok = tokenizer(cfg)
-    every = [r for rows, _, _, _ in batches for r in rows]
+    every = [r for rows, *_ in batches for r in rows]
     texts = iter(shard_texts(source).take(pa.array(every, pa.int64())).to_pylist() if every else [])
     stats = {"seconds": 0.0, "bytes": 0}
 
@@ -92,13 +92,13 @@ def segment_job(
         return n
 
     results = []
-    for _, n_tokens, doc_ids, rooms in batches:
+    for _, n_tokens, doc_ids, rooms, seeds in batches:
         out: dict[str, list[Any]] = {k: [] for k in SEGMENT_SCHEMA}
         reasons: dict[str, int] = {}
         tails = 0
-        for n, doc_id, room in zip(n_tokens, doc_ids, rooms, strict=True):
+        for n, doc_id, room, seed_name in zip(n_tokens, doc_ids, rooms, seeds, strict=True):
             text = next(texts)
-            rng = random.Random(f"{settings['seed']}:segment:{doc_id}")
+            rng = random.Random(f"{settings['seed']}:segment:{seed_name}")
             seg = segment_text(text, n, count, buckets, int(settings["max_segments"]), room, rng)
             if not seg.spans:
                 reasons[seg.stop_reason] = reasons.get(seg.stop_reason, 0) + 1

@@ -69,8 +69,8 @@ def plan_release(
     # exact duplicates: keep the first in (document id, segment) order
     c = c.sort("doc_id", "segment").filter(pl.col("content_sha256").is_first_distinct())
     n_dupes = in_range - c.height
-    ids = release_ids(
-        c["doc_id"].to_list(),
+    ids = release_ids(  # named by the source row (`row_id`, see ids.row_ids) where the caller gives it
+        (c["row_id"] if "row_id" in c.columns else c["doc_id"]).to_list(),
         c["char_start"].to_list(),
         c["char_end"].to_list(),
         (c["segment"] >= 0).to_list(),
