@@ -6,6 +6,7 @@ recomputed from the files and compares bytes: every number in the card then equa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -15,6 +16,11 @@ FIGURES = (
     ("tokens_by_source.png", "Tokens by source"),
     ("source_mix.png", "Source mix across lengths"),
 )
+
+
+# The card's one line on two counts other length-bucketed cards report for text fixed after bucketing
+REPAIR_NOTE = ("Repair runs before bucketing (lengths are counted on the repaired text), so no document is "
+               "`out_of_range_after_fix` or moved to another bucket after repair: those counts do not apply.")
 
 
 def size_category(n: int) -> str:
@@ -61,10 +67,33 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def corpus_rows(corpus: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Headline rows of the whole corpus build (fetch, filters, dedup, PII, publish), from `info["corpus"]`."""
+    rows = []
+    if corpus.get("fetched") is not None:
+        rows.append(("documents fetched", _n(corpus["fetched"])))
+    rows += [(f"dropped by filter {k}", _n(v)) for k, v in corpus.get("filters", {}).items()]
+    dedup = corpus.get("dedup", {})
+    rows += [
+        ("exact duplicates removed (corpus dedup)", _n(dedup.get("exact_dropped", 0))),
+        ("near duplicates removed (corpus dedup)", _n(dedup.get("near_dropped", 0))),
+        ("decontaminated (corpus dedup)", _n(dedup.get("decontaminated", 0))),
+    ]
+    pii = corpus.get("pii", {})
+    if pii:
+        detail = ", ".join(f"{k} {_n(v)}" for k, v in pii.items())
+        rows.append(("PII placeholders", f"{_n(sum(pii.values()))} ({detail})"))
+    rows.append(("documents published", _n(corpus.get("published", 0))))
+    return rows
+
+
+def _release_count(cleaning: list[dict[str, Any]], reason: str) -> int:
+    return sum(r["count"] for r in cleaning if r["stage"] == "release" and r["reason"] == reason)
+
+
 def headline_rows(info: dict[str, Any], data: dict[str, Any], cleaning: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """The headline table as (label, value)."""
-    dupes = sum(r["count"] for r in cleaning if r["stage"] == "release" and r["reason"] == "exact_duplicate")
-    return [
+    """The headline table as (label, value): the corpus build's counts, then the release's own."""
+    return corpus_rows(info.get("corpus", {})) + [
         ("documents", _n(data["docs"])),
         (f"tokens ({info['tokenizer']})", _n(data["tokens"])),
         ("length range (tokens)", f"{_n(data['min_tokens_seen'])} to {_n(data['max_tokens_seen'])}"),
@@ -72,15 +101,86 @@ def headline_rows(info: dict[str, Any], data: dict[str, Any], cleaning: list[dic
         ("buckets", _n(len(data["buckets"]))),
         ("sources", _n(data["n_sources"])),
         ("segments (cut from longer documents)", _n(data["segments"])),
-        ("exact duplicates removed", _n(dupes)),
+        ("exact duplicates merged by the release", _n(_release_count(cleaning, "exact_duplicate"))),
+        ("over per-source bucket cap (release)", _n(_release_count(cleaning, "over per-source bucket cap"))),
         ("version", info["version"]),
         ("build date", info["build_date"]),
     ]
 
 
+def _compact(value: Any) -> str:
+    """A settings value in one short cell: lists joined by commas, mappings as k=v."""
+    if isinstance(value, Mapping):
+        return " ".join(f"{k}={_compact(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ",".join(_compact(v) for v in value) or "none"
+    return "null" if value is None else str(value)
+
+
+def _cell(pairs: Mapping[str, Any]) -> str:
+    return "; ".join(f"{k} {_compact(v)}" for k, v in pairs.items()).replace("|", "\\|") or "-"
+
+
+def release_step(info: dict[str, Any], data: dict[str, Any], cleaning: list[dict[str, Any]]) -> dict[str, Any]:
+    """The release's own Construction row: its counts come from the plan, so they are filled in here."""
+    s = info["settings"]
+    counts = {
+        "documents in": info.get("corpus", {}).get("published", 0),
+        "under min_tokens": _release_count(cleaning, "under min_tokens (after cleaning and repair)"),
+        "exact duplicates merged": _release_count(cleaning, "exact_duplicate"),
+        "over cap": _release_count(cleaning, "over per-source bucket cap"),
+        "segments": data["segments"],
+        "documents out": data["docs"],
+    }
+    settings = {"tokenizer": info["tokenizer"], "buckets": f"{s['min_tokens']}-{s['max_tokens']}/{s['bucket_width']}",
+                "max_segments": s["max_segments"], "per_bucket_cap": s["per_bucket_cap"], "seed": s["seed"]}
+    return {"stage": "release", "source": None, "key": info.get("build", {}).get("release_key") or "-",
+            "code_version": info.get("build", {}).get("code_versions", {}).get("release", "-"),
+            "counts": counts, "settings": settings}
+
+
+def construction_lines(info: dict[str, Any], data: dict[str, Any], cleaning: list[dict[str, Any]]) -> list[str]:
+    """The Construction section: one row per stage run (per source where the stage runs per source)."""
+    steps = [*info.get("build", {}).get("steps", []), release_step(info, data, cleaning)]
+    out = ["## Construction", "",
+           "The stages as they ran, in order, from their stage records: what each counted, the settings that "
+           "decided its output, and its stage key (a hash of its inputs, those settings and its code version).", "",
+           "| step | source | counts | settings | code version | stage key |", "|---|---|---|---|---|---|"]
+    for st in steps:
+        counts = "; ".join(f"{k} {_n(int(v))}" for k, v in st["counts"].items()) or "-"
+        out.append(f"| {st['stage']} | {st['source'] or 'all'} | {counts} | {_cell(st['settings'])} | "
+                   f"{st['code_version']} | `{st['key']}` |")
+    return out
+
+
+def reproduce_lines(info: dict[str, Any]) -> list[str]:
+    """The Reproduce section: commands relative to the artifacts root and the hashes to check inputs against."""
+    r = info.get("reproduce", {})
+    ledger = r.get("ledger_ref") or "corpus/LEDGER.jsonl"
+    versions = ", ".join(f"{k} {v}" for k, v in info.get("build", {}).get("code_versions", {}).items())
+    out = ["## Reproduce", "",
+           f"Paths are relative to the artifacts root. Put the ledger at `{ledger}` (its sha256 below) and run the "
+           "whole build with a config whose resolved settings hash to the config sha256 below:", "",
+           "```sh", f"pip install {r.get('package', 'corpus_dagster')}=={r.get('package_version', '')}",
+           "python -m corpus_dagster.run <config>", "```", "",
+           f"The release is then `{r.get('release_path') or 'release/<name>/<version>'}/`. Equal sources, ledger, "
+           "config and code versions give the same documents; a new fetch records its own fetch time (the "
+           "`created_at` column), which also enters the stage keys after ingest.", "",
+           "| | |", "|---|---|",
+           f"| config sha256 | `{r.get('config_sha256', '')}` |",
+           f"| ledger | `{ledger}` |",
+           f"| ledger sha256 | `{r.get('ledger_sha256', '')}` |",
+           f"| package | {r.get('package', 'corpus_dagster')} {r.get('package_version', '')} |"]
+    if versions:
+        out.append(f"| code versions | {versions} |")
+    return out
+
+
 def render_card(info: dict[str, Any], data: dict[str, Any], cleaning: list[dict[str, Any]]) -> str:
     """README.md text. `info`: name, version, pretty_name, tokenizer, length_column, build_date, license,
-    languages, task_categories, tags, settings (the release section); `cleaning`: rows of stage, reason, count."""
+    languages, task_categories, tags, settings (the release section), corpus (the build's counts), build
+    (stage runs, release key, code versions), reproduce (hashes, ledger path, package); `cleaning`: rows of
+    stage, reason, count."""
     meta = front_matter(info, data)
     col = info["length_column"]
     s = info["settings"]
@@ -140,6 +240,9 @@ def render_card(info: dict[str, Any], data: dict[str, Any], cleaning: list[dict[
     out += ["![Source mix across lengths](assets/source_mix.png)", "", "## Cleaning", ""]
     out += ["| stage | reason | documents |", "|---|---|---|"]
     out += [f"| {r['stage']} | {r['reason']} | {_n(r['count'])} |" for r in cleaning]
+    out += ["", REPAIR_NOTE, ""]
+    out += construction_lines(info, data, cleaning)
+    out += [""] + reproduce_lines(info)
     out += [
         "",
         "## Limitations",

@@ -14,6 +14,7 @@ The folder appears whole (temp folder, then rename). Output bytes depend on the 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import tempfile
@@ -21,7 +22,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,7 @@ from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.dedup.driver import dedup_sources
 from corpus_dagster.ingest import driver as ingest_driver
-from corpus_dagster.publish.driver import verified_shards
+from corpus_dagster.publish.driver import read_manifest, verified_shards
 from corpus_dagster.release import card as card_mod
 from corpus_dagster.release import checks
 from corpus_dagster.release.buckets import Buckets
@@ -403,8 +404,9 @@ def _scatter_write(plan: pl.DataFrame, parts: Sequence[tuple[int, int, int]], in
 
 def _record(inp: _Inputs, settings: Mapping[str, Any], plan: pl.DataFrame, plan_counts: Mapping[str, Any],
             units: Sequence[Mapping[str, Any]], selection_excluded: Mapping[str, int] | None,
-            files: list[dict[str, Any]]) -> dict[str, Any]:
-    """The statistics record (_RELEASE.json): card info, cleaning rows, data statistics, files."""
+            files: list[dict[str, Any]], build: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The statistics record (_RELEASE.json): card info (with the build's counts, stage runs and
+    reproduce facts), cleaning rows, data statistics, files."""
     no_segment: dict[str, int] = {}
     for u in units:
         for k, v in u["segmented"]["no_segment"].items():
@@ -415,6 +417,7 @@ def _record(inp: _Inputs, settings: Mapping[str, Any], plan: pl.DataFrame, plan_
     data = data_stats(summary, inp.buckets, inp.facts)
     name = settings.get("name") or inp.manifest["dataset"]
     info = _card_info(name, inp.manifest["version"], inp.tok.name, plan, inp.facts, settings)
+    info |= card_build_info(inp.manifest, build)
     cleaning = cleaning_rows(inp.manifest, selection_excluded or {}, plan_counts, no_segment, tails)
     return {"info": info, "cleaning": cleaning, "data": data, "files": files}
 
@@ -435,12 +438,15 @@ def build_release(
     selection_excluded: Mapping[str, int] | None = None,
     workers: int = 1,
     units_file: str | Path | None = None,
+    build: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Build release/<name>/<version>/ from the published shards; returns stats for the UI (see docs/release.md).
 
     With `units_file`, the units (runs of up to UNIT_DOCS documents of a shard with a token count the
     release computed or segments to cut: those counts and segments, one canonical JSON line each) are
-    written there too, for the sampled rebuild check (`check_rebuild_sample`); stats["units"] holds its sha256."""
+    written there too, for the sampled rebuild check (`check_rebuild_sample`); stats["units"] holds its sha256.
+    `build` (see `build_info`): the stage runs and counts of the corpus build, for the card's headline,
+    Construction and Reproduce sections; without it the card has the manifest's counts and the release alone."""
     settings = dict(settings)
     shards_dir, out_dir = Path(shards_dir), Path(out_dir)
     seconds: dict[str, float] = {}
@@ -498,7 +504,7 @@ def build_release(
 
         # 7. statistics, figures, card
         t = time.perf_counter()
-        record = _record(inp, settings, plan, plan_counts, units, selection_excluded, files)
+        record = _record(inp, settings, plan, plan_counts, units, selection_excluded, files, build)
         _write_card(tmp, record)
         (tmp / STATS_NAME).write_bytes(_record_bytes(record))
         seconds["card"] = time.perf_counter() - t
@@ -576,6 +582,43 @@ def _card_info(name: str, version: str, tokenizer: str, plan: pl.DataFrame, fact
         "tags": list(settings["tags"]),
         "settings": {k: settings[k] for k in ("bucket_width", "min_tokens", "max_tokens", "max_segments",
                                                 "per_bucket_cap", "per_source_cap", "seed", "part_tokens")},
+    }
+
+
+def package_version() -> str:
+    """The installed corpus_dagster version (the package's __version__ when it runs uninstalled)."""
+    try:
+        return importlib.metadata.version(PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        from corpus_dagster import __version__
+
+        return __version__
+
+
+def card_build_info(manifest: Mapping[str, Any], build: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The card info's corpus, build and reproduce parts: counts from the shard manifest, stage runs from
+    `build`. Only relative paths: a ledger outside the artifacts root is named by its config key."""
+    build = build or {}
+    dedup = manifest.get("dedup", {})
+    ref = manifest.get("ledger_ref") or "corpus/LEDGER.jsonl"
+    return {
+        "corpus": {
+            "fetched": build.get("fetched"),
+            "filters": {k: int(v) for k, v in manifest.get("filters", {}).items()},
+            "dedup": {k: int(dedup.get(k, 0)) for k in ("exact_dropped", "near_dropped", "decontaminated")},
+            "pii": {k: int(v) for k, v in manifest.get("pii", {}).items()},
+            "published": int(manifest.get("n_docs", 0)),
+        },
+        "build": {"steps": list(build.get("steps", [])), "release_key": build.get("release_key"),
+                  "code_versions": dict(build.get("code_versions", {}))},
+        "reproduce": {
+            "config_sha256": manifest.get("config_sha256", ""),
+            "ledger_sha256": manifest.get("ledger_sha256") or build.get("ledger_sha256", ""),
+            "ledger_ref": "<paths.ledger of the config>" if PurePosixPath(ref).is_absolute() else ref,
+            "package": PACKAGE,
+            "package_version": package_version(),
+            "release_path": build.get("release_path"),
+        },
     }
 
 
@@ -807,7 +850,7 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
             here = release_dir / rel
             digest = digests.get(rel) or (sha256_file(here) if here.is_file() else "")
             files.append({"path": rel, "rows": rows, "sha256": digest})
-        record = _record(inp, settings, plan, plan_counts, units, kw.get("selection_excluded"), files)
+        record = _record(inp, settings, plan, plan_counts, units, kw.get("selection_excluded"), files, kw.get("build"))
         _write_card(tmp / "out", record, figures={Path(f).name for f in fig_picks})
         (tmp / "out" / STATS_NAME).write_bytes(_record_bytes(record))
         for rel in [*(part_files[i] for i in part_picks), *fig_picks, "README.md", STATS_NAME]:
@@ -826,6 +869,12 @@ CODE_VERSION = "4"  # 2: the build records its units for the sampled rebuild che
 # 4: ids name the source row (file and line, or the ledger's id_field), not the shard id
 
 
+PACKAGE = "corpus_dagster"  # the distribution name in pyproject.toml
+# The stages of a corpus build before the release, in the order they run; per-source ones have a row per source
+BUILD_STAGES = ("ingest", "clean", "minhash", "dedup", "scrub", "publish", "tokens", "analysis")
+PER_SOURCE = {"ingest", "clean", "minhash", "scrub"}
+
+
 def release_name(resolved: Mapping[str, Any]) -> str:
     """The release's folder name: `release.name`, else the dataset name."""
     return resolved["release"]["name"] or resolved["dataset"]
@@ -842,6 +891,89 @@ def _document_info(layout: Layout, source_ids: list[str]) -> list[pa.Table]:
         repairs = pl.concat([pl.from_arrow(pq.read_table(p, columns=["id", "repairs"])) for p in files])
         tables.append(repairs.join(info, on="id", how="left").to_arrow())
     return tables
+
+
+def _pick(d: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: d[k] for k in keys if k in d}
+
+
+def _enabled(settings: Mapping[str, Any]) -> list[str]:
+    """Names of the sub-sections switched on (clean filters, scrub detectors)."""
+    return sorted(k for k, v in settings.items() if isinstance(v, Mapping) and v.get("enabled"))
+
+
+def _step(stage: str, source: str | None, record: StageRecord, manifest: Mapping[str, Any],
+          resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """One Construction row from a stage record: its counts and the settings that decided its output."""
+    st, cfg = record.stats, record.settings if isinstance(record.settings, Mapping) else {}
+    counts: dict[str, Any]
+    settings: dict[str, Any]
+    if stage == "ingest":
+        counts = {"documents": st.get("docs", 0), "excluded by where": st.get("excluded_by_where", 0),
+                  "quarantined": sum(int(v) for v in (st.get("quarantined") or {}).values())}
+        settings = dict(cfg)
+    elif stage == "clean":
+        counts = {"in": st.get("docs_in", 0), "kept": st.get("kept", 0), "rejected": st.get("rejected", 0),
+                  "repaired": sum(int(v) for v in (st.get("repairs") or {}).values())}
+        settings = {"filters": _enabled(cfg), "repair": sorted(k for k, v in (cfg.get("repair") or {}).items() if v)}
+    elif stage == "minhash":
+        counts = {"documents": st.get("docs", 0), "no signature": st.get("no_signature", 0)}
+        settings = _pick(cfg, "num_perm", "shingle_size", "scheme", "seed")
+    elif stage == "dedup":
+        counts = {"in": st.get("docs", 0), "exact dropped": st.get("exact_dropped", 0),
+                  "near dropped": st.get("near_dropped", 0), "decontaminated": st.get("decontaminated", 0)}
+        settings = _pick(cfg, "jaccard_threshold", "num_perm", "bands", "ngram", "action")
+    elif stage == "scrub":
+        counts = {"documents": st.get("docs", 0), "documents redacted": st.get("docs_redacted", 0),
+                  "placeholders": sum(int(v) for v in (st.get("pii") or {}).values())}
+        settings = {"detectors": _enabled(cfg)}
+    elif stage == "publish":
+        counts = {"documents": manifest.get("n_docs", 0), "shards": manifest.get("n_shards", 0)}
+        settings = {"shard_rows": resolved["shard_rows"], "val_permille": resolved["val_permille"]}
+    elif stage == "tokens":
+        counts = {"documents": st.get("n_docs", 0), "tokens": st.get("n_tokens", 0)}
+        settings = {"tokenizer": cfg.get("name") or cfg.get("encoding") or cfg.get("path"),
+                    **_pick(cfg, "kind", "eod_token", "bos_token")}
+    else:  # analysis
+        dup = (st.get("steps") or {}).get("duplicates") or {}
+        counts = {"documents with exact duplicates": dup.get("docs_with_exact", 0),
+                  "documents with near duplicates": dup.get("docs_with_near", 0)}
+        settings = _pick(cfg, "pair_threshold", "cluster_thresholds", "tokenizers")
+    return {"stage": stage, "source": source, "key": record.key, "code_version": record.code_version,
+            "counts": {k: int(v) for k, v in counts.items()}, "settings": settings}
+
+
+def _stage_runs(layout: Layout, source_ids: list[str]) -> list[tuple[str, str | None, StageRecord]]:
+    """The completed stage records of the build, in BUILD_STAGES order; the analysis only when it analysed
+    the published shards (it runs beside the release, not before it)."""
+    runs: list[tuple[str, str | None, StageRecord]] = []
+    shards = [[e["name"], e["sha256"]] for e in read_manifest(layout)["shards"]]
+    for stage in BUILD_STAGES:
+        for sid in source_ids if stage in PER_SOURCE else [None]:
+            folder = layout.raw_source(sid) if stage == "ingest" and sid else layout.stage(stage, sid)
+            record = records.read_record(folder)
+            if record is None or (stage == "analysis" and (record.inputs or {}).get("shards") != shards):
+                continue
+            runs.append((stage, sid, record))
+    return runs
+
+
+def build_info(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """What the card tells of the whole build, from the stage records and the manifest (see card_build_info):
+    documents fetched, the stage runs, the release key, code versions, the release path (relative)."""
+    source_ids = dedup_sources(layout)
+    manifest = read_manifest(layout)
+    runs = _stage_runs(layout, source_ids)
+    versions = {stage: rec.code_version for stage, _, rec in runs} | {STAGE: CODE_VERSION}
+    release_dir = layout.release(release_name(resolved))
+    return {
+        "fetched": sum(int(rec.stats.get("docs", 0)) for stage, _, rec in runs if stage == "ingest"),
+        "steps": [_step(stage, sid, rec, manifest, resolved) for stage, sid, rec in runs],
+        "release_key": release_key(layout, resolved)[0],
+        "code_versions": versions,
+        "release_path": release_dir.relative_to(layout.root).as_posix(),
+        "ledger_sha256": sha256_file(layout.ledger) if layout.ledger.is_file() else "",
+    }
 
 
 def release_kwargs(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, Any]:
@@ -865,11 +997,13 @@ def release_kwargs(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, Any
         "doc_info": _document_info(layout, source_ids),
         "selection_excluded": ingest_driver.selection_counts(layout, source_ids),
         "workers": resolved["workers"],
+        "build": build_info(layout, resolved),
     }
 
 
 def release_key(layout: Layout, resolved: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(key, inputs): the published manifest, token counts, ledger facts, ingest and clean keys, release settings."""
+    """(key, inputs): the published manifest, token counts, ledger facts, ingest and clean keys, the keys of the
+    stage runs the card names (its Construction section), release settings."""
     source_ids = dedup_sources(layout)
     ledger = {s.source_id: s.to_json() for s in load_ledger(layout.ledger)}
     try:
@@ -881,6 +1015,7 @@ def release_key(layout: Layout, resolved: Mapping[str, Any]) -> tuple[str, dict[
         "token_counts_sha256": counts,
         "sources": [[sid, ledger.get(sid), ingest_driver.raw_parts(layout, sid)[2].key, clean_record(layout, sid).key]
                     for sid in source_ids],
+        "stages": [[stage, sid, rec.key] for stage, sid, rec in _stage_runs(layout, source_ids)],
     }
     settings = {"release": output_settings(resolved, "release"), "tokenize": output_settings(resolved, "tokenize")}
     return stage_key(STAGE, CODE_VERSION, inputs, settings), inputs

@@ -1,0 +1,132 @@
+"""The dataset card tells the whole build (headline, Construction, Reproduce) from the real stages' records."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+from release_factory import build_kwargs, make_docs
+
+from corpus_dagster.core.config import config_sha256, load_config
+from corpus_dagster.defs.resources import CorpusConfig
+from corpus_dagster.defs.runner import check_results, materialize_global, materialize_sources
+from corpus_dagster.release.driver import build_release, check_release, release_name
+
+SMALL_RELEASE = {"bucket_width": 64, "min_tokens": 64, "max_tokens": 512, "max_segments": 3, "per_bucket_cap": 12}
+STEPS = ["ingest", "clean", "minhash", "dedup", "scrub", "publish", "tokens", "analysis", "release"]
+
+
+def add_duplicates(source: Path) -> None:
+    """Five exact copies and five one-word edits (Jaccard about 0.93) of alpha's first documents."""
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()]
+    extra = [dict(r, link=r["link"] + "-copy") for r in rows[:5]]
+    for r in rows[5:10]:
+        words = r["text"].split()
+        words[len(words) // 2] = "zebra"
+        extra.append({"text": " ".join(words), "link": r["link"] + "-near"})
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows + extra), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from corpus_factory import write_setup
+
+    root = tmp_path_factory.mktemp("card")
+    cfg = write_setup(root, extra={"release": SMALL_RELEASE})
+    add_duplicates(root / "sources" / "alpha.jsonl")
+    corpus = CorpusConfig(config_path=str(cfg))
+    instance = dg.DagsterInstance.ephemeral()
+    materialize_sources(corpus, instance)
+    result = materialize_global(corpus, instance)
+    resolved, layout = load_config(cfg), corpus.layout()
+    out = layout.release(release_name(resolved))
+    return {"root": root, "resolved": resolved, "layout": layout, "out": out, "result": result,
+            "card": (out / "README.md").read_text(encoding="utf-8"),
+            "manifest": json.loads(layout.manifest.read_text(encoding="utf-8"))}
+
+
+def cell(card: str, label: str) -> str:
+    return re.search(rf"^\| {re.escape(label)} \| ([^|]+) \|$", card, re.M).group(1).strip()
+
+
+def section(card: str, title: str) -> str:
+    return card.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_headline_counts_the_whole_build(built):
+    card, dedup = built["card"], built["manifest"]["dedup"]
+    assert dedup["exact_dropped"] > 0 and dedup["near_dropped"] > 0
+    assert cell(card, "exact duplicates removed (corpus dedup)") == f"{dedup['exact_dropped']:,}"
+    assert cell(card, "near duplicates removed (corpus dedup)") == f"{dedup['near_dropped']:,}"
+    assert cell(card, "documents fetched") == "102"  # 40 + 10 duplicates, 40, 12
+    assert cell(card, "documents published") == f"{built['manifest']['n_docs']:,}"
+    for name, n in built["manifest"]["filters"].items():
+        assert cell(card, f"dropped by filter {name}") == f"{n:,}"
+    labels = re.findall(r"^\| ([^|]+) \| [^|]+ \|$", card.split("## Usage")[0], re.M)
+    assert labels.index("documents published") < labels.index("documents")  # the corpus build, then the release
+
+
+def test_construction_lists_every_stage_with_its_key(built):
+    from corpus_dagster.core import records
+
+    layout = built["layout"]
+    rows = [line.split(" | ") for line in section(built["card"], "Construction").splitlines() if line.startswith("| ")]
+    steps = [r[0].lstrip("| ") for r in rows[1:]]
+    assert list(dict.fromkeys(steps)) == STEPS
+    keys = {(r[0].lstrip("| "), r[1]): r[-1].rstrip(" |").strip("`") for r in rows[1:]}
+    for sid in ("alpha", "beta", "gamma"):
+        assert keys[("ingest", sid)] == records.read_record(layout.raw_source(sid)).key
+        for stage in ("clean", "minhash", "scrub"):
+            assert keys[(stage, sid)] == records.read_record(layout.stage(stage, sid)).key
+    for stage in ("dedup", "publish", "tokens", "analysis", "release"):
+        assert keys[(stage, "all")] == records.read_record(layout.stage(stage)).key, stage
+    dedup = next(r for r in rows if r[0] == "| dedup")
+    assert "jaccard_threshold 0.8" in dedup[3] and "num_perm 128" in dedup[3] and "bands 16" in dedup[3]
+    assert f"exact dropped {built['manifest']['dedup']['exact_dropped']}" in dedup[2]
+    publish = next(r for r in rows if r[0] == "| publish")
+    assert publish[3] == "shard_rows 25; val_permille 100"
+
+
+def test_reproduce_has_the_real_hashes_and_versions(built):
+    rep, layout = section(built["card"], "Reproduce"), built["layout"]
+    ledger_sha = hashlib.sha256(layout.ledger.read_bytes()).hexdigest()
+    assert cell(rep, "config sha256") == f"`{config_sha256(built['resolved'])}`"
+    assert cell(rep, "ledger sha256") == f"`{ledger_sha}`" and cell(rep, "ledger") == "`corpus/LEDGER.jsonl`"
+    assert cell(rep, "package") == f"corpus_dagster {importlib.metadata.version('corpus_dagster')}"
+    assert "python -m corpus_dagster.run <config>" in rep
+    from corpus_dagster.release.driver import CODE_VERSION
+
+    versions = dict(v.split(" ") for v in cell(rep, "code versions").split(", "))
+    assert list(versions) == STEPS and versions["release"] == CODE_VERSION
+
+
+def test_card_names_paths_relative_to_the_root_only_and_its_check_passes(built):
+    card, root = built["card"], built["root"]
+    assert "`release/testset/v1/`" in section(card, "Reproduce")
+    assert str(root) not in card and str(Path(root).resolve()) not in card
+    assert str(root) not in (built["out"] / "_RELEASE.json").read_text(encoding="utf-8")
+    assert check_release(built["out"], built["resolved"]["release"])["card_matches_data"]["passed"]
+    release_checks = {name: passed for asset, name, passed, _ in check_results(built["result"]) if asset == "release"}
+    assert release_checks["release_card_matches_data"] and release_checks["release_reproducible"], release_checks
+
+
+def test_cleaning_table_says_the_repair_counts_do_not_apply(built):
+    notes = [line for line in section(built["card"], "Cleaning").splitlines()
+             if "out_of_range_after_fix" in line or "moved to another bucket after repair" in line]
+    assert len(notes) == 1 and "do not apply" in notes[0] and "before bucketing" in notes[0]
+
+
+def test_without_stage_records_the_headline_has_the_manifests_dedup_counts(tmp_path):
+    kwargs = build_kwargs(tmp_path, make_docs(seed=2, per_source={"alpha": 20, "beta": 10, "gamma": 10}))
+    build_release(**kwargs)
+    card = (kwargs["out_dir"] / "README.md").read_text(encoding="utf-8")
+    assert cell(card, "exact duplicates removed (corpus dedup)") == "4"  # release_factory's manifest
+    assert cell(card, "near duplicates removed (corpus dedup)") == "2"
+    assert "## Construction" in card and "## Reproduce" in card and str(tmp_path) not in card
+    assert check_release(kwargs["out_dir"], kwargs["settings"])["card_matches_data"]["passed"]
