@@ -1,6 +1,6 @@
 """PII scrub benchmark: precision/recall per type on the labeled set, and MB/s per core on realistic text.
 
-    .venv/bin/python bench/pii.py [--quick] [--mb N] [--compare]
+    .venv/bin/python bench/pii.py [--quick] [--mb N] [--compare] [--quality-only]
 
 Quality: tests/data/pii/labeled.jsonl (positives per type, real-shaped examples, hard negatives); a
 prediction is a true positive when it overlaps a gold span of the same type (see scrub/evaluate.py).
@@ -11,6 +11,10 @@ documents; 10% of the
 documents get 1-3 injected PII items (e-mails 40%, phones 25%, IPs 20%, keys 10%, cards 5%) on top of the
 real addresses the copyright files already hold. One process, POLARS_MAX_THREADS=1, CPU time
 (time.process_time), so MB/s is per core even on a shared machine. Wall time is printed too.
+
+Cues and code: recall on the labeled national-format phone numbers with their cue and with the cue
+replaced by neutral words, phone false positives on the hard negatives, and how many of the 10,000 real
+code identifiers after secret cue words (tests/data/pii/code_identifiers.py) the key detector fires on.
 
 --compare also runs two peers on the same inputs: datatrove's PIIFormatter (e-mails and IPv4 by regex, in
 bench/.venv-datatrove) and detect-secrets 1.5 (keys, in bench/.venv-secrets, created on first use).
@@ -40,6 +44,7 @@ sys.path.insert(0, str(ROOT / "tests" / "data" / "pii"))
 
 import pydoc_data.topics  # noqa: E402
 
+import code_identifiers  # noqa: E402
 import make_labeled as gen  # noqa: E402
 import polars as pl  # noqa: E402
 
@@ -148,6 +153,31 @@ def quality_table(scores: dict[str, TypeScore], title: str) -> None:
         print("errors (kind, fp/fn, family, context):")
         for kind, what, family, ctx in errors[:20]:
             print(f"  {kind:7} {what} {family:24} {ctx!r}")
+
+
+NATIONAL_FAMILIES = ("phone.national_cued", "phone.foreign_national", "phone.national_cue_phrases")
+
+
+def cue_and_code_table(labeled: list[LabeledDoc], cfg: dict) -> None:
+    """National-format phone recall with and without a cue, phone fps on hard negatives, identifier hits."""
+    national = [d for d in labeled if d.family in NATIONAL_FAMILIES]
+    cued = evaluate(national, cfg)["phones"]
+    bare = [LabeledDoc(d.family, f"The value {d.text[s:e]} was noted.", (("phones", 10, 10 + e - s),))
+            for d in national for kind, s, e in d.spans if kind == "phones"]
+    uncued = evaluate(bare, cfg)["phones"]
+    phrases = evaluate([d for d in labeled if d.family == "phone.national_cue_phrases"], cfg)["phones"]
+    negatives = evaluate([d for d in labeled if d.family.startswith("neg.")], cfg)["phones"]
+    lines = code_identifiers.code_lines()
+    hits = sum(any(k == "keys" for k, _, _ in spans) for spans in find_pii_batch(lines, cfg))
+    print("\nCues and code")
+    print(f"{'measure':58} {'value':>12}")
+    print(f"{'national phones, with cue: recall (tp/gold)':58} {cued.recall:6.3f} {cued.tp:>3}/{cued.tp + cued.fn}")
+    print(f"{'  of which cue phrasings (office number, reach us on ...)':58} {phrases.recall:6.3f} "
+          f"{phrases.tp:>3}/{phrases.tp + phrases.fn}")
+    print(f"{'national phones, cue replaced by neutral words: recall':58} {uncued.recall:6.3f} "
+          f"{uncued.tp:>3}/{uncued.tp + uncued.fn}")
+    print(f"{'phone false positives on the hard negatives':58} {negatives.fp:12d}")
+    print(f"{'code identifiers after secret cues: <KEY> hits':58} {hits:6d}/{len(lines)}")
 
 
 def speed(docs: list[str], cfg: dict, as_series: bool = False) -> dict[str, float]:
@@ -316,6 +346,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small corpus (~24 MB), for a run under 2 minutes")
     ap.add_argument("--mb", type=float, default=None, help="corpus size in MB (default 200, quick 24)")
     ap.add_argument("--compare", action="store_true", help="also run datatrove and detect-secrets")
+    ap.add_argument("--quality-only", action="store_true", help="labeled set and cue/code tables, no speed runs")
     args = ap.parse_args()
     cfg = default_pii_config()
 
@@ -328,6 +359,9 @@ def main() -> None:
     again = scrub_texts(scrubbed.text, cfg)
     print(f"after scrubbing: detections left={leftover}, texts changed by a second scrub="
           f"{sum(a != b for a, b in zip(again.text, scrubbed.text, strict=True))}")
+    cue_and_code_table(labeled, cfg)
+    if args.quality_only:
+        return
 
     mb = args.mb if args.mb is not None else (24 if args.quick else 200)
     t0 = time.perf_counter()

@@ -48,6 +48,14 @@ VERSION_WORDS = frozenset(
     changelog since upgrade upgraded section sections sec chapter ch clause figure fig table eq equation
     paragraph para article appendix oid""".split()
 )
+# `office number`, `direct line`: a noun naming a phone line after one of these words, among the last two
+# words before a number, is a phone cue (`our office number is (02) 1252 5307`); `number` alone is not
+# (`order number`, `number of units`), nor `line of sight`, nor `office no.` (a room as often as a phone).
+LINE_WORDS = frozenset("number numbers line lines".split())
+LINE_QUALIFIERS = frozenset(
+    """office home work direct main business contact emergency switchboard reception support service
+    toll free tollfree private personal mobile cell fax landline hotline helpline customer sales""".split()
+)
 _ID_MARKS = ("#", "\u00a7")
 _VERSION_OPERATORS = (">=", "<=", "==", "~=", "!=")
 
@@ -90,9 +98,14 @@ def version_context(text: str, start: int, window: int) -> bool:
 
 def phone_cue(text: str, start: int, window: int) -> bool:
     """True when a phone word (`Tel:`, `call`, `Telefon`, `appelez` ...) is among the last CUE_REACH words
-    before `start` (`call the clinic on`, `Rufen Sie uns an:`) and no id word stands between it and the number."""
-    for word in reversed(_last_words(text, start, window, CUE_REACH)):
-        if word in PHONE_WORDS:
+    before `start` (`call the clinic on`, `Rufen Sie uns an:`), or a phone line is named among the last two
+    (`office number is`, `direct line`: LINE_WORDS after LINE_QUALIFIERS), and no id word stands between
+    it and the number."""
+    words = _last_words(text, start, window, CUE_REACH + 1)
+    for i in range(len(words) - 1, max(0, len(words) - CUE_REACH) - 1, -1):
+        word = words[i]
+        line = word in LINE_WORDS and i >= len(words) - 2 and i > 0 and words[i - 1] in LINE_QUALIFIERS
+        if word in PHONE_WORDS or line:
             return True
         if word in ID_WORDS:
             return False

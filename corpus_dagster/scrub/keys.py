@@ -22,6 +22,9 @@ Rules (each span becomes `<KEY>`):
   entropy floor (the cue is the evidence; short secrets have little entropy): at least two character
   classes, not a placeholder, not made only of words (`hunter2`, `MYSQL_PASSWORD`); a passphrase may be
   words, with spaces inside the quotes.
+- an unquoted value that is an identifier of code (code_name: a dotted name, a name called or indexed,
+  a camelCase / snake_case name of pronounceable words) is never a key, after any cue:
+  `authinfo = urllib.request.HTTPBasicAuthHandler()`, `password_mgr = HTTPPasswordMgrWithDefaultRealm()`.
 """
 
 from __future__ import annotations
@@ -104,6 +107,19 @@ _SEPARATORS = re.compile(r"[/:.=_\-\\]+")
 # exponentially on long runs of letters that end in a non-match (minutes on one 0.8 MB log). Same language.
 _WORD_PIECE = re.compile(r"[a-z]+[0-9]*|[A-Z]+[0-9]*|[A-Z]?[a-z]+(?:[A-Z][a-z]+)*[0-9]*|[0-9]+")
 _CALL = re.compile(r"^[A-Za-z_][\w.]*\(")
+# Code, not a key: a dotted name (`urllib.request.HTTPBasicAuthHandler`), a name called or indexed
+# (`HTTPPasswordMgrWithDefaultRealm()`), or a name made of camelCase / snake_case words (`JSONPathType`,
+# `REPO_TYPES_MAPPING`). Random secrets cut into many one- and two-letter fragments, several digit runs and
+# unpronounceable letter runs; identifiers of real code do not (tests/data/pii/code_identifiers.py).
+_DOTTED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_CAMEL_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_CONSONANT_RUN = re.compile(r"[^aeiouy]{5,}")
+_CODE_TAIL = ("(", "[")
+# A short name with digits: `int32max`, `b64encode`, `_Int32Codes`, `sha256`, `HttpVersion2`.
+_SHORT_DIGIT_NAME = re.compile(
+    r"_*(?:[a-z]+[0-9]{1,4}[a-z]{2,}|(?:[A-Z][a-z]{2,}|[a-z]{3,})(?:[A-Z][a-z]{2,})*[0-9]{1,4}(?:[A-Z][a-z]{2,})*)_*"
+)
+_SPOKEN_WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]{3,6}")
 
 
 
@@ -171,6 +187,46 @@ def secret_value_ok(value: str, cfg: dict) -> bool:
     if _CALL.match(value) or _PLACEHOLDER.search(value) or _names_only(value):
         return False
     return shannon_entropy(value) >= cfg["min_entropy"]
+
+
+def code_name(value: str, after: str = "") -> bool:
+    """Whether an unquoted value is an identifier of code (`after`: the text right after it), not a key.
+
+    Dotted names and names followed by `(` or `[` are code. A plain name is code when its camelCase /
+    snake_case words average 2.5+ letters, at most one is a single letter and two have one or two, a
+    camelCase piece holds at most one distinct acronym (of at most six letters) and a word of three
+    letters, each `_` piece holds at most one digit run (at most four digits, next to a word), a short
+    name with digits is words around them, and its lowercase words are pronounceable (a vowel in a fifth
+    of the letters, no run of five consonants). Random secrets fail these; docs/pii.md has the rates.
+    """
+    if not _DOTTED_NAME.fullmatch(value):
+        return False
+    if after.startswith(_CODE_TAIL) or "." in value:
+        return True
+    if len(value) < 12 and any(c.isdigit() for c in value) and not _SHORT_DIGIT_NAME.fullmatch(value):
+        return False  # a short password mixes digits into letters (`s0Bziu`); a short name has words
+    letters: list[str] = []
+    for piece in value.split("_"):
+        words = _CAMEL_WORD.findall(piece)
+        digits = [i for i, w in enumerate(words) if w.isdigit()]
+        if len(digits) > 1 or any(len(words[i]) > 4 for i in digits):
+            return False
+        if digits and not any(0 <= j < len(words) and _SPOKEN_WORD.fullmatch(words[j])
+                              for j in (digits[0] - 1, digits[0] + 1)):
+            return False  # `int32max`, `b64encode`, not `Tr0ub4dor`: a digit run next to a real word
+        if len({w for w in words if w.isupper()}) > 1 and any(w.islower() or w.istitle() for w in words):
+            return False  # camelCase holds at most one acronym (`HTTPBasicAuthHandler`)
+        letters += [w for w in words if not w.isdigit()]
+    if not letters or sum(len(w) <= 2 for w in letters) > 2 or sum(len(w) == 1 for w in letters) > 1:
+        return False
+    spoken = [w.lower() for w in letters if not w.isupper()]
+    if spoken and (any(w.isupper() and len(w) > 6 for w in letters) or max(map(len, spoken)) < 3):
+        return False  # camelCase has a real word, and its acronyms are short
+    if sum(map(len, letters)) < 2.5 * len(letters):
+        return False
+    spoken = spoken or [w.lower() for w in letters]  # UPPER_SNAKE: every word is spoken
+    vowels = sum(c in "aeiouy" for w in spoken for c in w)
+    return not any(_CONSONANT_RUN.search(w) for w in spoken) and vowels >= 0.2 * sum(map(len, spoken))
 
 
 def _names_only(value: str) -> bool:
@@ -243,6 +299,8 @@ def _assigned(text: str, start: int, cfg: dict) -> tuple[int, int] | None:
     if quote and not text.startswith(quote, m.end("val")):
         return _cued_quoted(text, start, cfg)  # an opening quote whose value runs into a space
     value = m.group("val")
+    if not quote and code_name(value.rstrip("\\.:;,*"), text[m.end("val") : m.end("val") + 1]):
+        return None  # `token = urllib.request.HTTPBasicAuthHandler()`: code, not a key
     if secret_value_ok(value, cfg):
         return m.span("val")
     name = m.group("name")

@@ -682,13 +682,58 @@ def grown_lines() -> list[dict]:
     return out
 
 
+# Cued national numbers in the phrasings prose uses around a number (`our office number is`, `reach us on`,
+# `dial`, `direct line`), for the regions of the default pii.phones.regions, with hard negatives that
+# share the words. Its own seed keeps every line above unchanged.
+
+R3 = random.Random(2026)
+CUE_PHRASES = [
+    "Our office number is {}.", "You can reach us on {} during office hours.", "Dial {} for support.",
+    "For support, contact us at {}.", "Home number: {}", "Our main number is {} (press 2 for sales).",
+    "Direct line {}", "call {} for support", "Please phone {} to book.", "Customer service line: {}",
+    "Reach me on {} after 6 pm.", "Our support line is {}",
+]
+CUE_PHRASE_REGIONS = ["GB", "AU", "IN", "NZ", "IE", "ZA", "FR", "DE", "ES", "MX", "BR", "CH"]
+CUE_PHRASE_NEGATIVES = [
+    "Our office number is 12 on the third floor.", "The number of units is 1 234 567 in 2024.",
+    "direct line of sight 1200 - 1500 m", "Main number of the series: 3.14159 2.71828",
+    "Home number 7 of 12 in the street survey", "Call stack depth 0 1 2 3 4 5",
+    "customer service line items 2023 - 2024", "office no. 4711-2024-03",
+    "You can reach version 2.4.11.3 on the mirror.", "Dial 1 2 3 4 5 6 7 8 to reset.",
+]
+
+
+def cue_phrase_lines() -> list[dict]:
+    out = []
+    for i in range(120):
+        region = CUE_PHRASE_REGIONS[i % len(CUE_PHRASE_REGIONS)]
+        base = phonenumbers.example_number_for_type(region, PhoneNumberType.MOBILE if i % 2 else
+                                                    PhoneNumberType.FIXED_LINE) or phonenumbers.example_number(region)
+        national = str(base.national_number)
+        num = base
+        for _ in range(200):
+            cand = phonenumbers.parse(f"+{base.country_code}{national[:-4]}"
+                                      + "".join(R3.choice(string.digits) for _ in range(4)), None)
+            if phonenumbers.is_valid_number(cand):
+                num = cand
+                break
+        value = phonenumbers.format_number(num, PhoneNumberFormat.NATIONAL)
+        if not phonenumbers.is_valid_number_for_region(phonenumbers.parse(value, region), region):
+            continue
+        out.append({"family": "phone.national_cue_phrases",
+                    "text": CUE_PHRASES[(i // len(CUE_PHRASE_REGIONS) + i) % len(CUE_PHRASES)].format(
+                        m("phones", value))})
+    out += [{"family": "neg.cue_phrase_non_phones", "text": t} for t in CUE_PHRASE_NEGATIVES]
+    return out
+
+
 def main() -> None:
     lines = (
         email_lines() + phone_lines() + card_lines() + ip_lines() + key_lines()
         + [{"family": "real_shaped", "text": t} for t in REAL_SHAPED]
         + [{"family": "phone.foreign_national", "text": t} for t in FOREIGN_NATIONAL] + negative_lines()
         + [{"family": "phone.uncovered_region", "text": t} for t in UNCOVERED_REGION]
-        + grown_lines()
+        + grown_lines() + cue_phrase_lines()
     )
     with open(OUT, "w", encoding="utf-8") as fh:
         for line in lines:
