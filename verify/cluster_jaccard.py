@@ -4,6 +4,7 @@ are checked whole and every other cluster on a seeded sample of its pairs. With 
 (`--max-bytes`), a seeded sample of clusters is recomputed; every cluster's ids, size and reported min
 are still checked.
 
+    python verify/cluster_jaccard.py --corpus-dir DIR --out-dir OUT    # every threshold the out dir lists
     python verify/cluster_jaccard.py --corpus-dir DIR --clusters OUT/near_dup_clusters_t70.jsonl --threshold 0.7
 """
 
@@ -18,9 +19,11 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python verify/<name>.py
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _reference import corpus_files, iter_documents, jaccard_hashes, shingles_of, text_sizes  # noqa: E402
+    from _inputs import add_arguments, require, resolve_inputs  # noqa: E402
+    from _reference import iter_documents, jaccard_hashes, shingles_of, text_sizes  # noqa: E402
 else:  # imported as verify.<name> (a checkout) or corpus_dagster.verify.<name> (the installed wheel)
-    from ._reference import corpus_files, iter_documents, jaccard_hashes, shingles_of, text_sizes  # noqa: E402
+    from ._inputs import add_arguments, require, resolve_inputs  # noqa: E402
+    from ._reference import iter_documents, jaccard_hashes, shingles_of, text_sizes  # noqa: E402
 
 TOLERANCE = 1e-6  # the files round Jaccard to 6 decimals
 SAMPLE_PAIRS = 32  # pairs recomputed of a cluster that does not fit the budget whole
@@ -155,26 +158,47 @@ def _check(clusters: list[dict], threshold: float, shingles, known,
             "pairs_checked": pairs, "failures": failures[:20], "n_failures": len(failures)}
 
 
+def _cluster_files(a: argparse.Namespace, settings: dict) -> list[tuple[Path, float]]:
+    """(file, threshold) pairs to check: the named one, else every threshold the out dir's analysis cut."""
+    if a.clusters is not None:
+        return [(Path(a.clusters), a.threshold)]
+    names = settings.get("clusters", {})
+    thresholds = settings.get("cluster_thresholds", [])
+    if thresholds and names:
+        return [(Path(a.out_dir) / names[f"t{round(t * 100):02d}"], float(t)) for t in thresholds]
+    found = sorted(Path(a.out_dir).glob("near_dup_clusters_t*.jsonl"))  # an analysis older than _INPUTS.json
+    return [(f, int(f.stem.rsplit("_t", 1)[1]) / 100) for f in found]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--corpus-dir", required=True)
-    p.add_argument("--clusters", required=True)
-    p.add_argument("--threshold", type=float, required=True)
-    p.add_argument("--exclude", help="folder under the corpus dir to skip (the analysis out dir)")
+    add_arguments(p)
+    p.add_argument("--clusters", help="one near_dup_clusters_tNN.jsonl (default: every one in the out dir)")
+    p.add_argument("--threshold", type=float, help="the threshold of --clusters")
     p.add_argument("--max-pairs", type=int, default=0, help="recompute at most about this many pairs (0: every pair)")
     p.add_argument("--max-bytes", type=int, default=0,
                    help="hash about this many text bytes: a seeded sample of clusters (0: every cluster)")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
-    res = check_clusters(corpus_files(a.corpus_dir, a.exclude), a.clusters, a.threshold, max_pairs=a.max_pairs,
-                         seed=a.seed, max_bytes=a.max_bytes)
-    verdict = "PASS" if res["passed"] else "FAIL"
-    print(f"{verdict}: {res['clusters']} clusters ({res['clusters_recomputed']} recomputed), {res['pairs_checked']} "
-          f"pairs, {res['n_failures']} failure(s)")
-    for f in res["failures"]:
+    require(a, p)
+    if a.clusters is None and a.out_dir is None:
+        p.error("--clusters is needed without --out-dir")
+    if (a.clusters is None) != (a.threshold is None):
+        p.error("--clusters and --threshold go together")
+    inputs = resolve_inputs(a.corpus_dir, a.out_dir, a.exclude)
+    targets = _cluster_files(a, inputs.settings)
+    if not targets:
+        p.error(f"no near_dup_clusters_t*.jsonl in {a.out_dir}")
+    results = check_cluster_files(inputs.files, targets, max_pairs=a.max_pairs, seed=a.seed, max_bytes=a.max_bytes)
+    failures = list(inputs.failures)
+    for (path, threshold), res in zip(targets, results, strict=True):
+        print(f"{'PASS' if res['passed'] else 'FAIL'}: {path.name} (>= {threshold}): {res['clusters']} clusters "
+              f"({res['clusters_recomputed']} recomputed), {res['pairs_checked']} pairs, {res['n_failures']} failure(s)")
+        failures += [f"{path.name}: {f}" for f in res["failures"]]
+    print(f"{'PASS' if not failures else 'FAIL'}: {len(targets)} cluster file(s) over {len(inputs.files)} corpus file(s)")
+    for f in failures:
         print(f"  {f}")
-    return 0 if res["passed"] else 1
-
+    return 0 if not failures else 1
 
 if __name__ == "__main__":
     sys.exit(main())

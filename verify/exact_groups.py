@@ -1,6 +1,8 @@
 """Count exact-duplicate groups by hashing the corpus directly and compare with duplicate_groups.jsonl.
 
+    python verify/exact_groups.py --corpus-dir DIR --out-dir OUT     # the analysis's own arguments
     python verify/exact_groups.py --corpus-dir DIR --groups OUT/duplicate_groups.jsonl
+    python -m corpus_dagster.verify.exact_groups --out-dir OUT        # the installed package
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python verify/<name>.py
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _reference import corpus_files, iter_documents  # noqa: E402
+    from _inputs import add_arguments, require, resolve_inputs  # noqa: E402
+    from _reference import iter_documents  # noqa: E402
 else:  # imported as verify.<name> (a checkout) or corpus_dagster.verify.<name> (the installed wheel)
-    from ._reference import corpus_files, iter_documents  # noqa: E402
+    from ._inputs import add_arguments, require, resolve_inputs  # noqa: E402
+    from ._reference import iter_documents  # noqa: E402
 
 
 def check_exact_groups(files: list[Path], groups_file: str | Path) -> dict:
@@ -41,17 +45,22 @@ def check_exact_groups(files: list[Path], groups_file: str | Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--corpus-dir", required=True)
-    p.add_argument("--groups", required=True)
-    p.add_argument("--exclude", help="folder under the corpus dir to skip (the analysis out dir)")
+    add_arguments(p)
+    p.add_argument("--groups", help="duplicate_groups.jsonl (default: the out dir's)")
     a = p.parse_args(argv)
-    res = check_exact_groups(corpus_files(a.corpus_dir, a.exclude), a.groups)
-    print(f"{'PASS' if res['passed'] else 'FAIL'}: {res['docs']} documents, {res['groups']} exact groups found, "
+    require(a, p)
+    if a.groups is None and a.out_dir is None:
+        p.error("--groups is needed without --out-dir")
+    inputs = resolve_inputs(a.corpus_dir, a.out_dir, a.exclude)
+    groups = a.groups or Path(a.out_dir) / inputs.settings.get("groups", "duplicate_groups.jsonl")
+    res = check_exact_groups(inputs.files, groups)
+    failures = inputs.failures + res["failures"]
+    verdict = "PASS" if not failures else "FAIL"
+    print(f"{verdict}: {res['docs']} documents in {len(inputs.files)} file(s), {res['groups']} exact groups found, "
           f"{res['reported']} reported")
-    for f in res["failures"]:
+    for f in failures:
         print(f"  {f}")
-    return 0 if res["passed"] else 1
-
+    return 0 if not failures else 1
 
 if __name__ == "__main__":
     sys.exit(main())

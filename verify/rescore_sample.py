@@ -1,5 +1,6 @@
 """Re-score a seeded random sample of doc_duplicates records from the texts.
 
+    python verify/rescore_sample.py --corpus-dir DIR --out-dir OUT     # the out dir's table and threshold
     python verify/rescore_sample.py --corpus-dir DIR --duplicates OUT/doc_duplicates_t70 --threshold 0.7
 """
 
@@ -15,9 +16,11 @@ import pyarrow.parquet as pq
 
 if __package__ in (None, ""):  # run as a script: python verify/<name>.py
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _reference import corpus_files, counts_hashes, shingles_of, texts_of  # noqa: E402
+    from _inputs import add_arguments, require, resolve_inputs  # noqa: E402
+    from _reference import counts_hashes, shingles_of, texts_of  # noqa: E402
 else:  # imported as verify.<name> (a checkout) or corpus_dagster.verify.<name> (the installed wheel)
-    from ._reference import corpus_files, counts_hashes, shingles_of, texts_of  # noqa: E402
+    from ._inputs import add_arguments, require, resolve_inputs  # noqa: E402
+    from ._reference import counts_hashes, shingles_of, texts_of  # noqa: E402
 
 TOLERANCE = 1e-6  # Jaccard is stored as float32 (rounded up: never below the exact ratio)
 
@@ -81,20 +84,25 @@ def check_duplicates_sample(files: list[Path], duplicates_dir: str | Path, thres
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--corpus-dir", required=True)
-    p.add_argument("--duplicates", required=True)
-    p.add_argument("--threshold", type=float, default=0.7)
+    add_arguments(p)
+    p.add_argument("--duplicates", help="a doc_duplicates_tNN folder (default: the out dir's)")
+    p.add_argument("--threshold", type=float, help="its pair threshold (default: the out dir's, else 0.7)")
     p.add_argument("--sample", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--exclude", help="folder under the corpus dir to skip (the analysis out dir)")
     a = p.parse_args(argv)
-    res = check_duplicates_sample(corpus_files(a.corpus_dir, a.exclude), a.duplicates, a.threshold, a.sample, a.seed)
-    print(f"{'PASS' if res['passed'] else 'FAIL'}: {res['sampled']} of {res['rows']} records, "
-          f"{res['pairs_scored']} near pairs re-scored, {res['n_failures']} failure(s)")
-    for f in res["failures"]:
+    require(a, p)
+    if a.duplicates is None and a.out_dir is None:
+        p.error("--duplicates is needed without --out-dir")
+    inputs = resolve_inputs(a.corpus_dir, a.out_dir, a.exclude)
+    duplicates = a.duplicates or Path(a.out_dir) / inputs.settings.get("duplicates", "doc_duplicates_t70")
+    threshold = a.threshold if a.threshold is not None else inputs.settings.get("pair_threshold", 0.7)
+    res = check_duplicates_sample(inputs.files, duplicates, threshold, a.sample, a.seed)
+    failures = inputs.failures + res["failures"]
+    print(f"{'PASS' if not failures else 'FAIL'}: {res['sampled']} of {res['rows']} records, "
+          f"{res['pairs_scored']} near pairs re-scored, {res['n_failures'] + len(inputs.failures)} failure(s)")
+    for f in failures:
         print(f"  {f}")
-    return 0 if res["passed"] else 1
-
+    return 0 if not failures else 1
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -29,6 +29,7 @@ from corpus_dagster.analysis import costs
 from corpus_dagster.analysis.candidates import bucket_pairs, candidate_probability, unpack_pairs
 from corpus_dagster.analysis.clusters import complete_linkage
 from corpus_dagster.analysis.exact import exact_representatives, group_members
+from corpus_dagster.analysis.inputs import INPUTS_FILE, read_inputs, select_corpus_files
 from corpus_dagster.analysis.lengths import length_tables
 from corpus_dagster.analysis.report import render_report
 from corpus_dagster.analysis.tokenizers import load_tokenizers
@@ -92,11 +93,13 @@ class CorpusFiles:
     """Parquet files of one corpus, each with a `text` column, read in list order.
 
     source_ids: per file, its source (None: the file's `source_id` column, else `default_source`).
+    root: the folder the files were selected from (select_corpus_files), recorded in `_INPUTS.json`.
     """
 
     files: list[Path]
     source_ids: list[str | None]
     default_source: str = "corpus"
+    root: Path | None = None
 
     def __post_init__(self) -> None:
         self.files = [Path(f) for f in self.files]
@@ -105,31 +108,25 @@ class CorpusFiles:
 
 
 def corpus_from_dir(corpus_dir: str | Path, exclude: Path | None = None) -> CorpusFiles:
-    """Every `*.parquet` under a folder (recursively, sorted by path; hidden names and `exclude` skipped)."""
+    """The `*.parquet` files under a folder that select_corpus_files picks (recursively, sorted by path;
+    hidden names and `exclude` skipped; under a stage record listing `docs`, only those): the rule the
+    verify/ scripts apply to the same folder."""
     root = Path(corpus_dir)
-    if not root.is_dir():
-        raise AnalysisError(f"--corpus-dir {root}: not a folder")
-    files = []
-    for p in sorted(root.rglob("*.parquet")):
-        rel = p.relative_to(root)
-        if any(part.startswith((".", "_")) for part in rel.parts):
-            continue
-        if exclude is not None and exclude.resolve() in p.resolve().parents:
-            continue
-        files.append(p)
+    files = select_corpus_files(root, exclude)
     if not files:
         raise AnalysisError(f"--corpus-dir {root}: no *.parquet files found; point it at a folder of shards")
-    return CorpusFiles(files, [None] * len(files), root.resolve().name or "corpus")
+    return CorpusFiles(files, [None] * len(files), root.resolve().name or "corpus", root)
 
 
-def corpus_from_sources(sources: dict[str, Sequence[Path]]) -> CorpusFiles:
-    """Files per source id (the graph's clean per-source documents), sources in name order."""
+def corpus_from_sources(sources: dict[str, Sequence[Path]], root: Path | None = None) -> CorpusFiles:
+    """Files per source id (the graph's clean per-source documents), sources in name order; `root` is
+    the folder select_corpus_files picks the same files from (the clean stage folder)."""
     files, ids = [], []
     for source_id in sorted(sources):
         for f in sources[source_id]:
             files.append(Path(f))
             ids.append(source_id)
-    return CorpusFiles(files, ids)
+    return CorpusFiles(files, ids, root=root)
 
 
 def _footer_sha(path: Path) -> str:
@@ -797,6 +794,40 @@ def _make_ctx(documents, out_dir, cfg, length_documents, signature_files, token_
                 [Path(p) for p in token_counts], max(1, workers), _run_key(inputs, cfg))
 
 
+def _input_list(corpus: CorpusFiles, out: Path, old: dict[str, Any] | None) -> dict[str, Any]:
+    """The folder (relative to the out dir, so the tree moves as one) and, in read order, the name,
+    bytes and sha256 of each file: content only, so the same corpus gives the same list wherever its
+    stage folders are keyed. A hash in `old` (same run key) for the same name and size is reused."""
+    prior = (old or {}).get("files", [])
+    entries = []
+    for i, f in enumerate(corpus.files):
+        size = Path(f).stat().st_size
+        same = prior[i] if i < len(prior) and prior[i].get("name") == Path(f).name and prior[i].get("bytes") == size else None
+        entries.append({"name": Path(f).name, "bytes": size, "sha256": same["sha256"] if same else sha256_file(Path(f))})
+    root = corpus.root
+    if root is None:  # files handed over without a folder: the deepest folder holding them all
+        root = Path(os.path.commonpath([str(Path(f).resolve().parent) for f in corpus.files]))
+    return {"corpus_dir": Path(os.path.relpath(Path(root).resolve(), out.resolve())).as_posix(), "files": entries}
+
+
+def _write_inputs(ctx: _Ctx) -> None:
+    """`_INPUTS.json`: the files this analysis read and the thresholds its tables were cut at, so a check
+    given only the out dir verifies against exactly them. Rehashed only when the run key changed."""
+    old = read_inputs(ctx.out)
+    same_key = old is not None and old.get("key") == ctx.key
+    value = {
+        "key": ctx.key,
+        "documents": _input_list(ctx.documents, ctx.out, old.get("documents") if same_key else None),
+        "lengths": _input_list(ctx.lengths, ctx.out, old.get("lengths") if same_key else None),
+        "settings": {"pair_threshold": ctx.cfg["pair_threshold"], "cluster_thresholds": ctx.cfg["cluster_thresholds"],
+                     "shingle_size": ctx.cfg["shingle_size"],
+                     "duplicates": duplicates_dir_name(ctx.cfg), "groups": GROUPS_FILE,
+                     "clusters": {tag(t): f"near_dup_clusters_{tag(t)}.jsonl" for t in ctx.cfg["cluster_thresholds"]}},
+    }
+    if value != old:
+        _write_json(ctx.out / INPUTS_FILE, value)
+
+
 def _is_done(ctx: _Ctx, step: str) -> bool:
     rec = ctx.state / f"{step}.json"
     if not rec.is_file():
@@ -835,6 +866,7 @@ def run_analysis(
     ctx.out.mkdir(parents=True, exist_ok=True)
     for folder in (ctx.out, ctx.work, ctx.state):
         remove_stale_temps(folder)
+    _write_inputs(ctx)
     result: dict[str, Any] = {
         "out_dir": str(ctx.out), "key": ctx.key, "ran": [], "skipped": [], "steps": {}, "seconds": {}, "peak_rss_mb": {}
     }
@@ -908,14 +940,15 @@ def clear_work(out_dir: str | Path) -> None:
 # --- The stage as the Dagster layer runs it: a stage record keyed by content, checks from verify/ ------------
 
 STAGE = "analysis"
-CODE_VERSION = "2"  # 2: near_duplicates carry intersection/union, jaccard rounded up
+CODE_VERSION = "3"  # 2: near_duplicates carry intersection/union, jaccard rounded up; 3: _INPUTS.json
 INTERNAL = ("_state", "_work")  # step records and intermediate arrays of the resumable CLI run
 
 
 def _graph_inputs(layout: Layout, source_ids: list[str]) -> tuple[CorpusFiles, CorpusFiles, list[Path], list[Path], dict[str, Any]]:
     """(clean documents, published shards, signature files, token counts, key inputs) of the graph's analysis."""
 
-    documents = corpus_from_sources({sid: clean_doc_files(layout, sid) for sid in sorted(source_ids)})
+    documents = corpus_from_sources({sid: clean_doc_files(layout, sid) for sid in sorted(source_ids)},
+                                    root=layout.stage("clean"))
     verified_shards(layout)  # the shards corpus_from_dir reads, checked against the publish record
     lengths = corpus_from_dir(layout.shards)
     signatures = []
