@@ -20,7 +20,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--corpus-dir", required=True, type=Path, help="folder of *.parquet files (searched recursively)")
     p.add_argument("--out-dir", required=True, type=Path, help="where the outputs and the resume state go")
-    p.add_argument("--dry-run", action="store_true", help="print the estimated time, disk and memory per step; run nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the estimated time, disk and memory per step (with --step: of those steps only); run nothing")
     p.add_argument("--step", action="append", choices=STEPS, help="run this step (and unfinished earlier ones); repeatable")
     p.add_argument("--force", action="store_true", help="rerun the requested steps even when finished")
     p.add_argument("--config", type=Path, help="corpus config (YAML/JSON); its `analysis` section is used")
@@ -37,14 +38,18 @@ def _human(n: float) -> str:
     return str(n)
 
 
-def print_plan(plan: dict) -> None:
-    """The dry-run table."""
+def print_plan(plan: dict, steps: Sequence[str] | None = None) -> None:
+    """The dry-run table: every step, or only `steps` (a `--step` asks what that step costs) with
+    their total."""
+    rows = [s for s in plan["steps"] if not steps or s["step"] in steps]
     print(f"corpus: {plan['docs']:,} documents, {_human(plan['text_bytes'])} of text")
     print(f"{'step':<12}{'est. time':>12}{'disk':>12}{'peak memory':>14}")
-    for s in plan["steps"]:
+    for s in rows:
         print(f"{s['step']:<12}{s['seconds']:>10.1f} s{_human(s['disk_bytes']):>12}{_human(s['peak_rss_bytes']):>14}")
-    print(f"{'total':<12}{plan['total_seconds']:>10.1f} s{_human(plan['total_disk_bytes']):>12}"
-          f"{_human(plan['peak_rss_bytes']):>14}")
+    seconds = round(sum(s["seconds"] for s in rows), 1)
+    disk = sum(s["disk_bytes"] for s in rows)
+    peak = max((s["peak_rss_bytes"] for s in rows), default=0)
+    print(f"{'total':<12}{seconds:>10.1f} s{_human(disk):>12}{_human(peak):>14}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = load_config(args.config, overrides)["analysis"]
         corpus = corpus_from_dir(args.corpus_dir, exclude=args.out_dir)
         if args.dry_run:
-            print_plan(plan_analysis(corpus, cfg, workers=args.workers))
+            print_plan(plan_analysis(corpus, cfg, workers=args.workers), args.step)
             return 0
         res = run_analysis(corpus, args.out_dir, cfg, steps=args.step, force=args.force, workers=args.workers,
                            log=lambda m: print(m, file=sys.stderr))

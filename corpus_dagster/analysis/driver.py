@@ -31,7 +31,7 @@ from corpus_dagster.analysis.clusters import complete_linkage
 from corpus_dagster.analysis.exact import exact_representatives, group_members
 from corpus_dagster.analysis.inputs import INPUTS_FILE, read_inputs, select_corpus_files
 from corpus_dagster.analysis.lengths import length_tables
-from corpus_dagster.analysis.report import render_report
+from corpus_dagster.analysis.report import dataset_card, render_report
 from corpus_dagster.analysis.tokenizers import load_tokenizers
 from corpus_dagster.analysis.views import (
     DUPLICATES_SCHEMA,
@@ -78,6 +78,7 @@ HISTOGRAM_FILE = "token_length_histogram.parquet"
 DOC_COUNTS_FILE = "doc_token_counts.parquet"
 FIGURES_DIR = "figures"
 REPORT_FILE = "REPORT.md"
+NEAR_DUP_DIR = "near_dup"  # the duplicate tables as a dataset folder with its own card (README.md)
 
 
 def tag(threshold: float) -> str:
@@ -734,6 +735,39 @@ def _step_figures(ctx: _Ctx) -> dict[str, Any]:
     return {"figures": sorted(rendered)}
 
 
+def _link_or_copy(src: Path, dst: Path) -> None:
+    """A hard link (no second copy on disk), else a copy (a file system without links)."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def _lines(path: Path) -> int:
+    with open(path, "rb") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
+def _write_near_dup(ctx: _Ctx) -> dict[str, Any]:
+    """near_dup/: the duplicate table, the cluster files and the exact groups under their own names, with
+    a README.md card naming one `datasets` config per table. The tables beside it stay where they are."""
+    dups = duplicates_dir_name(ctx.cfg)
+    clusters = [(f"near_dup_clusters_{tag(t)}.jsonl", t) for t in ctx.cfg["cluster_thresholds"]]
+    parts = sorted((ctx.out / dups).glob("*.parquet"))
+    rows = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+    with atomic_dir(ctx.out / NEAR_DUP_DIR) as tmp:
+        (tmp / dups).mkdir()
+        for p in parts:
+            _link_or_copy(p, tmp / dups / p.name)
+        for name in [c for c, _ in clusters] + [GROUPS_FILE]:
+            _link_or_copy(ctx.out / name, tmp / name)
+        card = dataset_card(duplicates_dir=dups, clusters=[(c, t, _lines(ctx.out / c)) for c, t in clusters],
+                            groups_file=GROUPS_FILE, duplicate_rows=rows, groups=_lines(ctx.out / GROUPS_FILE),
+                            pair_threshold=ctx.cfg["pair_threshold"], shingle_size=ctx.cfg["shingle_size"])
+        (tmp / "README.md").write_text(card, encoding="utf-8")
+    return {"near_dup": NEAR_DUP_DIR, "near_dup_rows": rows}
+
+
 def _step_report(ctx: _Ctx) -> dict[str, Any]:
     records = {s: json.loads((ctx.state / f"{s}.json").read_text(encoding="utf-8"))["stats"] for s in STEPS[:-1]}
     figs = sorted(p.name for p in (ctx.out / FIGURES_DIR).glob("*.png"))
@@ -747,7 +781,7 @@ def _step_report(ctx: _Ctx) -> dict[str, Any]:
     )
     with atomic_path(ctx.out / REPORT_FILE) as tmp:
         tmp.write_text(text, encoding="utf-8")
-    return {"report": REPORT_FILE}
+    return {"report": REPORT_FILE, **_write_near_dup(ctx)}
 
 
 # ------------------------------------------------------------------------------------------------- runner
@@ -777,7 +811,7 @@ def step_outputs(step: str, cfg: dict[str, Any]) -> list[str]:
         + [f"{VIEWS_FILE}.parquet", f"{VIEWS_FILE}.json", RATES_FILE],
         "lengths": [DOC_COUNTS_FILE, HISTOGRAM_FILE, f"{LENGTHS_FILE}.parquet", f"{LENGTHS_FILE}.json"],
         "figures": [FIGURES_DIR],
-        "report": [REPORT_FILE],
+        "report": [REPORT_FILE, NEAR_DUP_DIR],
     }[step]
 
 
@@ -940,7 +974,7 @@ def clear_work(out_dir: str | Path) -> None:
 # --- The stage as the Dagster layer runs it: a stage record keyed by content, checks from verify/ ------------
 
 STAGE = "analysis"
-CODE_VERSION = "3"  # 2: near_duplicates carry intersection/union, jaccard rounded up; 3: _INPUTS.json
+CODE_VERSION = "3"  # 2: near_duplicates carry intersection/union, jaccard rounded up; 3: _INPUTS.json, near_dup/
 INTERNAL = ("_state", "_work")  # step records and intermediate arrays of the resumable CLI run
 
 

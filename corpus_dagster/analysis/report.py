@@ -90,3 +90,52 @@ def render_report(
     for f in figures:
         lines += [f"![{f}]({f})", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def dataset_card(*, duplicates_dir: str, clusters: list[tuple[str, float, int]], groups_file: str,
+                 duplicate_rows: int, groups: int, pair_threshold: float, shingle_size: int) -> str:
+    """README.md of the near_dup/ dataset folder: YAML front matter naming one config per table (what
+    `datasets.load_dataset` and the Hub viewer read), then what each table holds.
+
+    clusters: (file name, threshold, clusters) per cluster file."""
+    def config(name: str, path: str, default: bool = False) -> list[str]:
+        lines = [f"- config_name: {name}", "  data_files:", "  - split: train", f"    path: {path}"]
+        return lines + (["  default: true"] if default else [])
+
+    front = ["---", "configs:"]
+    front += config(duplicates_dir, f"{duplicates_dir}/*.parquet", default=True)
+    for name, _, _ in clusters:
+        front += config(name.removesuffix(".jsonl"), name)
+    front += config(groups_file.removesuffix(".jsonl"), groups_file)
+    front += ["---", ""]
+    body = [
+        "# Near-duplicate tables",
+        "",
+        f"Exact and near duplicates of the analysed corpus: Jaccard over sets of normalized {shingle_size}-word "
+        "shingles, computed exactly for every MinHash LSH candidate (never estimated). Copies of the analysis "
+        "tables beside this folder; one config per table.",
+        "",
+        "| config | file(s) | rows | what |",
+        "|---|---|---|---|",
+        f"| `{duplicates_dir}` | `{duplicates_dir}/*.parquet` | {duplicate_rows:,} | one row per document with a "
+        f"duplicate: `doc_id`, `exact_duplicates`, `near_duplicates` (`doc_id`, `jaccard` float32 rounded up, "
+        f"`intersection`, `union`; Jaccard >= {pair_threshold}), `n_exact`, `n_near` |",
+    ]
+    for name, threshold, n in clusters:
+        body.append(f"| `{name.removesuffix('.jsonl')}` | `{name}` | {n:,} | complete-linkage clusters, every pair "
+                    f"at Jaccard >= {threshold}: `component`, `size`, `doc_ids`, `min_jaccard`, `mean_jaccard` |")
+    body.append(f"| `{groups_file.removesuffix('.jsonl')}` | `{groups_file}` | {groups:,} | byte-identical groups: "
+                "`doc_ids` |")
+    body += [
+        "",
+        "```python",
+        "import datasets",
+        f'dups = datasets.load_dataset("parquet", data_files="near_dup/{duplicates_dir}/*.parquet", split="train")',
+        f'clusters = datasets.load_dataset("json", data_files="near_dup/{clusters[0][0] if clusters else groups_file}", '
+        'split="train")',
+        "```",
+        "",
+        "A stricter Jaccard threshold is a filter on the integers: keep `intersection * 100 >= 75 * union` for 0.75.",
+        "",
+    ]
+    return "\n".join(front + body)
