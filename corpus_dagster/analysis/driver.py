@@ -974,7 +974,7 @@ def clear_work(out_dir: str | Path) -> None:
 # --- The stage as the Dagster layer runs it: a stage record keyed by content, checks from verify/ ------------
 
 STAGE = "analysis"
-CODE_VERSION = "3"  # 2: near_duplicates carry intersection/union, jaccard rounded up; 3: _INPUTS.json, near_dup/
+CODE_VERSION = "4"  # 2: near_duplicates carry intersection/union, jaccard rounded up; 3: _INPUTS.json; 4: near_dup/
 INTERNAL = ("_state", "_work")  # step records and intermediate arrays of the resumable CLI run
 
 
