@@ -60,7 +60,9 @@ def tree_bytes(folder: Path) -> dict[str, bytes]:
 
 
 def release_rows(folder: Path) -> dict[str, list]:
-    out = {}
+    """Every release part's rows without `created_at` (the fetch time), and every other file's bytes."""
+    out: dict[str, object] = {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+                              if p.is_file() and p.suffix != ".parquet" and p.name != "_RELEASE.json"}
     for part in sorted(folder.rglob("*.parquet")):
         table = pq.read_table(part)
         out[str(part.relative_to(folder))] = table.drop_columns(["created_at"]).to_pylist()

@@ -72,20 +72,24 @@ def test_headline_counts_the_whole_build(built):
     assert labels.index("documents published") < labels.index("documents")  # the corpus build, then the release
 
 
-def test_construction_lists_every_stage_with_its_key(built):
+def test_construction_lists_every_stage_with_its_code_version(built):
     from corpus_dagster.core import records
 
     layout = built["layout"]
     rows = [line.split(" | ") for line in section(built["card"], "Construction").splitlines() if line.startswith("| ")]
     steps = [r[0].lstrip("| ") for r in rows[1:]]
     assert list(dict.fromkeys(steps)) == STEPS
-    keys = {(r[0].lstrip("| "), r[1]): r[-1].rstrip(" |").strip("`") for r in rows[1:]}
+    versions = {(r[0].lstrip("| "), r[1]): r[-1].rstrip(" |") for r in rows[1:]}
     for sid in ("alpha", "beta", "gamma"):
-        assert keys[("ingest", sid)] == records.read_record(layout.raw_source(sid)).key
+        assert versions[("ingest", sid)] == records.read_record(layout.raw_source(sid)).code_version
         for stage in ("clean", "minhash", "scrub"):
-            assert keys[(stage, sid)] == records.read_record(layout.stage(stage, sid)).key
+            assert versions[(stage, sid)] == records.read_record(layout.stage(stage, sid)).code_version
     for stage in ("dedup", "publish", "tokens", "analysis", "release"):
-        assert keys[(stage, "all")] == records.read_record(layout.stage(stage)).key, stage
+        assert versions[(stage, "all")] == records.read_record(layout.stage(stage)).code_version, stage
+    # no stage key: after ingest they follow the fetch time, and a refetch of the same bytes keeps the card
+    for stage in ("clean", "dedup", "publish"):
+        folder = layout.stage(stage, "alpha") if stage == "clean" else layout.stage(stage)
+        assert records.read_record(folder).key not in built["card"]
     dedup = next(r for r in rows if r[0] == "| dedup")
     assert "jaccard_threshold 0.8" in dedup[3] and "num_perm 128" in dedup[3] and "bands 16" in dedup[3]
     assert f"exact dropped {built['manifest']['dedup']['exact_dropped']}" in dedup[2]

@@ -16,7 +16,9 @@ from corpus_dagster.release import driver
 
 
 @dg.asset(
-    deps=["manifest", "token_streams"],
+    # corpus_analysis too: the card's Construction section names the analysis run, so the release (and the
+    # rebuild check right after it) must not race it on a parallel executor
+    deps=["manifest", "token_streams", "corpus_analysis"],
     group_name="release",
     kinds={"parquet", "huggingface"},
     code_version=driver.CODE_VERSION,

@@ -134,7 +134,7 @@ def release_step(info: dict[str, Any], data: dict[str, Any], cleaning: list[dict
     }
     settings = {"tokenizer": info["tokenizer"], "buckets": f"{s['min_tokens']}-{s['max_tokens']}/{s['bucket_width']}",
                 "max_segments": s["max_segments"], "per_bucket_cap": s["per_bucket_cap"], "seed": s["seed"]}
-    return {"stage": "release", "source": None, "key": info.get("build", {}).get("release_key") or "-",
+    return {"stage": "release", "source": None,
             "code_version": info.get("build", {}).get("code_versions", {}).get("release", "-"),
             "counts": counts, "settings": settings}
 
@@ -144,12 +144,13 @@ def construction_lines(info: dict[str, Any], data: dict[str, Any], cleaning: lis
     steps = [*info.get("build", {}).get("steps", []), release_step(info, data, cleaning)]
     out = ["## Construction", "",
            "The stages as they ran, in order, from their stage records: what each counted, the settings that "
-           "decided its output, and its stage key (a hash of its inputs, those settings and its code version).", "",
-           "| step | source | counts | settings | code version | stage key |", "|---|---|---|---|---|---|"]
+           "decided its output, and its code version. (Stage keys are left out: after ingest they hash the raw "
+           "parts, which record their fetch time, so a refetch of the same bytes would change the card.)", "",
+           "| step | source | counts | settings | code version |", "|---|---|---|---|---|"]
     for st in steps:
         counts = "; ".join(f"{k} {_n(int(v))}" for k, v in st["counts"].items()) or "-"
         out.append(f"| {st['stage']} | {st['source'] or 'all'} | {counts} | {_cell(st['settings'])} | "
-                   f"{st['code_version']} | `{st['key']}` |")
+                   f"{st['code_version']} |")
     return out
 
 
@@ -165,7 +166,7 @@ def reproduce_lines(info: dict[str, Any]) -> list[str]:
            "python -m corpus_dagster.run <config>", "```", "",
            f"The release is then `{r.get('release_path') or 'release/<name>/<version>'}/`. Equal sources, ledger, "
            "config and code versions give the same documents; a new fetch records its own fetch time (the "
-           "`created_at` column), which also enters the stage keys after ingest.", "",
+           "`created_at` column) and nothing else.", "",
            "| | |", "|---|---|",
            f"| config sha256 | `{r.get('config_sha256', '')}` |",
            f"| ledger | `{ledger}` |",

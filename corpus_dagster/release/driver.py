@@ -609,7 +609,7 @@ def card_build_info(manifest: Mapping[str, Any], build: Mapping[str, Any] | None
             "pii": {k: int(v) for k, v in manifest.get("pii", {}).items()},
             "published": int(manifest.get("n_docs", 0)),
         },
-        "build": {"steps": list(build.get("steps", [])), "release_key": build.get("release_key"),
+        "build": {"steps": list(build.get("steps", [])),
                   "code_versions": dict(build.get("code_versions", {}))},
         "reproduce": {
             "config_sha256": manifest.get("config_sha256", ""),
@@ -939,7 +939,7 @@ def _step(stage: str, source: str | None, record: StageRecord, manifest: Mapping
         counts = {"documents with exact duplicates": dup.get("docs_with_exact", 0),
                   "documents with near duplicates": dup.get("docs_with_near", 0)}
         settings = _pick(cfg, "pair_threshold", "cluster_thresholds", "tokenizers")
-    return {"stage": stage, "source": source, "key": record.key, "code_version": record.code_version,
+    return {"stage": stage, "source": source, "code_version": record.code_version,
             "counts": {k: int(v) for k, v in counts.items()}, "settings": settings}
 
 
@@ -960,7 +960,8 @@ def _stage_runs(layout: Layout, source_ids: list[str]) -> list[tuple[str, str | 
 
 def build_info(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, Any]:
     """What the card tells of the whole build, from the stage records and the manifest (see card_build_info):
-    documents fetched, the stage runs, the release key, code versions, the release path (relative)."""
+    documents fetched, the stage runs, code versions, the release path (relative). No stage key: after ingest
+    they follow the fetch time, and the card of a refetch of the same bytes must not change."""
     source_ids = dedup_sources(layout)
     manifest = read_manifest(layout)
     runs = _stage_runs(layout, source_ids)
@@ -969,7 +970,6 @@ def build_info(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "fetched": sum(int(rec.stats.get("docs", 0)) for stage, _, rec in runs if stage == "ingest"),
         "steps": [_step(stage, sid, rec, manifest, resolved) for stage, sid, rec in runs],
-        "release_key": release_key(layout, resolved)[0],
         "code_versions": versions,
         "release_path": release_dir.relative_to(layout.root).as_posix(),
         "ledger_sha256": sha256_file(layout.ledger) if layout.ledger.is_file() else "",
