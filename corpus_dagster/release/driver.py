@@ -865,8 +865,8 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
 # --- The stage as the Dagster layer runs it: inputs from the other drivers, a content-keyed stage record -----
 
 STAGE = "release"
-CODE_VERSION = "4"  # 2: the build records its units for the sampled rebuild check; 3: figures with exact labels;
-# 4: ids name the source row (file and line, or the ledger's id_field), not the shard id
+CODE_VERSION = "5"  # 2: the build records its units for the sampled rebuild check; 3: figures with exact labels;
+# 4: ids name the source row (file and line, or the ledger's id_field), not the shard id; 5: the card tells the build
 
 
 PACKAGE = "corpus_dagster"  # the distribution name in pyproject.toml
