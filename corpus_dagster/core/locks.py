@@ -111,6 +111,28 @@ def hold_lock(root: str | Path, name: str, what: str, timeout_s: float) -> Itera
         os.close(fd)
 
 
+def lock_is_held(path: str | Path) -> bool:
+    """Whether a live process holds the lock file at `path` (a non-blocking probe; a missing file is free).
+
+    The kernel frees a lock when its holder exits however it exits, so a free lock whose file still names a
+    holder means that holder died without cleaning up."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return True
+        raise
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 def _acquire(fd: int, path: Path, timeout_s: float) -> None:
     start = time.monotonic()
     while True:

@@ -14,14 +14,12 @@ by the next session, so the UI never shows a phantom run in progress.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 
-from corpus_dagster.core.locks import hold_lock, lock_path
+from corpus_dagster.core.locks import hold_lock, lock_is_held, lock_path, read_holder
 from corpus_dagster.core.reconcile import PartitionPlan, plan_partitions
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 
@@ -108,37 +106,19 @@ def session_lock_path(home: Path, session: str) -> Path:
 
 @contextlib.contextmanager
 def hold_session(home: Path, session: str) -> Iterator[Path]:
-    """Hold the session's lock for the life of this process; the kernel frees it however the process ends."""
-    path = session_lock_path(home, session)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield path
-    finally:
-        os.close(fd)
-        path.unlink(missing_ok=True)
+    """Hold the session's lock for the life of this process; the kernel frees it however the process ends,
+    and a clean end removes its file."""
+    with hold_lock(home, f"session-{session}", f"CLI session {session}", timeout_s=0) as path:
+        try:
+            yield path
+        finally:
+            path.unlink(missing_ok=True)
 
 
 def _session_alive(home: Path, session: str) -> tuple[bool, str]:
-    """(whether a live process holds the session's lock, the pid it last wrote)."""
+    """(whether a live process holds the session's lock, the pid its file names)."""
     path = session_lock_path(home, session)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False, "?"
-    try:
-        pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True, pid
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False, pid
-    finally:
-        os.close(fd)
+    return lock_is_held(path), str(read_holder(path).get("pid", "?"))
 
 
 def fail_orphaned_runs(instance: dg.DagsterInstance, home: Path) -> list[str]:
