@@ -33,6 +33,11 @@ class LedgerRows:
         """Valid rows' source ids, in ledger order."""
         return [s.source_id for s in self.sources]
 
+    @property
+    def listed(self) -> set[str]:
+        """Every source id a row names, valid or not: a source with a broken row is not taken for removed."""
+        return set(self.ids) | self.named_by_invalid
+
     def plan(self, partitions: Iterable[str]) -> PartitionPlan:
         """The partition changes this ledger asks of `partitions`."""
         return plan_partitions(self.ids, partitions, self.named_by_invalid, self.unnamed_invalid)

@@ -59,7 +59,7 @@ def materialized_sources(context: dg.AssetExecutionContext, upstream: str, layou
 
     with corpus_failure("ledger"):
         rows = read_ledger_rows(layout.ledger)
-    in_ledger = set(rows.ids) | rows.named_by_invalid
+    in_ledger = rows.listed
     instance = context.instance
     current = set(instance.get_dynamic_partitions(SOURCE_PARTITIONS_NAME))
     done = set(instance.get_materialized_partitions(dg.AssetKey(upstream)))

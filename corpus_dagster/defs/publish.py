@@ -66,7 +66,7 @@ def purge_after_publish(layout, published: list[str]) -> dict[str, list[str]]:
     rows = read_ledger_rows(layout.ledger)
     if rows.unnamed_invalid:
         return {}
-    return purge_removed_sources(layout, set(rows.ids) | rows.named_by_invalid, published)
+    return purge_removed_sources(layout, rows.listed, published)
 
 
 def shards_asset(fan_out: int = 1) -> dg.AssetsDefinition:

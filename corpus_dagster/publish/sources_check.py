@@ -27,7 +27,7 @@ def published_source_ids(shard_paths: list[Path]) -> list[str]:
 def check_sources_in_ledger(layout: Layout, shard_paths: list[Path]) -> CheckReport:
     """Every source in the shards has a row in the ledger (a row that is invalid but names it counts)."""
     rows = read_ledger_rows(layout.ledger)
-    listed = set(rows.ids) | rows.named_by_invalid
+    listed = rows.listed
     published = published_source_ids(shard_paths)
     report = CheckReport(metadata={"published_sources": len(published), "ledger_sources": len(listed)})
     for sid in published:
