@@ -59,7 +59,7 @@ class GuardedLog(io.TextIOBase):
 
     def message(self) -> str:
         """One line for the console: the step during which the log stopped, and the file."""
-        reason = str(self.failure).split(": ", 1)[-1].split(";", 1)[0] if self.failure else ""
+        reason = self.failure.reason if self.failure else ""
         return (f"{self.failed_during}: cannot write the log file {self.path}: {reason}; it stops there. Free space "
                 f"on the file system holding it and rerun: completed stages are kept")
 
@@ -68,7 +68,7 @@ def disk_full_message(exc: BaseException, dagster_home: str | None) -> str | Non
     """One line for a storage error that escaped every step (the instance's SQLite files, a folder the CLI makes),
     or None when `exc` is not one."""
     if isinstance(exc, OSError):
-        error = storage_error(exc, Path(exc.filename) if exc.filename else Path("(a file the OS did not name)"))
+        error = storage_error(exc)
         return str(error) if error is not None else None
     if SQLITE_FULL in str(exc):
         where = f"the Dagster instance in {dagster_home}" if dagster_home else "the Dagster instance"

@@ -30,6 +30,11 @@ def temp_sibling(path: Path, suffix_keep: bool = True) -> Path:
 class WriteError(CorpusError):
     """An output could not be written for lack of room or a read-only or failing disk; names the path."""
 
+    def __init__(self, message: str, path: Path | None = None, reason: str = ""):
+        super().__init__(message)
+        self.path = path
+        self.reason = reason  # the OS's words (e.g. "No space left on device"), for callers that word their own line
+
 
 STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
 STORAGE_MESSAGES = ("No space left on device", "Disk quota exceeded", "Read-only file system", "File too large")
@@ -38,13 +43,20 @@ STORAGE_MESSAGES = ("No space left on device", "Disk quota exceeded", "Read-only
 SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$")
 
 
-def storage_error(exc: BaseException, path: Path) -> WriteError | None:
+UNNAMED = Path("(a file the writer did not name)")
+
+
+def storage_error(exc: BaseException, path: Path | None = None) -> WriteError | None:
     """A WriteError naming `path` when `exc` says the disk is full, read-only or failing, else None.
 
-    Arrow and zstd report these as OSError subclasses with the errno only in the message, so both are read.
+    Without `path`, the file the OS named in `exc` (a failed `open`), else UNNAMED (a failed `write` names
+    none). Arrow and zstd report these as OSError subclasses with the errno only in the message, so both are
+    read.
     """
     if not isinstance(exc, OSError):
         return None
+    if path is None:
+        path = Path(exc.filename) if exc.filename else UNNAMED
     text = str(exc)
     short_write = exc.errno is None and bool(SHORT_WRITE.match(text))
     if exc.errno not in STORAGE_ERRNOS and not any(m in text for m in STORAGE_MESSAGES) and not short_write:
@@ -55,7 +67,8 @@ def storage_error(exc: BaseException, path: Path) -> WriteError | None:
         reason = os.strerror(exc.errno) if exc.errno in STORAGE_ERRNOS else text.splitlines()[0] if text else type(exc).__name__
     return WriteError(
         f"cannot write {path}: {reason}; free space on (or fix) the file system holding it and rerun: "
-        f"completed stages are kept, the half-written file was removed"
+        f"completed stages are kept, the half-written file was removed",
+        path=path, reason=reason,
     )
 
 

@@ -30,7 +30,7 @@ def corpus_failure(step: str) -> Iterator[None]:
     except OSError as exc:
         # a full or failing disk under a writer that does not go through core.atomic: still one line that
         # names the step and, where the OS said it, the file
-        error = storage_error(exc, Path(exc.filename) if exc.filename else Path("(a file the writer did not name)"))
+        error = storage_error(exc)
         if error is None:
             raise
         raise dg.Failure(description=f"{step}: {error}", metadata={"error": type(error).__name__, "step": step}) from exc
