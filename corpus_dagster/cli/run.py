@@ -170,9 +170,9 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     # rule sources and pins against the ledger: exit 2 before any run (ingest is imported only for pins)
     check_config_against_ledger(resolved, ledger, config_path)
     if any(s.sha256 for s in ledger):
-        from corpus_dagster.ingest.pins import preflight
+        from corpus_dagster.ingest.pins import check_pins
 
-        preflight(resolved, ledger, config_path)
+        check_pins(resolved, ledger)
     sources = [s.source_id for s in ledger]
     os.environ.setdefault("DAGSTER_HOME", str(default_dagster_home()))
     home = Path(os.environ["DAGSTER_HOME"])

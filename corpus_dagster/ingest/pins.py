@@ -92,9 +92,15 @@ def preflight(resolved: dict[str, Any], ledger_sources: list[Source], config_pat
     does anyway). A source whose urls cannot be listed is left to its fetch, which reports it as a source
     failure.
     """
+    check_config_against_ledger(resolved, ledger_sources, config_path)
+    check_pins(resolved, ledger_sources)
+
+
+def check_pins(resolved: dict[str, Any], ledger_sources: list[Source]) -> None:
+    """Every sha256 pin of the ledger names a file of its source (LedgerError naming file, line and key);
+    the half of `preflight` that needs the urls expanded."""
     from corpus_dagster.core.layout import Layout
 
-    check_config_against_ledger(resolved, ledger_sources, config_path)
     ledger_path = Layout.from_config(resolved).ledger
     timeout_s = resolved["ingest"]["timeout_s"]
     problems: list[str] = []
