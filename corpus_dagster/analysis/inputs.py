@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from corpus_dagster.core.errors import AnalysisError
+from corpus_dagster.core.records import RECORD, read_record
 
 INPUTS_FILE = "_INPUTS.json"
-RECORD_FILE = "_RECORD.json"  # a stage record (corpus_dagster.core.records), read here as plain JSON
 DOCS_KIND = "docs"  # the record's list of document files (clean, scrub); rejects sit beside them
 
 
@@ -25,14 +25,11 @@ def _hidden(rel: Path) -> bool:
 
 def _record_docs(record: Path) -> set[Path] | None:
     """Resolved paths of a stage record's `docs` files; None when it lists none (or is unreadable)."""
-    try:
-        rec = json.loads(record.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    names = rec.get("files", {}).get(DOCS_KIND) if isinstance(rec, dict) else None
+    rec = read_record(record.parent)
+    names = rec.files.get(DOCS_KIND) if rec is not None else None
     if not isinstance(names, list):
         return None
-    base = record.parent / str(rec.get("output_dir", "."))
+    base = rec.base(record.parent)
     return {(base / name).resolve() for name in names}
 
 
@@ -57,8 +54,8 @@ def select_corpus_files(corpus_dir: str | Path, exclude: str | Path | None = Non
     # (region, listed docs): a record governs the files under its own folder, or the whole corpus dir
     # when it sits above it (a user pointed at one key folder of a clean source).
     regions: list[tuple[Path, set[Path]]] = []
-    records = [r for r in sorted(root.rglob(RECORD_FILE)) if not skipped(r.parent / "x")]
-    above = [p / RECORD_FILE for p in top.parents if (p / RECORD_FILE).is_file()]
+    records = [r for r in sorted(root.rglob(RECORD)) if not skipped(r.parent / "x")]
+    above = [p / RECORD for p in top.parents if (p / RECORD).is_file()]
     for record in records + above:
         docs = _record_docs(record)
         if docs is not None:
