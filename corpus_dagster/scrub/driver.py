@@ -33,7 +33,7 @@ from corpus_dagster.dedup.driver import dedup_sources, dropped_ids
 from corpus_dagster.scrub.api import PII_TYPES, scrub_texts
 
 STAGE = "scrub"
-CODE_VERSION = "2"
+CODE_VERSION = "3"
 
 
 def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str, Any]) -> dict[str, Any]:

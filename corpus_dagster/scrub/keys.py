@@ -273,8 +273,9 @@ def _private_block(text: str, start: int, cfg: dict) -> tuple[int, int] | None:
 
 _CUE_IN_VALUE = re.compile(r"(?i)pass(?:word|wd|phrase)|secret|passw")
 # After a strong cue the cue is the evidence, so only plainly name-like values are left alone: one word with
-# trailing digits (`hunter2`, `admin123`), UPPER_SNAKE names, lower kebab/snake/dotted names, numbers.
-_SIMPLE_NAME = re.compile(r"[A-Za-z][a-z]*[0-9]*|[A-Z0-9_]+|[a-z0-9]+(?:[._:/\-][a-z0-9]+)+|[0-9.\-]+")
+# trailing digits (`hunter2`, `admin123`), UPPER_SNAKE names, lower kebab/snake/dotted names (`_strncpy`,
+# `__cls_kwargs__`: leading and doubled underscores too), numbers.
+_SIMPLE_NAME = re.compile(r"_*(?:[A-Za-z][a-z]*[0-9]*|[A-Z0-9_]+|[a-z0-9]+(?:[._:/\-]+[a-z0-9]+)+)_*|[0-9.\-]+")
 
 
 def cued_value_ok(value: str, cfg: dict, passphrase: bool) -> bool:
@@ -305,7 +306,9 @@ def _assigned(text: str, start: int, cfg: dict) -> tuple[int, int] | None:
         return m.span("val")
     name = m.group("name")
     value = value.rstrip("\\.:;,*")
-    if _STRONG_NAME.fullmatch(name) and cued_value_ok(value, cfg, bool(_PASSPHRASE.fullmatch(name))):
+    # A passphrase may be plain words only inside quotes (spaces); unquoted it is held to a password's rules.
+    passphrase = bool(quote) and bool(_PASSPHRASE.fullmatch(name))
+    if _STRONG_NAME.fullmatch(name) and cued_value_ok(value, cfg, passphrase):
         return m.start("val"), m.start("val") + len(value)
     return None
 

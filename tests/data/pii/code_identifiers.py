@@ -1,19 +1,26 @@
 """Negative set for the key detector: real identifiers and dotted names of code, placed where code puts them.
 
-Harvested at run time from this interpreter's standard library (and the installed packages next to it):
-a fixed, sorted list of source files is shuffled with a fixed seed and parsed with `ast` until the pool
-holds enough names (class, function and attribute names, and dotted paths such as
-`urllib.request.HTTPBasicAuthHandler`); the pool is sorted, shuffled with the seed, and the first N taken.
+Harvested from an interpreter's standard library and the installed packages next to it: every source file
+is parsed with `ast` for class, function and attribute names and dotted paths such as
+`urllib.request.HTTPBasicAuthHandler` (8+ ASCII characters); the sorted pool is shuffled with a fixed seed.
 Each name is then placed after a cue word the key detector reads (`token =`, `password_mgr =`, `api_key:`
-...), alone or followed by a call, an index or an attribute. The same machine gives the same set.
+...), alone or followed by a call, an index or an attribute.
+
+Which packages a venv holds, and their versions, differ between machines, so a set harvested at test time
+differs too. The tests read a frozen sample instead, `code_identifier_lines.txt`, written by
+`python tests/data/pii/code_identifiers.py --write` (10,000 lines of a 652,641-name pool); `--rate`
+measures the detector on this machine's whole pool.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import random
 import sysconfig
 from pathlib import Path
+
+FROZEN = Path(__file__).with_name("code_identifier_lines.txt")
 
 SEED = 20261202
 # Cues from keys._KEYWORD / _STRONG_NAME / _CUED_QUOTED, written the way assignments in code write them.
@@ -78,22 +85,52 @@ def _module(path: Path) -> str:
     return ""
 
 
-def identifiers(n: int = 10000, pool: int = 30000, seed: int = SEED) -> list[str]:
-    """n distinct identifiers and dotted names of real code (at least 8 characters: shorter ones never reach
-    the detector's length floor), chosen deterministically."""
+def identifiers(pool: int | None = None, seed: int = SEED) -> list[str]:
+    """Distinct identifiers and dotted names of real code (at least 8 characters: shorter ones never reach
+    the detector's length floor), sorted and shuffled with the seed; `pool` stops the harvest early."""
     files = _source_files()
     random.Random(seed).shuffle(files)
     names: set[str] = set()
     for path in files:
         names |= {x for x in _names(path, _module(path)) if len(x) >= 8 and x.isascii()}
-        if len(names) >= pool:
+        if pool is not None and len(names) >= pool:
             break
     ordered = sorted(names)
     random.Random(seed).shuffle(ordered)
-    return ordered[:n]
+    return ordered
 
 
-def code_lines(n: int = 10000, seed: int = SEED) -> list[str]:
+def placed(names: list[str], seed: int = SEED) -> list[str]:
     """Each identifier after a cue word, with a tail (`()`, `(args)`, `.attr` ...), as one line of code."""
     rng = random.Random(seed)
-    return [f"{rng.choice(CUES)}{name}{rng.choice(TAILS)}" for name in identifiers(n, seed=seed)]
+    return [f"{rng.choice(CUES)}{name}{rng.choice(TAILS)}" for name in names]
+
+
+def code_lines(n: int = 10000) -> list[str]:
+    """The first n lines of the frozen sample (one line of code each; a tail `\\n` is written as `\\n`)."""
+    lines = FROZEN.read_text(encoding="utf-8").splitlines()
+    return [line.replace("\\n", "\n") for line in lines[:n]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help=f"write {FROZEN.name} from this machine's pool")
+    parser.add_argument("--rate", action="store_true", help="key hits over this machine's whole pool")
+    args = parser.parse_args()
+    if args.write:
+        lines = placed(identifiers()[:10000])
+        FROZEN.write_text("".join(line.replace("\n", "\\n") + "\n" for line in lines), encoding="utf-8")
+        print(f"wrote {len(lines)} lines to {FROZEN}")
+    if args.rate:
+        from corpus_dagster.scrub import default_pii_config, find_pii_batch
+
+        lines = placed(identifiers())
+        hits = [line for line, spans in zip(lines, find_pii_batch(lines, default_pii_config()), strict=True)
+                if any(kind == "keys" for kind, _, _ in spans)]
+        print(f"{len(hits)} of {len(lines)} identifiers after a cue give a key ({len(hits) / len(lines):.3%})")
+        for line in hits:
+            print("  " + repr(line))
+
+
+if __name__ == "__main__":
+    main()
