@@ -122,3 +122,29 @@ def test_removing_a_source_keeps_automation_evaluations_healthy(setup_dir):
         assert not corpus.layout().stage("clean", "gamma").exists()
         assert not corpus.layout().raw_source("gamma").exists()
         assert corpus.layout().stage("clean", "alpha").exists()
+
+
+def test_every_downstream_asset_waits_for_new_data() -> None:
+    conditions = {k.to_user_string(): a.automation_conditions_by_key.get(k) for a in ASSETS for k in a.keys
+                  if a.asset_deps[k]}
+    assert "review_sample" in conditions
+    assert {name: c.get_label() if c else None for name, c in conditions.items()} == {
+        name: "eager_on_new_data" for name in conditions}
+
+
+def test_rematerializing_unchanged_upstream_launches_nothing(setup_dir):
+    corpus = CorpusConfig(config_path=str(setup_dir))
+    defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS, resources={"corpus": corpus})
+    by_name = {k.to_user_string(): a for a in ASSETS for k in a.keys}
+    with dg.instance_for_test() as instance:
+        materialize_sources(corpus, instance)
+        materialize_global(corpus, instance)
+        dg.materialize([by_name["review_sample"]], instance=instance, resources={"corpus": corpus})
+        cursor = dg.evaluate_automation_conditions(defs=defs, instance=instance).cursor
+        cursor = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor).cursor
+        # a person re-materializes clean data and dedup that did not change: same data versions
+        dg.materialize([by_name["clean_documents"]], partition_key="alpha", instance=instance,
+                       resources={"corpus": corpus})
+        dg.materialize([by_name["dedup"]], instance=instance, resources={"corpus": corpus})
+        result = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)
+        assert result.total_requested == 0, [str(r.asset_key) for r in result.results if r.true_subset.size]

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from corpus_dagster.defs.common import corpus_failure, md_table
+from corpus_dagster.defs.common import corpus_failure, md_table, when_inputs_change
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.review import driver
 
@@ -12,7 +12,7 @@ from corpus_dagster.review import driver
     group_name="review",
     kinds={"parquet", "html"},
     code_version=driver.CODE_VERSION,
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=when_inputs_change(),
 )
 def review_sample(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """Sample N documents per (source, rule) with the measured value and threshold beside each, to read what
