@@ -254,3 +254,46 @@ def test_a_corpus_launch_before_the_partition_is_removed_leaves_the_source_out(b
     checks = {ev.check_name: ev.passed for ev in result.get_asset_check_evaluations()}
     assert checks["sources_in_ledger"] is True
     assert not layout.raw_source("gamma").exists() and not layout.stage("clean", "gamma").exists()
+
+
+@pytest.mark.parametrize("entry", ["sensor", "cli"])
+def test_a_removed_source_no_longer_headlines_the_per_source_assets(tmp_path, entry):
+    from corpus_factory import write_setup
+
+    from corpus_dagster.defs.automation import ledger_sensor
+    from corpus_dagster.defs.instance import reconcile_partitions
+
+    corpus = CorpusConfig(config_path=str(write_setup(tmp_path)))
+    clean = dg.AssetKey("clean_documents")
+    with dg.instance_for_test() as instance:
+        materialize_sources(corpus, instance)
+        (latest,) = instance.fetch_materializations(clean, limit=1).records
+        assert latest.partition_key == "gamma"  # the last source built is what the asset page headlines
+        drop_row(corpus.layout().ledger, "gamma")
+        if entry == "sensor":
+            ledger_sensor(dg.build_sensor_context(instance=instance, resources={"corpus": corpus}))
+        else:
+            reconcile_partitions(instance, ["alpha", "beta"])
+        (latest,) = instance.fetch_materializations(clean, limit=1).records
+        assert latest.partition_key in {"alpha", "beta"}
+        assert instance.get_materialized_partitions(clean) == {"alpha", "beta"}
+        assert not instance.get_run_records(dg.RunsFilter(tags={"dagster/partition": "gamma"}))
+        assert instance.get_run_records(dg.RunsFilter(tags={"dagster/partition": "alpha"}))
+
+
+def test_the_instance_yaml_turns_onboarding_off_and_upgrades_what_earlier_versions_wrote(tmp_path):
+    from corpus_dagster.defs.instance import INSTANCE_YAML, ensure_dagster_home
+
+    ensure_dagster_home(tmp_path / "fresh")
+    assert yaml.safe_load((tmp_path / "fresh" / "dagster.yaml").read_text()) == {
+        "telemetry": {"enabled": False}, "nux": {"enabled": False}}
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    ensure_dagster_home(old)
+    assert (old / "dagster.yaml").read_text() == INSTANCE_YAML
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")
+    ensure_dagster_home(mine)
+    assert (mine / "dagster.yaml").read_text() == "telemetry:\n  enabled: true\n"

@@ -9,6 +9,7 @@ import dagster as dg
 from corpus_dagster.core.errors import LedgerError
 from corpus_dagster.core.reconcile import read_ledger_rows
 from corpus_dagster.defs.common import corpus_failure, table
+from corpus_dagster.defs.instance import forget_source_runs
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME, source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
 
@@ -66,6 +67,7 @@ def ledger_sensor(context: dg.SensorEvaluationContext, corpus: CorpusConfig) -> 
             context.log.info(f"source {sid!r} left the ledger: partition removed; its data is deleted once the "
                              f"corpus is published without it")
         forget_automation_history(context.instance)
+        forget_source_runs(context.instance, plan.remove)
         runs.append(dg.RunRequest(job_name=build_corpus_job.name,
                                   run_key=f"removed:{','.join(plan.remove)}:{_row_digest(digests)}"))
     cursor = {**{k: v for k, v in known.items() if k in rows.named_by_invalid}, **digests}

@@ -30,12 +30,18 @@ UNFINISHED = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.
               dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.QUEUED]
 
 
+INSTANCE_YAML = "telemetry:\n  enabled: false\nnux:\n  enabled: false\n"
+# What earlier versions wrote; such a file is upgraded in place (a file a person wrote is left alone).
+_EARLIER_INSTANCE_YAML = ("telemetry:\n  enabled: false\n",)
+
+
 def ensure_dagster_home(home: Path) -> None:
-    """A SQLite-backed instance folder with telemetry off (no network at run time)."""
+    """A SQLite-backed instance folder with telemetry off (no network at run time) and the UI's onboarding
+    dialogs off ("Join the Dagster community" would cover the first page `make ui` opens)."""
     home.mkdir(parents=True, exist_ok=True)
     cfg = home / "dagster.yaml"
-    if not cfg.exists():
-        cfg.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    if not cfg.exists() or cfg.read_text(encoding="utf-8") in _EARLIER_INSTANCE_YAML:
+        cfg.write_text(INSTANCE_YAML, encoding="utf-8")
 
 
 @contextlib.contextmanager
@@ -97,7 +103,25 @@ def reconcile_partitions(instance: dg.DagsterInstance, ledger_ids: list[str], na
         instance.delete_dynamic_partition(SOURCE_PARTITIONS_NAME, sid)
     if plan.remove:
         forget_automation_history(instance)
+        forget_source_runs(instance, plan.remove)
     return plan
+
+
+def forget_source_runs(instance: dg.DagsterInstance, source_ids: list[str]) -> list[str]:
+    """Delete the finished runs of removed source partitions, with their events; returns the run ids.
+
+    Their materializations carry the source's text previews and counts, and the asset pages headline the
+    newest materialization of any partition: a removed source would stay the face of every per-source asset,
+    and its text would stay in the instance after a takedown. Runs still in progress are kept (the next
+    reconcile deletes them). Runs of the whole corpus name no partition and stay.
+    """
+    deleted: list[str] = []
+    for sid in source_ids:
+        for record in instance.get_run_records(dg.RunsFilter(tags={"dagster/partition": sid})):
+            if record.dagster_run.is_finished:
+                instance.delete_run(record.dagster_run.run_id)
+                deleted.append(record.dagster_run.run_id)
+    return deleted
 
 
 def session_lock_path(home: Path, session: str) -> Path:
