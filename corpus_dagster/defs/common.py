@@ -2,6 +2,7 @@
 previews, the automation condition."""
 
 import base64
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -73,17 +74,38 @@ def materialized_sources(context: dg.AssetExecutionContext, upstream: str, layou
     return ready, waiting
 
 
-def md_table(header: list[str], rows: list[list[Any]]) -> dg.MetadataValue:
-    """A markdown table for the UI; cell text is escaped so `<EMAIL>` stays visible."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+def md_table(header: list[str], rows: list[list[Any]], align: list[str] | None = None) -> dg.MetadataValue:
+    """A markdown table for the UI; header and cell text are escaped (md_escape) so `<EMAIL>` stays visible and
+    no URL or e-mail in a cell becomes a link. `align`: "l" or "r" per column (numbers read best right-aligned)."""
+    rule = "|" + "".join("---:|" if a == "r" else "---|" for a in (align or ["l"] * len(header)))
+    lines = ["| " + " | ".join(md_escape(h) for h in header) + " |", rule]
     lines += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in rows]
     return dg.MetadataValue.md("\n".join(lines))
 
 
+# U+2060 WORD JOINER: invisible and never a line break. GFM finds autolink literals twice (remark-gfm: while
+# parsing, and again in the text after escapes are resolved), so a backslash escape does not stop the second
+# pass; a joiner inside `www.`, `http://` or after an `@` stops both, and the text reads the same.
+JOINER = "\u2060"
+_AUTOLINK = re.compile(r"(?i)(?<=www)(?=\.)|(?<=http)(?=s?:)|(?<=ftp)(?=:)|(?<=mailto)(?=:)|(?<=xmpp)(?=:)|(?<=@)")
+_MD_PUNCT = re.compile(r"([\\`*_\[\]{}|~#!$])")
+_LINE_START = re.compile(r"^(\s*\d*)([-+=.)])")
+
+
 def md_escape(value: Any) -> str:
-    """Escape text for a markdown cell: HTML-like placeholders, pipes and newlines."""
-    text = str(value)
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|").replace("\n", " ")
+    """Text for markdown metadata (a table cell, a list item) that renders as itself on one line.
+
+    `&`, `<` and `>` become entities (placeholders such as `<EMAIL>` are not HTML); every other character with a
+    markdown meaning (emphasis, code, links, images, tables, strike-through, headings, maths) is backslash
+    escaped, as is a list or quote marker at the start; autolink literals (`www.`, `http://`, `https://`,
+    `x@y.z`) are broken with an invisible joiner (JOINER) so they are neither linkified nor swallow the
+    escapes that follow them. Newlines become spaces.
+    """
+    text = " ".join(str(value).splitlines())
+    text = _AUTOLINK.sub(JOINER, text)
+    text = _MD_PUNCT.sub(r"\\\1", text)
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _LINE_START.sub(r"\1\\\2", text, count=1)
 
 
 def check_result(report: CheckReport, scope: dict[str, Any] | None = None) -> dg.AssetCheckResult:
@@ -106,7 +128,7 @@ def figures_markdown(paths: list[str], title: str = "") -> dg.MetadataValue:
 
 
 PREVIEW_ROWS = 10
-PREVIEW_CHARS = 160
+PREVIEW_CHARS = 120  # a preview cell (text and its length) fits beside an id and two short columns at 1600 px
 
 
 def when_inputs_change() -> dg.AutomationCondition:
@@ -170,6 +192,33 @@ def short_text(text: Any, limit: int = PREVIEW_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def preview_text(text: Any, limit: int = PREVIEW_CHARS) -> str:
+    """A preview cell: the text on one line, at most `limit` characters; a longer text is cut and ends in
+    its full length, e.g. `… (4,211 chars)`."""
+    raw = str(text or "")
+    flat = " ".join(raw.split())
+    if len(flat) <= limit:
+        return flat
+    suffix = f"… ({len(raw):,} chars)"
+    return flat[: max(0, limit - len(suffix))].rstrip() + suffix
+
+
+def ratio(value: Any) -> float | None:
+    """A ratio or share (Jaccard, a filter score), rounded to 3 decimals."""
+    return None if value is None else round(float(value), 3)
+
+
+def measured(value: Any) -> int | float | None:
+    """What a filter measured, at the precision it means: whole numbers as ints, ratios and scores to 3
+    decimals, large measures (perplexity, lengths) to 1."""
+    if value is None or isinstance(value, bool):
+        return value
+    v = float(value)
+    if v.is_integer():
+        return int(v)
+    return round(v, 3) if abs(v) < 100 else round(v, 1)
+
+
 def size(n_bytes: int | float) -> str:
     """Bytes as a human size (KiB, MiB, GiB), for labels where Dagster has no byte type."""
     value = float(n_bytes)
@@ -181,5 +230,14 @@ def size(n_bytes: int | float) -> str:
 
 
 def timing(seconds: float) -> dg.MetadataValue:
-    """A duration in seconds: every timing key of every asset is named `seconds` or `seconds_<step>`."""
-    return dg.MetadataValue.float(round(float(seconds), 3))
+    """A duration in seconds (2 decimals): every timing key of every asset is named `seconds`, `seconds_<step>`
+    or `built_seconds`."""
+    return dg.MetadataValue.float(round(float(seconds), 2))
+
+
+def step_seconds(own: float, built: float, cached: bool) -> dict[str, dg.MetadataValue]:
+    """The timing keys of a step: `seconds` is always this step's own time; on a cache hit that is the time of
+    the hit, and `built_seconds` holds the time of the build whose outputs were reused."""
+    if not cached:
+        return {"seconds": timing(built)}
+    return {"seconds": timing(own), "built_seconds": timing(built)}
