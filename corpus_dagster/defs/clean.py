@@ -1,5 +1,6 @@
 """clean_documents[source_id] and rejects[source_id]: repaired, filtered documents and every drop explained."""
 
+import time
 from typing import Any
 
 import dagster as dg
@@ -12,11 +13,12 @@ from corpus_dagster.defs.charts import charts_markdown, stacked_bars
 from corpus_dagster.defs.common import (
     PREVIEW_ROWS,
     corpus_failure,
-    short_text,
+    measured,
+    preview_text,
     source_for_partition,
+    step_seconds,
     table,
     table_metadata,
-    timing,
     when_inputs_change,
 )
 from corpus_dagster.defs.partitions import source_partitions
@@ -57,11 +59,13 @@ def reason_threshold(reason: str, clean_cfg: dict[str, Any]) -> str:
 
 
 def kept_preview(layout, source_id: str, rows: int = PREVIEW_ROWS) -> dg.MetadataValue:
-    """The first kept documents of a source: id, url, language, length and the start of the text."""
+    """The first kept documents of a source: id, language, length and the start of the text (its length at the
+    end when cut), narrow enough to read without a sideways scroll."""
     files = driver.clean_doc_files(layout, source_id)
-    head = head_rows(files[0], ["id", "url", "lang", "n_chars", "text"], rows) if files else []
-    return table(["id", "url", "lang", "n_chars", "text"],
-                 [[r["id"], r["url"], r["lang"], r["n_chars"], short_text(r["text"])] for r in head])
+    head = head_rows(files[0], ["id", "lang", "n_chars", "text"], rows) if files else []
+    return table(["id", "lang", "n_chars", "preview"],
+                 [[r["id"], r["lang"], r["n_chars"], preview_text(r["text"])] for r in head],
+                 {"preview": "the start of the text; a cut text ends in its length"})
 
 
 def rejected_preview(layout, source_id: str, clean_cfg: dict[str, Any],
@@ -84,11 +88,13 @@ def rejected_preview(layout, source_id: str, clean_cfg: dict[str, Any],
             for r in batch.to_pylist():
                 if seen.get(r["reason"], 0) < EXAMPLES_PER_REASON:
                     seen[r["reason"]] = seen.get(r["reason"], 0) + 1
-                    rows.append([r["id"], r["reason"], r["value"], reason_threshold(r["reason"], clean_cfg), short_text(r["text"])])
+                    rows.append([r["id"], r["reason"], measured(r["value"]), reason_threshold(r["reason"], clean_cfg),
+                                 preview_text(r["text"])])
             if complete():
                 break
-    return table(["id", "reason", "value", "threshold", "text"], sorted(rows, key=lambda r: (r[1], r[0])),
-                 {"value": "what the rule measured", "threshold": "the configured limit it broke"})
+    return table(["id", "reason", "value", "threshold", "preview"], sorted(rows, key=lambda r: (r[1], r[0])),
+                 {"value": "what the rule measured", "threshold": "the configured limit it broke",
+                  "preview": "the start of the text; a cut text ends in its length"})
 
 
 @dg.multi_asset(
@@ -104,7 +110,9 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
         resolved, layout = corpus.load()
         source = source_for_partition(layout, context.partition_key)
         sid = source.source_id
+        start = time.monotonic()
         stats = driver.run_clean_source(layout, sid, resolved, log=context.log)
+        own = time.monotonic() - start
         kept = kept_preview(layout, sid)
         rejected = rejected_preview(layout, sid, resolved["clean"], stats["reasons"])
     version = dg.DataVersion(stats["key"])
@@ -127,7 +135,7 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
             "parts": stats["parts"],
             "cached": stats["cached"],
             "stage_key": stats["key"],
-            "seconds": timing(stats["seconds"]),
+            **step_seconds(own, stats["seconds"], stats["cached"]),
             "path": dg.MetadataValue.path(str(layout.stage(driver.STAGE, sid))),
         },
     )

@@ -1,5 +1,7 @@
 """shards + manifest (data.06) and the blocking checks that guard everything downstream of them."""
 
+import time
+
 import dagster as dg
 import polars as pl
 
@@ -11,11 +13,11 @@ from corpus_dagster.defs.common import (
     PREVIEW_ROWS,
     check_result,
     corpus_failure,
-    short_text,
+    preview_text,
     size,
+    step_seconds,
     table,
     table_metadata,
-    timing,
     when_inputs_change,
 )
 from corpus_dagster.defs.resources import CorpusConfig
@@ -23,9 +25,19 @@ from corpus_dagster.defs.units import after_groups, group_ops, plan_value, versi
 from corpus_dagster.publish import driver
 from corpus_dagster.publish.sources_check import check_sources_in_ledger
 
+DEDUP_COUNTS = ("exact_dropped", "near_dropped", "decontaminated")
 
-def publish_metadata(layout, result: driver.PublishResult) -> tuple[dict, dict]:
-    """(shards metadata, manifest metadata) for the UI."""
+
+def manifest_dedup(dedup: dict) -> dict:
+    """The manifest's `dedup` section for the UI: the counts as a small table, the settings as one line."""
+    counts = [[k, int(dedup[k])] for k in DEDUP_COUNTS if k in dedup]
+    settings = ", ".join(f"{k}={v}" for k, v in dedup.items() if k not in DEDUP_COUNTS)
+    return {"dedup": table(["dedup step", "documents dropped"], counts), "dedup_settings": settings or "none"}
+
+
+def publish_metadata(layout, result: driver.PublishResult, own_seconds: float | None = None) -> tuple[dict, dict]:
+    """(shards metadata, manifest metadata) for the UI; `own_seconds`: this run's time, shown as `seconds` when
+    the build was reused."""
     files = driver.published_shards(layout)
     lengths = pl.concat([pl.read_parquet(f, columns=["n_chars"]) for f in files])["n_chars"].to_list() if files else []
     head = head_rows(files[0], ["id", "source_id", "split", "n_chars", "text"], PREVIEW_ROWS) if files else []
@@ -41,20 +53,22 @@ def publish_metadata(layout, result: driver.PublishResult) -> tuple[dict, dict]:
         "bytes": dg.MetadataValue.int(n_bytes),
         "size": size(n_bytes),
         "shards": table(["name", "rows", "bytes", "sha256"], rows),
-        "preview": table(["id", "source_id", "split", "n_chars", "text"],
-                          [[r["id"], r["source_id"], r["split"], r["n_chars"], short_text(r["text"])] for r in head]),
+        "preview": table(["id", "source_id", "split", "n_chars", "preview"],
+                         [[r["id"], r["source_id"], r["split"], r["n_chars"], preview_text(r["text"])] for r in head],
+                         {"preview": "the start of the text; a cut text ends in its length"}),
         "length_histogram": charts_markdown({"length of kept documents (characters)": chart}),
         "cached": result.cached,
         "stage_key": result.key,
         "path": dg.MetadataValue.path(str(layout.shards)),
-        "seconds": timing(result.shards.seconds),
+        **step_seconds(result.shards.seconds if own_seconds is None else own_seconds, result.shards.seconds,
+                       bool(result.cached)),
     }
     manifest = {
         "path": dg.MetadataValue.path(str(layout.manifest)),
         "config_sha256": m["config_sha256"],
         "ledger_ref": m["ledger_ref"],
         "filters": table(["filter", "documents"], [[k, v] for k, v in m["filters"].items()]),
-        "dedup": dg.MetadataValue.json(m["dedup"]),
+        **manifest_dedup(m["dedup"]),
         "pii": table(["type", "placeholders"], [[k, v] for k, v in m["pii"].items()]),
     }
     return shards, manifest
@@ -78,7 +92,7 @@ def shards_asset(fan_out: int = 1) -> dg.AssetsDefinition:
     def plan_op(context: dg.OpExecutionContext, corpus: CorpusConfig) -> dict:
         with corpus_failure("shards"):
             resolved, layout = corpus.load()
-            return plan_value(driver.plan_publish(layout, resolved, log=context.log.info))
+            return {**plan_value(driver.plan_publish(layout, resolved, log=context.log.info)), "started": time.time()}
 
     write_ops = group_ops("shards", "write", driver.run_publish_unit, fan_out)
 
@@ -89,7 +103,7 @@ def shards_asset(fan_out: int = 1) -> dg.AssetsDefinition:
         with corpus_failure("shards"):
             resolved, layout = corpus.load()
             result = driver.finish_publish(layout, resolved, plan["key"], log=context.log.info)
-            shards, manifest = publish_metadata(layout, result)
+            shards, manifest = publish_metadata(layout, result, time.time() - plan.get("started", time.time()))
             purged = purge_after_publish(layout, result.sources)
         for sid, folders in purged.items():
             context.log.info(f"source {sid!r} is neither in the ledger nor published: deleted {len(folders)} folder(s) "

@@ -315,7 +315,8 @@ def finish_publish(layout: Layout, resolved: dict[str, Any], key: str, log: Log 
     if done is not None:
         remove_work_dirs(layout)
         manifest = read_manifest(layout)
-        return PublishResult(manifest, ShardsResult(shards=manifest["shards"], n_docs=manifest["n_docs"]),
+        return PublishResult(manifest, ShardsResult(shards=manifest["shards"], n_docs=manifest["n_docs"],
+                                                    seconds=float(done.stats.get("seconds", 0.0))),
                              done.stats["sources"], cached=True, key=key)
     shards_key, previous = manifest_only(layout, resolved, inputs)
     if previous is not None:
@@ -474,8 +475,10 @@ def check_rebuild(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
         problems = rebuild_problems(layout, resolved, plan, work, sample, seed, other_workers)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    n_shards = len(plan["units"])
+    rebuilt = n_shards if sample <= 0 else min(sample, n_shards)  # what sample_units draws: at most every shard
     return report_of(problems, rebuild_workers=other_workers, build_workers=resolved["workers"],
-                     shards_rebuilt=sample or "all")
+                     shards_rebuilt=rebuilt, shards_total=n_shards, manifest_rebuilt=sample <= 0)
 
 
 def rebuild_problems(layout: Layout, resolved: dict[str, Any], plan: dict[str, Any], work: Path, sample: int,
