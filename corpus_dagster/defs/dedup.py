@@ -1,15 +1,20 @@
 """minhash_signatures[source_id] (cached per source) and the global dedup + decontamination step (data.04)."""
 
+import time
+
 import dagster as dg
 import polars as pl
 
 from corpus_dagster.clean.driver import clean_record
 from corpus_dagster.dedup import driver
+from corpus_dagster.dedup.tables import REASONS
 from corpus_dagster.defs.charts import charts_markdown, histogram, stacked_bars
 from corpus_dagster.defs.common import (
     corpus_failure,
     materialized_sources,
+    ratio,
     source_for_partition,
+    step_seconds,
     table,
     table_metadata,
     timing,
@@ -33,7 +38,9 @@ def minhash_signatures(context: dg.AssetExecutionContext, corpus: CorpusConfig) 
     with corpus_failure(f"minhash_signatures[{context.partition_key}]"):
         resolved, layout = corpus.load()
         source = source_for_partition(layout, context.partition_key)
+        start = time.monotonic()
         stats = driver.run_signatures(layout, source.source_id, resolved)
+        own = time.monotonic() - start
     if stats["no_signature"]:
         context.log.info(
             f"{stats['no_signature']} document(s) have fewer words than shingle_size: no signature, "
@@ -48,7 +55,7 @@ def minhash_signatures(context: dg.AssetExecutionContext, corpus: CorpusConfig) 
             "documents": stats["docs"],
             "cached": stats["cached"],
             "stage_key": stats["key"],
-            "seconds": timing(stats.get("seconds", 0.0)),
+            **step_seconds(own, stats.get("seconds", 0.0), bool(stats["cached"])),
         },
     )
 
@@ -70,19 +77,47 @@ def per_source_outcomes(layout, sources: list[str]) -> dict[str, dict[str, int]]
     return out
 
 
-def dedup_metadata(layout, stats: dict, sources: list[str], waiting: list[str]) -> dict:
-    """What the UI shows of a dedup run: counts, drops per source, clusters, example pairs, charts, timing."""
+DEDUP_REASONS = sorted(REASONS.values())
+
+
+def drops_table(outcomes: dict[str, dict[str, int]]) -> dg.MetadataValue:
+    """Drops per source pivoted to the columns a person compares: the source, what dedup dropped (right after
+    the source), what was kept, what clean dropped (all reasons summed; clean_documents has them one by one)."""
+    dedup = [f"dedup: {r}" for r in DEDUP_REASONS]  # every reason, zeros too: the columns stay put
+    dedup += sorted({r for o in outcomes.values() for r in o if r.startswith("dedup: ")} - set(dedup))
+    rows = []
+    for sid, o in outcomes.items():
+        clean = sum(v for r, v in o.items() if r.startswith("clean: "))
+        rows.append([sid, *[o.get(r, 0) for r in dedup], o["kept"], clean])
+    return table(["source", *dedup, "kept", "clean: dropped"], rows,
+                 {"kept": "documents kept after dedup", "clean: dropped": "every clean reason together"})
+
+
+def pairs_table(pairs: list[dict], threshold: float) -> dg.MetadataValue:
+    """Example verified pairs, each labelled against the near-duplicate threshold: the examples span the
+    Jaccard range down to the analysis threshold, so some are similar documents that dedup keeps both of."""
+    rows = [[p["id_a"], p["id_b"], ratio(p["jaccard"]),
+             f">= {threshold}: near duplicate" if p["jaccard"] >= threshold else f"< {threshold}: both kept"]
+            for p in pairs]
+    return table(["id_a", "id_b", "jaccard", "vs threshold"], rows,
+                 {"vs threshold": f"exact Jaccard against dedup.jaccard_threshold = {threshold}"})
+
+
+def dedup_metadata(layout, stats: dict, sources: list[str], waiting: list[str], threshold: float,
+                   own_seconds: float | None = None) -> dict:
+    """What the UI shows of a dedup run: counts, drops per source, clusters, example pairs, charts, timing.
+    `own_seconds`: this run's time, the `seconds` of a run that reused the build."""
     outcomes = per_source_outcomes(layout, sources)
     sizes = driver.clusters(layout).group_by("cluster_min_id").len()["len"].to_list()
     largest = [[c["cluster_min_id"], c["size"]] for c in stats.get("largest_clusters", [])]
-    pairs = [[p["id_a"], p["id_b"], p["jaccard"]] for p in stats.get("example_pairs", [])]
     seconds = stats.get("seconds", {})
+    per_step = seconds if isinstance(seconds, dict) else {}
+    built = sum(per_step.values()) if per_step else float(seconds or 0.0)
     charts = {
         "documents kept and dropped per reason per source": stacked_bars(outcomes, "kept and dropped per source"),
         "near-duplicate cluster sizes": histogram(sizes, "near-duplicate cluster sizes", "documents in cluster",
                                                   bins=min(30, max(1, len(set(sizes))))),
     }
-    reasons = sorted({r for o in outcomes.values() for r in o if r != "kept"})
     return {
         **table_metadata(stats.get("docs", 0)),
         "sources": len(sources),
@@ -92,16 +127,15 @@ def dedup_metadata(layout, stats: dict, sources: list[str], waiting: list[str]) 
         "decontaminated": dg.MetadataValue.int(stats["decontaminated"]),
         "no_signature": stats.get("no_signature", 0),
         "clusters": stats.get("n_clusters", 0),
-        "drops_per_source": table(["source", "kept", *reasons],
-                                  [[sid, o["kept"], *[o.get(r, 0) for r in reasons]] for sid, o in outcomes.items()]),
+        "drops_per_source": drops_table(outcomes),
         "largest_clusters": table(["cluster_min_id", "size"], largest, {"cluster_min_id": "the kept document"}),
-        "example_pairs": table(["id_a", "id_b", "jaccard"], pairs),
+        "example_pairs": pairs_table(stats.get("example_pairs", []), threshold),
+        "jaccard_threshold": float(threshold),
         "charts": charts_markdown(charts),
         "cached": stats["cached"],
         "stage_key": stats["key"],
-        "seconds": timing(sum(seconds.values()) if isinstance(seconds, dict) else seconds),
-        "seconds_per_step": table(["step", "seconds"], [[k, v] for k, v in seconds.items()]) if isinstance(seconds, dict)
-        else table(["step", "seconds"], []),
+        **step_seconds(built if own_seconds is None else own_seconds, built, bool(stats["cached"])),
+        "seconds_per_step": table(["step", "seconds"], [[k, timing(v).value] for k, v in per_step.items()]),
         "path": dg.MetadataValue.path(str(layout.stage(driver.DEDUP))),
     }
 
@@ -114,6 +148,7 @@ def dedup_asset(fan_out: int = 1) -> dg.AssetsDefinition:
     @dg.op(name="dedup_plan", ins={"clean_documents": dg.In(dg.Nothing), "minhash_signatures": dg.In(dg.Nothing)},
            description="Scan, decontaminate, exact-dedup, band hashes; name the LSH units.")
     def plan_op(context: dg.OpExecutionContext, corpus: CorpusConfig) -> dict:
+        started = time.time()
         sources, waiting = materialized_sources(context, "minhash_signatures", corpus.layout())
         if not sources:
             raise dg.Failure(
@@ -124,6 +159,7 @@ def dedup_asset(fan_out: int = 1) -> dg.AssetsDefinition:
             resolved, layout = corpus.load()
             value = plan_value(driver.plan_dedup(layout, resolved, sources, log=context.log.info))
         value["info"].update(sources=sources, waiting=waiting)
+        value["started"] = started
         return value
 
     lsh_ops = group_ops("dedup", "lsh", driver.run_dedup_unit, fan_out)
@@ -148,7 +184,9 @@ def dedup_asset(fan_out: int = 1) -> dg.AssetsDefinition:
             resolved, layout = corpus.load()
             stats = plan["cached"] if plan["cached"] is not None else driver.finish_dedup(
                 layout, resolved, plan["key"], log=context.log.info)
-            metadata = dedup_metadata(layout, stats, plan["info"]["sources"], plan["info"]["waiting"])
+            own = time.time() - plan.get("started", time.time())
+            metadata = dedup_metadata(layout, stats, plan["info"]["sources"], plan["info"]["waiting"],
+                                      resolved["dedup"]["jaccard_threshold"], own)
         return versioned_output(metadata, stats["key"])
 
     @dg.graph_asset(
