@@ -1,6 +1,7 @@
 """Dagster layer of the token streams (data.07): the `token_streams` asset and its checks. Logic lives in
 corpus_dagster.tokenize; this file reads the config, calls it and reports."""
 
+import time
 from typing import Any
 
 import dagster as dg
@@ -18,29 +19,28 @@ from corpus_dagster.defs.units import after_groups, group_ops, plan_value, versi
 from corpus_dagster.tokenize import driver
 
 
-def _markdown_table(manifest: dict[str, Any]) -> str:
-    rows = ["| split | documents | tokens | files |", "|---|---:|---:|---|"]
-    for split, entry in manifest["splits"].items():
-        files = ", ".join(f"`{p['prefix']}` ({p['bin']['bytes']:,} B)" for p in entry["files"])
-        rows.append(f"| {split} | {entry['n_docs']:,} | {entry['n_tokens']:,} | {files} |")
-    return "\n".join(rows)
-
-
 def _splits_table(manifest: dict[str, Any]) -> dg.MetadataValue:
-    return table(["split", "documents", "tokens", "files", "bytes"], [
+    return table(["split", "documents", "tokens", "streams", "bytes"], [
         [split, e["n_docs"], e["n_tokens"], len(e["files"]), sum(p["bin"]["bytes"] for p in e["files"])]
         for split, e in manifest["splits"].items()
-    ])
+    ], {"streams": "Megatron .bin/.idx pairs", "bytes": "bytes of the .bin files"})
 
 
-def streams_metadata(context: dg.OpExecutionContext, layout, run: driver.StreamsRun) -> dict:
-    """What the UI shows of a token-streams run."""
+def _stream_counts(manifest: dict[str, Any]) -> dict[str, int]:
+    """How many .bin/.idx pairs and files: the figures the token_counts_consistent check reports too."""
+    pairs = sum(len(e["files"]) for e in manifest["splits"].values())
+    return {"streams": pairs, "files": 2 * pairs}
+
+
+def streams_metadata(context: dg.OpExecutionContext, layout, run: driver.StreamsRun, own_seconds: float = 0.0) -> dict:
+    """What the UI shows of a token-streams run; the splits appear once, as a table. `own_seconds`: this run's
+    time, the `seconds` of a run that reused the build."""
     result, m, cached, key = run
     if result is None:  # unchanged inputs and settings: nothing was rebuilt
         context.log.info(f"token streams unchanged (key {key}); nothing rebuilt")
         return {**table_metadata(m["n_docs"]), "path": dg.MetadataValue.path(str(layout.tokens)), "cached": True,
                 "n_docs": m["n_docs"], "n_tokens": m["n_tokens"], "tokenizer": m["tokenizer"]["name"],
-                "split_counts": _splits_table(m), "splits": dg.MetadataValue.md(_markdown_table(m))}
+                **_stream_counts(m), "split_counts": _splits_table(m), "seconds": timing(own_seconds)}
     mb = result.text_bytes / 1e6
     context.log.info(
         f"tokenized {m['n_docs']} documents ({mb:.1f} MB) into {m['n_tokens']} tokens "
@@ -59,7 +59,7 @@ def streams_metadata(context: dg.OpExecutionContext, layout, run: driver.Streams
         "n_tokens": m["n_tokens"],
         "train_tokens": m["splits"]["train"]["n_tokens"],
         "val_tokens": m["splits"]["val"]["n_tokens"],
-        "files": sum(len(e["files"]) for e in m["splits"].values()),
+        **_stream_counts(m),
         "bytes": sum(p["bin"]["bytes"] for e in m["splits"].values() for p in e["files"]),
         "seconds": timing(result.elapsed_s),
         "mb_per_s": round(mb / result.elapsed_s, 2) if result.elapsed_s else 0.0,
@@ -67,7 +67,6 @@ def streams_metadata(context: dg.OpExecutionContext, layout, run: driver.Streams
         "workers": result.workers,
         "threads_per_worker": result.threads,
         "split_counts": _splits_table(m),
-        "splits": dg.MetadataValue.md(_markdown_table(m)),
     }
 
 
@@ -80,7 +79,7 @@ def token_streams_asset(fan_out: int = 1) -> dg.AssetsDefinition:
     def plan_op(context: dg.OpExecutionContext, corpus: CorpusConfig) -> dict:
         with corpus_failure("token_streams"):  # bad input or an unloadable tokenizer: the message says what to do
             resolved, layout = corpus.load()
-            return plan_value(driver.plan_token_streams(layout, resolved, log=context.log.info))
+            return {**plan_value(driver.plan_token_streams(layout, resolved, log=context.log.info)), "started": time.time()}
 
     encode_ops = group_ops("token_streams", "encode", driver.run_token_unit, fan_out)
 
@@ -90,7 +89,8 @@ def token_streams_asset(fan_out: int = 1) -> dg.AssetsDefinition:
         with corpus_failure("token_streams"):
             resolved, layout = corpus.load()
             run = driver.finish_token_streams(layout, resolved, plan["key"], log=context.log.info)
-        return versioned_output(streams_metadata(context, layout, run), run.key)
+        own = time.time() - plan.get("started", time.time())
+        return versioned_output(streams_metadata(context, layout, run, own), run.key)
 
     @dg.graph_asset(
         name="token_streams",

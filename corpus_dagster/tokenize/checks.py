@@ -85,7 +85,10 @@ def check_counts(tokens_dir: str | Path) -> CheckReport:
     report.metadata.update(
         n_docs=manifest["n_docs"],
         n_tokens=manifest["n_tokens"],
-        files=sum(len(manifest["splits"][s]["files"]) for s in SPLITS) * 2 + 1,
+        # the same figures the token_streams asset shows: .bin/.idx pairs, and their files
+        streams=sum(len(manifest["splits"][s]["files"]) for s in SPLITS),
+        files=sum(len(manifest["splits"][s]["files"]) for s in SPLITS) * 2,
+        counts_table=COUNTS_NAME,
     )
     return report
 
