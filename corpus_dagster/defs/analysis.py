@@ -13,6 +13,38 @@ from corpus_dagster.defs.common import (
 )
 from corpus_dagster.defs.resources import CorpusConfig
 
+PREVIEW_LIMIT = 6000  # characters of REPORT.md shown inline; the whole file is the `report` path
+
+
+def _level(line: str) -> int:
+    """The level of a markdown ATX heading (`## x` -> 2), 0 for any other line."""
+    hashes = len(line) - len(line.lstrip("#"))
+    return hashes if 0 < hashes <= 6 and line[hashes:hashes + 1] in (" ", "") else 0
+
+
+def report_preview(text: str, limit: int = PREVIEW_LIMIT) -> str:
+    """REPORT.md for the UI: without its figure lines (the `figures` entry embeds the PNGs), without a heading
+    left with nothing under it (the figures' own), cut at a line boundary within `limit` characters."""
+    lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("![")]
+    kept: list[str] = []
+    for i, line in enumerate(lines):
+        level = _level(line)
+        if level:
+            after = next((ln for ln in lines[i + 1:] if ln.strip()), "")
+            if not after or 0 < _level(after) <= level:
+                continue  # an empty section: nothing before the next heading of its level or higher
+        if line.strip() or (kept and kept[-1].strip()):
+            kept.append(line)
+    out: list[str] = []
+    size = 0
+    for line in kept:
+        if size + len(line) + 1 > limit:
+            out += ["", "*(cut here: the whole report is the `report` file)*"]
+            break
+        out.append(line)
+        size += len(line) + 1
+    return "\n".join(out).strip() + "\n"
+
 
 @dg.asset(
     deps=["clean_documents", "minhash_signatures", "shards", "token_streams"],
@@ -43,7 +75,7 @@ def corpus_analysis(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> 
         "path": dg.MetadataValue.path(str(layout.analysis)),
     }
     if report.exists():
-        metadata["report_preview"] = dg.MetadataValue.md(report.read_text(encoding="utf-8").split("![")[0][:6000])
+        metadata["report_preview"] = dg.MetadataValue.md(report_preview(report.read_text(encoding="utf-8")))
     if figures:
         metadata["figures"] = figures_markdown(figures)
     return dg.MaterializeResult(data_version=dg.DataVersion(stats["key"]), metadata=metadata)
