@@ -16,6 +16,11 @@ from corpus_dagster.defs.resources import CorpusConfig
 PREVIEW_LIMIT = 6000  # characters of REPORT.md shown inline; the whole file is the `report` path
 
 
+def _pct(value) -> float | None:
+    """A percentage to 2 decimals (what the report prints)."""
+    return None if value is None else round(float(value), 2)
+
+
 def _level(line: str) -> int:
     """The level of a markdown ATX heading (`## x` -> 2), 0 for any other line."""
     hashes = len(line) - len(line.lstrip("#"))
@@ -62,7 +67,7 @@ def corpus_analysis(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> 
         stats = driver.run_analysis_stage(layout, resolved, sources, log=context.log.info)
     report = layout.analysis / "REPORT.md"
     overall = stats.get("steps", {}).get("clusters", {}).get("overall", {})
-    views = [[view, v.get("affected_pct"), v.get("removable_pct")] for view, v in overall.items()]
+    views = [[view, _pct(v.get("affected_pct")), _pct(v.get("removable_pct"))] for view, v in overall.items()]
     figures = [str(layout.analysis / f) for f in stats.get("figures", []) if str(f).endswith(".png")]
     metadata = {
         "sources": len(sources),
