@@ -1,29 +1,75 @@
 """A document's journey, read only from stage outputs through the drivers' reader functions; nothing reruns.
 
-`explain(layout, resolved, "alpha:00000007")` (or a url) returns the steps: source and raw part line, the clean
-verdict (kept, or reason, measured value and threshold), dedup (exact twin, near-duplicate cluster with the kept
-id and Jaccard, decontamination), PII redactions by type, shard and row, token stream split and offsets.
+`explain(layout, resolved, "alpha:7")` (or a url) returns what each stage did to the document, in pipeline
+order, and stops at the stage where the document left the pipeline (`left_at`): ingest names the document's
+own source file and its line (JSON Lines) or row (Parquet); clean says kept, or the rule that rejected it with
+the measured value, the comparison and the configured threshold; dedup says kept (with its near-duplicate
+cluster), removed as an exact or near duplicate of the kept id (with the Jaccard), or decontaminated; then the
+PII redactions by type, shard and row, token stream split and offsets. Every step carries a `summary` line.
+
+An id that names no document (malformed, unknown source, a position no raw part holds) raises
+DocumentNotFound with one line naming the id and what exists.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pyarrow.parquet as pq
 
 from corpus_dagster.clean import driver as clean
+from corpus_dagster.clean.cleaner import filter_key
 from corpus_dagster.core.errors import CorpusError, UpstreamMissing
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.dedup import driver as dedup
 from corpus_dagster.ingest import driver as ingest
+from corpus_dagster.ingest.raw_parts import read_raw_part
+from corpus_dagster.ingest.readers import Doc, iter_file
+from corpus_dagster.ingest.selection import Selection
 from corpus_dagster.publish import driver as publish
 from corpus_dagster.scrub import driver as scrub
 from corpus_dagster.tokenize import driver as tokens
 
 PLACEHOLDER = re.compile(r"<([A-Z_]+)>")
+DOC_ID = re.compile(r"^(?P<source>[a-z0-9][a-z0-9._-]*):(?P<k>[0-9]+)$")
+STAGES = ("ingest", "clean", "dedup", "scrub", "shards", "tokens")
+
+# The configured limit(s) each clean reason code compares its measured value against: (key in the rule's
+# `clean` section, the comparison that rejects). A code with several keys names the one its value breaks.
+_LIMITS: dict[str, list[tuple[str, str]]] = {
+    "gopher_word_count": [("min_words", "<"), ("max_words", ">")],
+    "gopher_mean_word_length": [("min_mean_word_length", "<"), ("max_mean_word_length", ">")],
+    "gopher_symbol_ratio": [("max_symbol_word_ratio", ">")],
+    "gopher_bullet_lines": [("max_bullet_lines_ratio", ">")],
+    "gopher_ellipsis_lines": [("max_ellipsis_lines_ratio", ">")],
+    "gopher_alpha_words": [("min_alpha_words_ratio", "<")],
+    "gopher_stop_words": [("min_stop_words", "<")],
+    "repetition_dup_para": [("max_dup_para_ratio", ">")],
+    "repetition_dup_para_chars": [("max_dup_para_char_ratio", ">")],
+    "repetition_dup_line": [("max_dup_line_ratio", ">")],
+    "repetition_dup_line_chars": [("max_dup_line_char_ratio", ">")],
+    **{f"repetition_top_{n}gram": [(f"max_top_{n}gram_char_ratio", ">")] for n in (2, 3, 4)},
+    **{f"repetition_dup_{n}gram": [(f"max_dup_{n}gram_char_ratio", ">")] for n in range(5, 11)},
+    "symbol_soup": [("min_text_char_ratio", "<")],
+    "table_dump": [("min_numeric_word_ratio", ">")],
+    "repeated": [("max_repeated_char_ratio", ">")],
+    "nav_menu": [("min_link_line_ratio", ">")],
+    "non_english": [("max_non_latin_ratio", ">")],
+    "fineweb_line_punct": [("max_line_punct_ratio", "<=")],
+    "fineweb_short_lines": [("min_short_line_ratio", ">=")],
+    "fineweb_dup_line_chars": [("min_dup_line_char_ratio", ">=")],
+    "fineweb_newline_ratio": [("max_newline_word_ratio", ">")],
+    "ppl": [("max_perplexity", ">")],
+    "lang": [("min_score", ">=")],
+}
+_OPS = {"<": lambda v, t: v < t, ">": lambda v, t: v > t, "<=": lambda v, t: v <= t, ">=": lambda v, t: v >= t}
 
 
 class DocumentNotFound(CorpusError):
@@ -40,11 +86,46 @@ def _rows(paths, column: str, value: str, columns: list[str] | None = None) -> l
     return out
 
 
+def shown_path(layout: Layout, path: str | Path) -> str:
+    """A path as explain prints it: normalized, relative to the artifacts root when it lies inside it."""
+    full = Path(os.path.normpath(Path(path).resolve()))
+    root = Path(os.path.normpath(layout.root.resolve()))
+    try:
+        return full.relative_to(root).as_posix()
+    except ValueError:
+        return full.as_posix()
+
+
+def _num(x: float | int | None) -> str:
+    """A measured value or threshold as people read it: 37, 0.9123, 1234.57."""
+    if x is None:
+        return "None"
+    x = float(x)
+    return str(int(x)) if x.is_integer() else format(round(x, 4), "g")
+
+
 def resolve_id(layout: Layout, query: str) -> str:
-    """The document id of an id or a url (a url is looked up in every source's clean documents and rejects)."""
+    """The document id of an id or a url (a url is looked up in every source's clean documents and rejects).
+
+    An id must name a ledger source and a position its raw parts hold; otherwise DocumentNotFound says which
+    sources or positions exist."""
     sources = [s.source_id for s in load_ledger(layout.ledger)]
-    if ":" in query and query.rsplit(":", 1)[0] in sources and "/" not in query:
-        return query
+    m = DOC_ID.match(query)
+    if m:
+        sid, k = m["source"], int(m["k"])
+        if sid not in sources:
+            raise DocumentNotFound(f"no document {query!r}: unknown source {sid!r}; the ledger's sources are "
+                                   f"{', '.join(sources) or '(none)'}")
+        try:
+            _parts, part_docs, _record = ingest.raw_parts(layout, sid)
+        except UpstreamMissing as exc:
+            raise DocumentNotFound(f"no document {query!r}: source {sid!r} has no raw parts yet "
+                                   f"({str(exc).splitlines()[0]})") from exc
+        n = sum(part_docs)
+        if k >= n:
+            held = f"positions 0..{n - 1}" if n else "no documents"
+            raise DocumentNotFound(f"no document {query!r}: source {sid!r} holds {held}")
+        return f"{sid}:{k}"
     for sid in sources:
         try:
             files = clean.clean_doc_files(layout, sid) + clean.reject_files(layout, sid)
@@ -53,50 +134,133 @@ def resolve_id(layout: Layout, query: str) -> str:
         hits = _rows(files, "url", query, ["id", "url"])
         if hits:
             return hits[0][2]["id"]
-    raise DocumentNotFound(f"no document with id or url {query!r} in the clean outputs of {', '.join(sources)}; "
-                           "ids look like <source_id>:<k>")
+    if "/" not in query:
+        raise DocumentNotFound(f"malformed document id {query!r}: ids look like <source_id>:<k> (k the 0-based "
+                               f"position in the source), sources: {', '.join(sources) or '(none)'}; or give a url")
+    raise DocumentNotFound(f"no document with url {query!r} in the clean outputs of {', '.join(sources)}")
 
 
 def explain(layout: Layout, resolved: dict[str, Any], query: str) -> dict[str, Any]:
-    """Every stage's answer for one document; a stage that has not run says so instead of failing."""
+    """Every stage's answer for one document, up to the stage where it left the pipeline (`left_at`).
+
+    A stage that has not run says so ("not built") instead of failing, and the stages after it are not read."""
     doc_id = resolve_id(layout, query)
     sid, k = doc_id.rsplit(":", 1)
     out: dict[str, Any] = {"id": doc_id, "source_id": sid}
     steps: dict[str, Any] = {}
-    for name, step in (("ingest", _ingest), ("clean", _clean), ("dedup", _dedup), ("scrub", _scrub),
-                       ("shards", _shards), ("tokens", _tokens)):
+    left_at = None
+    for name in STAGES:
         try:
-            steps[name] = step(layout, resolved, doc_id, sid, int(k))
+            step = _STEPS[name](layout, resolved, doc_id, sid, int(k))
         except UpstreamMissing as exc:
-            steps[name] = {"status": "not built", "detail": str(exc)}
+            step = {"status": "not built", "summary": f"not built: {str(exc).splitlines()[0]}"}
+        steps[name] = step
+        if step["status"] == "not built":
+            break
+        if step.pop("left", False):
+            left_at = name
+            break
     out["steps"] = steps
+    out["left_at"] = left_at
+    out["not_reached"] = [s for s in STAGES if s not in steps]
     return out
 
 
-def _ingest(layout, _resolved, _doc_id, sid, k):
-    row = next((s for s in load_ledger(layout.ledger) if s.source_id == sid), None)
+def _source_file(layout: Layout, resolved: dict[str, Any], sid: str, k: int, raw_url: str) -> dict[str, Any]:
+    """The source file a document was read from and its line (JSON Lines) or 0-based row (Parquet)."""
+    source = next(s for s in load_ledger(layout.ledger) if s.source_id == sid)
+    fetch = json.loads(layout.fetch_record(sid).read_text(encoding="utf-8")) if layout.fetch_record(sid).exists() else {}
+    file_urls = [f["url"] for f in fetch.get("files", [])]
+    where = "row" if source.format == "parquet" else "line"
+    for url in file_urls:  # a document without a url field is named `<file url>#<line or row>`
+        if raw_url == url:
+            return {"file": url}
+        if raw_url.startswith(url + "#") and raw_url[len(url) + 1:].isdigit():
+            return {"file": url, where: int(raw_url[len(url) + 1:])}
+    # The url is the document's own (url_field): count the documents of the source files in order.
+    selection = Selection.for_source(source)
+    max_bytes = int(resolved["ingest"]["max_doc_bytes"])
+    seen = 0
+    for url in file_urls:
+        local = url[len("file://"):] if url.startswith("file://") else str(layout.downloads(sid) / ingest.cache_name(url))
+        if not os.path.exists(local):
+            return {"file": None, "detail": f"source file {url} is not on this machine"}
+        docs = [d for d in iter_file(local, source, url, max_bytes, selection) if isinstance(d, Doc)]
+        if selection is not None:
+            docs = [d for d, keep in zip(docs, selection.select([d.fields or {} for d in docs]), strict=True) if keep]
+        if k < seen + len(docs):
+            doc = docs[k - seen]
+            return {"file": url, where: doc.line} if source.format != "text" else {"file": url}
+        seen += len(docs)
+    return {"file": None, "detail": "the source files hold fewer documents than the raw parts (refetched since?)"}
+
+
+def _shown_file(layout: Layout, url: str | None) -> str | None:
+    if url is None:
+        return None
+    return shown_path(layout, url[len("file://"):]) if url.startswith("file://") else url
+
+
+def _ingest(layout, resolved, _doc_id, sid, k):
     parts, part_docs, record = ingest.raw_parts(layout, sid)
     first = 0
     for path, n in zip(parts, part_docs, strict=True):
         if k < first + n:
-            return {"status": "fetched", "urls": list(row.urls) if row else [], "raw_part": str(path), "line": k - first + 1,
-                    "fetched_at": record.stats.get("fetched_at")}
+            raw = next(itertools.islice(read_raw_part(path), k - first, None))
+            src = _source_file(layout, resolved, sid, k, raw["url"])
+            file = _shown_file(layout, src.get("file"))
+            pos = next((f" {w} {src[w]}" for w in ("line", "row") if w in src), "")
+            summary = (f"fetched from {file}{pos}" if file else f"fetched ({src.get('detail')})")
+            summary += f"; raw part {shown_path(layout, path)} line {k - first + 1}, fetched_at {record.stats.get('fetched_at')}"
+            step = {"status": "fetched", "file": file, **{w: src[w] for w in ("line", "row") if w in src},
+                    "url": raw["url"], "raw_part": shown_path(layout, path), "raw_line": k - first + 1,
+                    "fetched_at": record.stats.get("fetched_at"), "summary": summary}
+            return step
         first += n
-    return {"status": "not in raw parts", "raw_parts": [str(p) for p in parts]}
+    raise DocumentNotFound(f"no document {sid}:{k}: source {sid!r} holds positions 0..{first - 1}")
+
+
+def rejection(reason: str, value: float | None, clean_cfg: dict[str, Any]) -> dict[str, Any]:
+    """What a clean reject broke: the rule, the measured value, the comparison, the threshold and its key."""
+    try:
+        section_name = filter_key(reason)
+    except ValueError:
+        return {"rule": reason, "value": value, "summary": f"rejected by {reason}: {_num(value)}"}
+    section = clean_cfg.get(section_name, {})
+    limits = [(key, op, section.get(key)) for key, op in _LIMITS.get(reason, []) if section.get(key) is not None]
+    broken = [lim for lim in limits if value is not None and _OPS[lim[1]](value, lim[2])]
+    chosen = (broken or limits)[:1]
+    out: dict[str, Any] = {"rule": reason, "value": value}
+    if reason == "lang":
+        allowed = section.get("allowed") or []
+        out |= {"threshold": section.get("min_score"), "config": f"clean.lang.min_score, clean.lang.allowed={allowed}"}
+        min_score = section.get("min_score")
+        if value is not None and min_score is not None and value < min_score:  # undetermined: no evidence
+            out["summary"] = f"rejected by lang: undetermined language (score {_num(value)}), allowed {allowed}"
+        else:
+            out["summary"] = (f"rejected by lang: score {_num(value)} >= {_num(min_score)} (clean.lang.min_score) "
+                              f"for a language outside allowed {allowed}")
+        return out
+    if chosen:
+        key, op, limit = chosen[0]
+        out |= {"op": op, "threshold": limit, "config": f"clean.{section_name}.{key}"}
+        out["summary"] = f"rejected by {reason}: {_num(value)} {op} {_num(limit)} (clean.{section_name}.{key})"
+    else:
+        out["summary"] = f"rejected by {reason}: {_num(value)}"
+    return out
 
 
 def _clean(layout, resolved, doc_id, sid, _k):
-    from corpus_dagster.defs.clean import reason_threshold
-
     hits = _rows(clean.reject_files(layout, sid), "id", doc_id, ["id", "reason", "value"])
     if hits:
         rec = hits[0][2]
-        return {"status": "rejected", "reason": rec["reason"], "value": rec["value"],
-                "threshold": reason_threshold(rec["reason"], resolved["clean"])}
+        return {"status": "rejected", **rejection(rec["reason"], rec["value"], resolved["clean"]), "left": True}
     hits = _rows(clean.clean_doc_files(layout, sid), "id", doc_id, ["id", "lang", "n_chars"])
     if hits:
-        return {"status": "kept", "lang": hits[0][2]["lang"], "n_chars": hits[0][2]["n_chars"]}
-    return {"status": "not in the clean outputs (quarantined at ingest?)"}
+        lang, n_chars = hits[0][2]["lang"], hits[0][2]["n_chars"]
+        return {"status": "kept", "lang": lang, "n_chars": n_chars, "summary": f"kept: lang {lang}, {n_chars} characters"}
+    return {"status": "missing", "summary": "in neither the clean documents nor the rejects (clean outputs stale?)",
+            "left": True}
 
 
 def _dedup(layout, _resolved, doc_id, _sid, _k):
@@ -105,56 +269,91 @@ def _dedup(layout, _resolved, doc_id, _sid, _k):
     if dropped:
         rec = dropped[0][2]
         if rec["reason"] == "decontaminated":
-            return {"status": "dropped", "reason": "decontaminated", "hit": rec["detail"]}
-        return {"status": "dropped", "reason": rec["reason"], "kept_id": rec["matched_id"], "jaccard": rec["jaccard"]}
+            return {"status": "removed", "reason": "decontaminated", "hit": rec["detail"], "left": True,
+                    "summary": f"removed by decontamination: overlaps a protected evaluation set ({rec['detail']})"}
+        kind = "an exact" if rec["reason"] == "exact" else "a near"
+        jac = f" (jaccard {_num(rec['jaccard'])})" if rec["jaccard"] is not None else ""
+        return {"status": "removed", "reason": rec["reason"], "kept_id": rec["matched_id"], "jaccard": rec["jaccard"],
+                "left": True, "summary": f"removed by dedup as {kind} duplicate of {rec['matched_id']}{jac}"}
     members = dedup.clusters(layout)
     mine = members.filter(pl.col("id") == doc_id)
     if mine.height:
         cluster = mine["cluster_min_id"][0]
         size = members.filter(pl.col("cluster_min_id") == cluster).height
-        return {"status": "kept", "cluster_min_id": cluster, "cluster_size": size, "decontamination": "no hit"}
-    return {"status": "kept", "cluster": None, "decontamination": "no hit"}
+        return {"status": "kept", "cluster_min_id": cluster, "cluster_size": size,
+                "summary": f"kept: the kept copy of a near-duplicate cluster of {size} documents (cluster {cluster})"}
+    return {"status": "kept", "cluster_min_id": None, "summary": "kept: no exact or near duplicate, no decontamination hit"}
 
 
 def _scrub(layout, _resolved, doc_id, sid, _k):
     hits = _rows(scrub.scrubbed_files(layout, sid), "id", doc_id, ["id", "text", "pii_redactions"])
     if not hits:
-        return {"status": "not scrubbed (dropped earlier)"}
+        return {"status": "missing", "summary": "not in the scrubbed documents (scrub outputs stale?)", "left": True}
     rec = hits[0][2]
     types: dict[str, int] = {}
     for t in PLACEHOLDER.findall(rec["text"]):
         types[t] = types.get(t, 0) + 1
-    return {"status": "scrubbed", "redactions": rec["pii_redactions"], "by_type": types}
+    what = ", ".join(f"{t} {n}" for t, n in sorted(types.items()))
+    n = rec["pii_redactions"]
+    summary = f"scrubbed: {n} redaction{'s' if n != 1 else ''} ({what})" if n else "scrubbed: no PII found"
+    return {"status": "scrubbed", "redactions": rec["pii_redactions"], "by_type": types, "summary": summary}
 
 
 def _shards(layout, _resolved, doc_id, _sid, _k):
     files = publish.published_shards(layout)
+    if not files:
+        raise UpstreamMissing("no published shards yet; materialize shards")
     hits = _rows(files, "id", doc_id, ["id", "split"])
     if not hits:
-        return {"status": "not published"}
+        return {"status": "missing", "summary": "not in the published shards (shards stale?)", "left": True}
     i, row, rec = hits[0]
-    return {"status": "published", "shard": files[i].name, "row": row, "split": rec["split"]}
+    shard = shown_path(layout, files[i])
+    return {"status": "published", "shard": shard, "row": row, "split": rec["split"],
+            "summary": f"published in {shard} row {row}, split {rec['split']}"}
 
 
 def _tokens(layout, _resolved, doc_id, _sid, _k):
-    counts = pq.read_table(tokens.token_counts_file(layout), columns=["id", "n_tokens", "split"])
+    path = tokens.token_counts_file(layout)
+    counts = pq.read_table(path, columns=["id", "n_tokens", "split"])
     frame = pl.from_arrow(counts).with_row_index("_row")
     mine = frame.filter(pl.col("id") == doc_id)
     if not mine.height:
-        return {"status": "not tokenized"}
+        return {"status": "missing", "summary": "not in the token counts (token streams stale?)", "left": True}
     split, row = mine["split"][0], int(mine["_row"][0])
     before = frame.filter((pl.col("split") == split) & (pl.col("_row") < row))
-    return {"status": "tokenized", "split": split, "doc_index": before.height,
-            "token_offset": int(before["n_tokens"].sum() or 0), "n_tokens": int(mine["n_tokens"][0]),
-            "counts_file": str(tokens.token_counts_file(layout))}
+    offset, n = int(before["n_tokens"].sum() or 0), int(mine["n_tokens"][0])
+    counts_file = shown_path(layout, path)
+    return {"status": "tokenized", "split": split, "doc_index": before.height, "token_offset": offset, "n_tokens": n,
+            "counts_file": counts_file,
+            "summary": f"tokenized: {split} stream document {before.height}, tokens {offset}..{offset + n} ({n}), "
+                       f"counts {counts_file}"}
+
+
+def first_published_id(layout: Layout) -> str:
+    """The id of the first document of the first published shard (what the UI job explains by default)."""
+    files = publish.published_shards(layout)
+    if not files:
+        raise DocumentNotFound("no published shards yet, so no default document: materialize shards, or name a document")
+    first = pq.ParquetFile(files[0]).read_row_group(0, columns=["id"])["id"]
+    if not len(first):
+        raise DocumentNotFound(f"the first shard {shown_path(layout, files[0])} holds no document: name a document")
+    return str(first[0])
+
+
+_STEPS = {"ingest": _ingest, "clean": _clean, "dedup": _dedup, "scrub": _scrub, "shards": _shards, "tokens": _tokens}
 
 
 def render(answer: dict[str, Any]) -> str:
-    """The journey as indented text lines."""
+    """The journey as indented text lines: one per stage reached, then where the document left."""
     lines = [f"document {answer['id']} (source {answer['source_id']})"]
     for name, step in answer["steps"].items():
-        rest = ", ".join(f"{k}={v}" for k, v in step.items() if k != "status")
-        lines.append(f"  {name:<7} {step['status']}" + (f": {rest}" if rest else ""))
+        lines.append(f"  {name:<7} {step['summary']}")
+    if answer.get("not_reached"):
+        rest = ", ".join(answer["not_reached"])
+        if answer["left_at"]:
+            lines.append(f"  (left the pipeline at {answer['left_at']}; not reached: {rest})")
+        else:
+            lines.append(f"  (later stages not read: {rest})")
     return "\n".join(lines)
 
 

@@ -1,4 +1,7 @@
-"""`python -m corpus_dagster.explain <id or url> [--config FILE] [--json]`: print one document's journey."""
+"""`python -m corpus_dagster.explain <id or url> [--config FILE] [--json]`: print one document's journey.
+
+Exit 0 with the journey (up to the stage where the document left the pipeline); exit 2 with one `error:` line
+when the id is malformed, names an unknown source or a position no raw part holds, or the url is unknown."""
 
 import argparse
 import json

@@ -122,26 +122,31 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
 
 
 class ExplainConfig(dg.Config):
-    """Which document to explain: its id (`<source_id>:<k>`) or its url."""
+    """Which document to explain: its id (`<source_id>:<k>`) or its url; empty = the first published document,
+    so the job launches from the Launchpad without any typing."""
 
-    document: str
+    document: str = ""
 
 
-@dg.op(description="Print one document's journey (ingest, clean, dedup, scrub, shards, token streams) from stage outputs.")
+@dg.op(description="Print one document's journey (ingest, clean, dedup, scrub, shards, token streams) from stage "
+                   "outputs, up to the stage where it left the pipeline.")
 def explain_document(context: dg.OpExecutionContext, config: ExplainConfig, corpus: CorpusConfig) -> dg.Output:
-    from corpus_dagster.explain import explain, render
+    from corpus_dagster.explain import explain, first_published_id, render
 
     with corpus_failure("explain"):
         resolved, layout = corpus.load()
-        answer = explain(layout, resolved, config.document)
+        answer = explain(layout, resolved, config.document or first_published_id(layout))
     context.log.info(render(answer))
-    rows = [[name, step["status"], ", ".join(f"{k}={v}" for k, v in step.items() if k != "status")]
-            for name, step in answer["steps"].items()]
-    return dg.Output(None, metadata={"document": answer["id"], "journey": table(["stage", "status", "details"], rows)})
+    rows = [[name, step["status"], step["summary"]] for name, step in answer["steps"].items()]
+    rows += [[name, "not reached" if answer["left_at"] else "not read", ""] for name in answer["not_reached"]]
+    return dg.Output(None, metadata={"document": answer["id"], "left_at": answer["left_at"] or "",
+                                     "journey": table(["stage", "status", "details"], rows)})
 
 
 @dg.job(
-    description="Explain this document: run with config `ops: {explain_document: {config: {document: <id or url>}}}`; "
+    description="Explain this document: launch as is to explain the first published document, or set "
+                "`ops: {explain_document: {config: {document: <id or url>}}}` (a link from corpus_dagster.defs.explain_link "
+                "opens this Launchpad with it filled in); "
                 "reads stage outputs only, nothing reruns. Same as `python -m corpus_dagster.explain <id or url>`.",
     executor_def=dg.in_process_executor,
 )
