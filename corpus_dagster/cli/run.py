@@ -53,6 +53,13 @@ def default_dagster_home() -> Path:
     return base / ".dagster_home"
 
 
+def default_workspace_file() -> Path:
+    """The workspace.yaml `make ui` loads: the checkout's when running from one, else the working folder's (the
+    runs take the origin of its code location, so the UI files them under it)."""
+    base = CHECKOUT if (CHECKOUT / "pyproject.toml").is_file() and (CHECKOUT / "corpus_dagster").is_dir() else Path.cwd()
+    return base / "workspace.yaml"
+
+
 def default_log_file(artifacts_root: Path) -> Path:
     """`logs/run-<UTC time>-<pid>.log` under the artifacts root (a log may carry a time; data outputs never do)."""
     # The pid too: two runs started in the same second must not append to one file.
@@ -163,7 +170,7 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
         reconcile_partitions,
     )
     from corpus_dagster.defs.resources import CorpusConfig
-    from corpus_dagster.defs.runner import GLOBAL_JOB, SOURCE_JOB, source_pool
+    from corpus_dagster.defs.runner import GLOBAL_JOB, SOURCE_JOB, repository_origin, source_pool
     from corpus_dagster.ingest.estimate import largest_first
 
     ledger = load_ledger(layout.ledger)  # LedgerError names file, line and JSON path
@@ -196,7 +203,8 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
                       f"(their data is deleted once the corpus without them is published)", flush=True)
         with instance:
             log.step = f"{SOURCE_JOB} runs"
-            with source_pool(corpus, instance, sources, output=str(log_path)) as pool:
+            with source_pool(corpus, instance, sources, output=str(log_path),
+                             origin=repository_origin(default_workspace_file())) as pool:
                 watcher = RunWatcher(instance, session, log, prefix=prefix, check_steps=pool.check_step_keys())
                 # largest first, so that a large source does not run alone at the end
                 outcomes = pool.run_sources(largest_first(layout, ledger), keep_going=keep_going, tags=tags,

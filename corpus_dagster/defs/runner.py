@@ -3,6 +3,12 @@
 Two ways: `materialize_sources` / `materialize_global` run in this process, one after another (tests; one
 result object each); `RunPool.run_sources` / `run_global` launch runs from a bounded pool of processes,
 sources `workers` at a time, each `build_source` run's steps in that process (the CLI and demo).
+
+A pool's runs are created as the UI's own launches are: with the remote origin of the code location that
+workspace.yaml loads (the Overview timeline groups runs by that origin and leaves off runs without one), and
+with the corpus resource's fields in the run config (a re-execution from the UI reads the same corpus config,
+whatever CORPUS_CONFIG the UI was started with). Their job snapshot is the job definition's, which is the
+location's when the UI was started on the same config file, so "Re-execute" finds the same version.
 """
 
 from __future__ import annotations
@@ -15,6 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
+from dagster._core.definitions.repository_definition import SINGLETON_REPOSITORY_NAME
+from dagster._core.execution.api import execute_run as execute_created_run
+from dagster._core.remote_origin import CodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+from dagster._core.workspace.load import location_origin_from_module_name, location_origins_from_yaml_paths
+from dagster._serdes import deserialize_value, serialize_value
 
 from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.parallel import exit_with_parent
@@ -27,6 +38,33 @@ PARTITION_TAG = "dagster/partition"
 # The console logger stays quiet: every event is still stored in the instance (the UI and the CLI's log
 # file read it from there), only Dagster's DEBUG stream on stderr is switched off.
 QUIET_CONSOLE: dict = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+DEFINITIONS_MODULE = "corpus_dagster.definitions"  # what workspace.yaml loads
+
+
+def code_location_origin(workspace_file: str | os.PathLike | None = None) -> CodeLocationOrigin:
+    """The origin of the code location that `dagster dev -w workspace_file` loads the definitions from.
+
+    Read from the workspace file as dagster reads it (the location's name is what the UI matches a run's origin
+    by); without the file, the origin `dagster dev -m corpus_dagster.definitions` would give.
+    """
+    if workspace_file is not None and os.path.isfile(workspace_file):
+        origins = location_origins_from_yaml_paths([os.fspath(workspace_file)])
+        for origin in origins:
+            if getattr(getattr(origin, "loadable_target_origin", None), "module_name", None) == DEFINITIONS_MODULE:
+                return origin
+    return location_origin_from_module_name(DEFINITIONS_MODULE, None, None)
+
+
+def repository_origin(workspace_file: str | os.PathLike | None = None) -> RemoteRepositoryOrigin:
+    """The repository the definitions module makes (`dg.Definitions` load as the singleton repository)."""
+    return RemoteRepositoryOrigin(code_location_origin(workspace_file), SINGLETON_REPOSITORY_NAME)
+
+
+def run_config_for(corpus_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A pool run's run config: the quiet console logger and the corpus resource's fields, all of them, so a
+    re-execution from the UI reads the same config even when the UI's location was built from another."""
+    fields = {k: corpus_kwargs.get(k) for k in ("config_path", "artifacts", "workers")}
+    return {**QUIET_CONSOLE, "resources": {"corpus": {"config": fields}}}
 
 
 def per_source_assets() -> list[dg.AssetsDefinition]:
@@ -160,13 +198,26 @@ def _send_output_to(path: str | None) -> None:
 
 
 def execute_run(instance_ref: Any, corpus_kwargs: dict[str, Any], job_name: str, partition: str | None,
-                tags: dict[str, str]) -> RunOutcome:
-    """Execute one named run in this pool process on the job's own executor; events go to the instance only."""
+                tags: dict[str, str], origin: str | None = None) -> RunOutcome:
+    """Execute one named run in this pool process on the job's own executor; events go to the instance only.
+
+    `origin`: the serialized RemoteRepositoryOrigin the run is created under. Otherwise this is what
+    `dg.execute_job` does; the job snapshot is the job definition's, the one a code location built from the
+    same corpus config gives for the job.
+    """
     instance = _pool_instance(instance_ref)
     corpus = CorpusConfig(**corpus_kwargs)
-    run_tags = {**tags, **({PARTITION_TAG: partition} if partition else {})}
-    with dg.execute_job(reconstructable_job(corpus, job_name), instance=instance, run_config=QUIET_CONSOLE,
-                        tags=run_tags) as result:
+    recon = reconstructable_job(corpus, job_name)
+    job_def = recon.get_definition()
+    run = instance.create_run_for_job(
+        job_def=job_def,
+        run_config=run_config_for(corpus_kwargs),
+        tags={**job_def.run_tags, **tags, **({PARTITION_TAG: partition} if partition else {})},
+        job_code_origin=recon.get_python_origin(),
+        remote_job_origin=(RemoteJobOrigin(deserialize_value(origin, RemoteRepositoryOrigin), job_name)
+                           if origin else None),
+    )
+    with execute_created_run(recon, run, instance) as result:
         return RunOutcome(job_name, partition, result.run_id, result.success)
 
 
@@ -193,8 +244,10 @@ class RunPool:
     reads the session's runs and their new events from SQLite: at 0.5 s that was about 3% of a run's CPU).
     """
 
-    def __init__(self, corpus: CorpusConfig, instance: dg.DagsterInstance, processes: int, output: str | None = None):
+    def __init__(self, corpus: CorpusConfig, instance: dg.DagsterInstance, processes: int, output: str | None = None,
+                 origin: RemoteRepositoryOrigin | None = None):
         self.corpus_kwargs = {"config_path": corpus.config_path, "artifacts": corpus.artifacts, "workers": corpus.workers}
+        self.origin = serialize_value(origin or repository_origin())
         self.instance_ref = instance.get_ref()
         self.processes = processes
         self.pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn"),
@@ -210,7 +263,8 @@ class RunPool:
         while queue or running:
             while queue and len(running) < self.processes and not stopped:
                 i, part = queue.pop(0)
-                running[self.pool.submit(execute_run, self.instance_ref, self.corpus_kwargs, job_name, part, tags)] = i
+                running[self.pool.submit(execute_run, self.instance_ref, self.corpus_kwargs, job_name, part, tags,
+                                         self.origin)] = i
             if stopped and not running:
                 break
             done, _ = wait(running, timeout=poll_seconds, return_when=FIRST_COMPLETED)
@@ -253,16 +307,17 @@ class RunPool:
 
 
 def source_pool(corpus: CorpusConfig, instance: dg.DagsterInstance, source_ids: list[str],
-                output: str | None = None) -> RunPool:
+                output: str | None = None, origin: RemoteRepositoryOrigin | None = None) -> RunPool:
     """A run pool of `workers` processes (at most one per source), with the source partitions added (the CLI
     has made them the ledger's before).
 
     Needs a persistent instance: the run processes write their events to it. `output`: a file that takes the
-    run processes' stdout and stderr (warnings of libraries), else they share this process's.
+    run processes' stdout and stderr (warnings of libraries), else they share this process's. `origin`: the
+    repository the runs are created under (default: the definitions module's, as `dagster dev -m` loads it).
     """
     add_partitions(instance, source_ids)
     workers = max(1, int(corpus.resolved()["workers"]))
-    return RunPool(corpus, instance, min(workers, max(1, len(source_ids))), output)
+    return RunPool(corpus, instance, min(workers, max(1, len(source_ids))), output, origin)
 
 
 def check_results(result: dg.ExecuteInProcessResult) -> list[tuple[str, str, bool, dict]]:
