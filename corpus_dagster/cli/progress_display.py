@@ -204,9 +204,9 @@ class RunWatcher:
 
     @staticmethod
     def _check_detail(metadata: dict[str, Any]) -> str:
-        details = getattr(metadata.get("details"), "value", None)
+        first = getattr(metadata.get("first_problem"), "value", None)  # the details are escaped markdown
         problems = getattr(metadata.get("problems"), "value", None)
-        first = one_line(str(details).splitlines()[0].lstrip("- ")) if details else ""
+        first = one_line(str(first)) if first else ""
         lead = f"{problems} problem(s)" if problems is not None else "failed"
         return f"{lead}: {first}" if first else lead
 

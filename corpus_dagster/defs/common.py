@@ -115,6 +115,7 @@ def check_result(report: CheckReport, scope: dict[str, Any] | None = None) -> dg
     metadata["problems"] = report.n_problems
     if report.problems:
         metadata["details"] = dg.MetadataValue.md("\n".join(f"- {md_escape(p)}" for p in report.problems))
+        metadata["first_problem"] = dg.MetadataValue.text(report.problems[0])  # plain, for the CLI's one line
     return dg.AssetCheckResult(passed=report.passed, metadata=metadata)
 
 
