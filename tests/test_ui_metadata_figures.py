@@ -141,3 +141,16 @@ def test_previews_fit_and_say_how_long_a_cut_text_is(runs):
             assert len(r.data["preview"]) <= PREVIEW_CHARS
             if r.data["n_chars"] > PREVIEW_CHARS:
                 assert r.data["preview"].endswith(f"… ({r.data['n_chars']:,} chars)")
+
+
+def test_shards_and_clean_link_the_explain_launchpad_for_their_first_document(runs):
+    from urllib.parse import parse_qs, urlparse
+
+    import yaml
+
+    for asset in ("shards", "clean_documents"):
+        meta = runs["built"][asset]
+        link = urlparse(meta["explain"].value)
+        assert link.path == "/locations/corpus_dagster.definitions/jobs/explain_document_job/playground/setup"
+        config = yaml.safe_load(parse_qs(link.query)["config"][0])
+        assert config["ops"]["explain_document"]["config"]["document"] == meta["preview"].records[0].data["id"]

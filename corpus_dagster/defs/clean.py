@@ -21,6 +21,7 @@ from corpus_dagster.defs.common import (
     table_metadata,
     when_inputs_change,
 )
+from corpus_dagster.defs.explain_link import explain_link, location_of
 from corpus_dagster.defs.partitions import source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
 
@@ -66,6 +67,12 @@ def kept_preview(layout, source_id: str, rows: int = PREVIEW_ROWS) -> dg.Metadat
     return table(["id", "lang", "n_chars", "preview"],
                  [[r["id"], r["lang"], r["n_chars"], preview_text(r["text"])] for r in head],
                  {"preview": "the start of the text; a cut text ends in its length"})
+
+
+def explain_first(files: list, location: str) -> dict[str, dg.MetadataValue]:
+    """`explain`: a link that explains the first document of these files in one click (none when empty)."""
+    head = head_rows(files[0], ["id"], 1) if files else []
+    return {"explain": explain_link(head[0]["id"], location)} if head else {}
 
 
 def rejected_preview(layout, source_id: str, clean_cfg: dict[str, Any],
@@ -132,6 +139,7 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
             "languages": table(["lang", "documents"], [[k, v] for k, v in stats.get("langs", {}).items()]),
             "kept_and_dropped_chart": charts_markdown({f"{sid}: kept and dropped per reason": chart}),
             "preview": kept,
+            **explain_first(driver.clean_doc_files(layout, sid), location_of(context)),
             "parts": stats["parts"],
             "cached": stats["cached"],
             "stage_key": stats["key"],
@@ -148,5 +156,6 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
             "by_reason": table(["reason", "documents", "threshold"],
                                [[k, v, reason_threshold(k, resolved["clean"])] for k, v in reasons.items()]),
             "examples": rejected,
+            **explain_first(driver.reject_files(layout, sid), location_of(context)),
         },
     )

@@ -20,6 +20,7 @@ from corpus_dagster.defs.common import (
     table_metadata,
     when_inputs_change,
 )
+from corpus_dagster.defs.explain_link import DEFAULT_LOCATION, explain_link, location_of
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.units import after_groups, group_ops, plan_value, versioned_output, wire_groups
 from corpus_dagster.publish import driver
@@ -35,9 +36,10 @@ def manifest_dedup(dedup: dict) -> dict:
     return {"dedup": table(["dedup step", "documents dropped"], counts), "dedup_settings": settings or "none"}
 
 
-def publish_metadata(layout, result: driver.PublishResult, own_seconds: float | None = None) -> tuple[dict, dict]:
+def publish_metadata(layout, result: driver.PublishResult, own_seconds: float | None = None,
+                     location: str = DEFAULT_LOCATION) -> tuple[dict, dict]:
     """(shards metadata, manifest metadata) for the UI; `own_seconds`: this run's time, shown as `seconds` when
-    the build was reused."""
+    the build was reused; `location`: the code location whose explain job the `explain` link opens."""
     files = driver.published_shards(layout)
     lengths = pl.concat([pl.read_parquet(f, columns=["n_chars"]) for f in files])["n_chars"].to_list() if files else []
     head = head_rows(files[0], ["id", "source_id", "split", "n_chars", "text"], PREVIEW_ROWS) if files else []
@@ -57,6 +59,7 @@ def publish_metadata(layout, result: driver.PublishResult, own_seconds: float | 
                          [[r["id"], r["source_id"], r["split"], r["n_chars"], preview_text(r["text"])] for r in head],
                          {"preview": "the start of the text; a cut text ends in its length"}),
         "length_histogram": charts_markdown({"length of kept documents (characters)": chart}),
+        **({"explain": explain_link(head[0]["id"], location)} if head else {}),
         "cached": result.cached,
         "stage_key": result.key,
         "path": dg.MetadataValue.path(str(layout.shards)),
@@ -103,7 +106,8 @@ def shards_asset(fan_out: int = 1) -> dg.AssetsDefinition:
         with corpus_failure("shards"):
             resolved, layout = corpus.load()
             result = driver.finish_publish(layout, resolved, plan["key"], log=context.log.info)
-            shards, manifest = publish_metadata(layout, result, time.time() - plan.get("started", time.time()))
+            shards, manifest = publish_metadata(layout, result, time.time() - plan.get("started", time.time()),
+                                                location_of(context))
             purged = purge_after_publish(layout, result.sources)
         for sid, folders in purged.items():
             context.log.info(f"source {sid!r} is neither in the ledger nor published: deleted {len(folders)} folder(s) "
