@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ui_setup import build_corpus, free_port, start_dagster_dev, stop
+from ui_setup import REMOVED, build_corpus, free_port, start_dagster_dev, stop
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -63,13 +63,87 @@ def _runs(home: Path):
         return instance.get_runs()
 
 
+def test_first_load_opens_no_dialog_and_the_timeline_lists_the_cli_runs(ui, page):
+    base, home = ui
+    page.goto(f"{base}/overview/activity/timeline", wait_until="networkidle")
+    page.wait_for_timeout(2500)  # the community dialog opened 1 s after the first load
+    assert page.locator(".bp5-dialog").count() == 0
+    assert page.get_by_text("Join the Dagster community").count() == 0
+    page.get_by_text("build_corpus").first.wait_for()
+    body = page.inner_text("body")
+    assert "No runs or scheduled ticks in this time period" not in body
+    jobs = {r.job_name for r in _runs(home)}
+    assert {"build_corpus", "build_source"} <= jobs, jobs
+    for job in jobs:
+        assert job in body, f"{job} is not on the timeline"
+    page.screenshot(path=str(ARTIFACTS / "00-timeline.png"))
+
+
+def test_the_clean_preview_fits_and_the_removed_source_is_not_headlined(ui, page):
+    base, _ = ui
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    try:
+        _open(page, f"{base}/assets/clean_documents")
+        header = page.locator("th", has_text="preview").first
+        header.wait_for()
+        header.scroll_into_view_if_needed()
+        box = header.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= 1600, box
+        cell = page.get_by_text("chars)").first
+        if cell.count():
+            cbox = cell.bounding_box()
+            assert cbox is not None and cbox["x"] + cbox["width"] <= 1600, cbox
+        page.get_by_text("Latest materialization").first.wait_for()
+        assert REMOVED not in page.inner_text("body")
+        page.screenshot(path=str(ARTIFACTS / "07-clean-preview.png"), full_page=True)
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def test_explain_opens_from_the_shards_page_and_runs(ui, page):
+    base, home = ui
+    _open(page, f"{base}/assets/shards")
+    link = page.locator("a[href*='explain_document_job/playground/setup']").first
+    link.wait_for()
+    href = link.get_attribute("href")
+    assert href and href.startswith("/locations/")
+    before = {r.run_id for r in _runs(home)}
+    _open(page, base + href)
+    page.get_by_text("explain_document").first.wait_for()
+    page.get_by_role("button", name="Launch Run").first.click()
+    deadline = time.monotonic() + 120
+    run = None
+    while time.monotonic() < deadline:
+        new = [r for r in _runs(home) if r.run_id not in before]
+        if new and new[0].is_finished:
+            run = new[0]
+            break
+        time.sleep(1)
+    assert run is not None and run.job_name == "explain_document_job"
+    assert run.status.value == "SUCCESS"
+    _open(page, f"{base}/runs/{run.run_id}")
+    page.get_by_text("Success").first.wait_for()
+    page.get_by_text("journey").first.wait_for()
+    page.screenshot(path=str(ARTIFACTS / "08-explain.png"))
+
+
+def test_scrubbed_metadata_shows_placeholders_beside_urls_without_entities(ui, page):
+    base, _ = ui
+    _open(page, f"{base}/assets/scrubbed")
+    page.get_by_text("examples").first.wait_for()
+    page.get_by_text("<EMAIL>").first.wait_for()
+    body = page.inner_text("body")
+    assert "&lt;" not in body and "&gt;" not in body and "\\|" not in body
+    assert page.locator("a[href*='impallari']").count() == 0  # the URL beside the placeholder is no link
+    page.get_by_text("<EMAIL>").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "04-scrub-examples.png"))
+
+
 def test_lineage_materialize_a_partition_checks_placeholders_and_charts(ui, page):
     base, home = ui
     _open(page, f"{base}/asset-groups")
     for group in ("ingest", "clean", "dedup", "scrub", "publish", "tokenize"):
         page.get_by_text(group, exact=True).first.wait_for()
-    page.wait_for_timeout(1500)  # the community dialog would open 1 s after load
-    assert page.get_by_text("Join the Dagster community").count() == 0
     page.screenshot(path=str(ARTIFACTS / "01-lineage.png"))
 
     # materialize one source partition from the UI and wait for its run
@@ -101,13 +175,6 @@ def test_lineage_materialize_a_partition_checks_placeholders_and_charts(ui, page
     body = page.inner_text("body")
     assert "Passed" in body and "Failed" not in body.split("Checks", 1)[-1]
     page.screenshot(path=str(ARTIFACTS / "03-shards-checks.png"))
-
-    # a PII placeholder stays visible as <EMAIL> in the scrub examples
-    _open(page, f"{base}/assets/scrubbed")
-    page.get_by_text("examples").first.wait_for()
-    assert "<EMAIL>" in page.inner_text("body")
-    page.get_by_text("<EMAIL>").first.scroll_into_view_if_needed()
-    page.screenshot(path=str(ARTIFACTS / "04-scrub-examples.png"))
 
     # a chart image loads
     _open(page, f"{base}/assets/dedup")

@@ -21,30 +21,41 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def build_corpus(root: Path) -> tuple[Path, Path]:
-    """A generated corpus (one document with an e-mail) built through Dagster into DAGSTER_HOME; (config, home)."""
-    import dagster as dg
-    from corpus_factory import write_setup
+REMOVED = "gamma"  # the last source of the ledger: built last, then removed, so it once headlined its assets
 
-    from corpus_dagster.defs.resources import CorpusConfig
-    from corpus_dagster.defs.runner import materialize_global, materialize_sources
+
+def cli(config: Path, home: Path, log: Path) -> None:
+    """`python -m corpus_dagster.run CONFIG`, as a person types it, against the instance in `home`."""
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    with log.open("a") as out:
+        subprocess.run([sys.executable, "-m", "corpus_dagster.run", str(config)], cwd=PROJECT, env=env,
+                       stdout=out, stderr=subprocess.STDOUT, check=True, timeout=900)
+
+
+def build_corpus(root: Path) -> tuple[Path, Path]:
+    """A generated corpus built through the CLI into a fresh DAGSTER_HOME, then rebuilt without its last
+    source (REMOVED); (config, home).
+
+    One document holds an e-mail address next to a URL (the scrub's examples show `<EMAIL>` beside a link),
+    three are exact twins (the dedup chart has something to show). The instance's dagster.yaml is the one
+    the project writes (onboarding dialogs off), not one written here.
+    """
+    from corpus_factory import write_setup
 
     config = write_setup(root)
     alpha = root / "sources" / "alpha.jsonl"
     rows = [json.loads(x) for x in alpha.read_text().splitlines()]
-    rows[0]["text"] += " Write to Jean-Sebastien Roy at jean.roy@fastmail.fr about the river garden."
+    rows[0]["text"] += (" Write to Jean-Sebastien Roy (www.impallari.com|jean.roy@fastmail.fr) or"
+                        " https://example.org/contact about the river garden.")
     rows += [{"text": r["text"], "link": r["link"] + "/copy"} for r in rows[1:4]]  # exact twins for the dedup chart
     alpha.write_text("".join(json.dumps(r) + "\n" for r in rows))
     home = root / "dagster_home"
-    home.mkdir()
-    # nux off: the "Join the Dagster community" dialog opens 1 s after the first page load and
-    # takes every click after it (a race the test lost on CI)
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n")
-    os.environ["DAGSTER_HOME"] = str(home)
-    corpus = CorpusConfig(config_path=str(config))
-    with dg.DagsterInstance.get() as instance:
-        materialize_sources(corpus, instance)
-        materialize_global(corpus, instance)
+    log = root / "cli.log"
+    cli(config, home, log)
+    ledger = root / "artifacts" / "corpus" / "LEDGER.jsonl"
+    kept = [x for x in ledger.read_text().splitlines() if json.loads(x)["source_id"] != REMOVED]
+    ledger.write_text("".join(x + "\n" for x in kept))
+    cli(config, home, log)
     return config, home
 
 
