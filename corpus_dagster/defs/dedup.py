@@ -22,7 +22,14 @@ from corpus_dagster.defs.common import (
 )
 from corpus_dagster.defs.partitions import source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
-from corpus_dagster.defs.units import after_groups, group_ops, plan_value, versioned_output, wire_groups
+from corpus_dagster.defs.units import (
+    after_groups,
+    group_ops,
+    plan_value,
+    seconds_since_plan,
+    versioned_output,
+    wire_groups,
+)
 
 
 @dg.asset(
@@ -157,9 +164,8 @@ def dedup_asset(fan_out: int = 1) -> dg.AssetsDefinition:
             )
         with corpus_failure("dedup"):
             resolved, layout = corpus.load()
-            value = plan_value(driver.plan_dedup(layout, resolved, sources, log=context.log.info))
+            value = plan_value(driver.plan_dedup(layout, resolved, sources, log=context.log.info), started)
         value["info"].update(sources=sources, waiting=waiting)
-        value["started"] = started
         return value
 
     lsh_ops = group_ops("dedup", "lsh", driver.run_dedup_unit, fan_out)
@@ -171,7 +177,7 @@ def dedup_asset(fan_out: int = 1) -> dg.AssetsDefinition:
             return plan
         with corpus_failure("dedup"):
             resolved, layout = corpus.load()
-            value = plan_value(driver.plan_verify(layout, resolved, plan["key"], log=context.log.info))
+            value = plan_value(driver.plan_verify(layout, resolved, plan["key"], log=context.log.info), plan["started"])
         value["info"] = {**plan["info"], **value["info"]}
         return value
 
@@ -184,9 +190,8 @@ def dedup_asset(fan_out: int = 1) -> dg.AssetsDefinition:
             resolved, layout = corpus.load()
             stats = plan["cached"] if plan["cached"] is not None else driver.finish_dedup(
                 layout, resolved, plan["key"], log=context.log.info)
-            own = time.time() - plan.get("started", time.time())
             metadata = dedup_metadata(layout, stats, plan["info"]["sources"], plan["info"]["waiting"],
-                                      resolved["dedup"]["jaccard_threshold"], own)
+                                      resolved["dedup"]["jaccard_threshold"], seconds_since_plan(plan))
         return versioned_output(metadata, stats["key"])
 
     @dg.graph_asset(

@@ -22,7 +22,14 @@ from corpus_dagster.defs.common import (
 )
 from corpus_dagster.defs.explain_link import DEFAULT_LOCATION, explain_link, location_of
 from corpus_dagster.defs.resources import CorpusConfig
-from corpus_dagster.defs.units import after_groups, group_ops, plan_value, versioned_output, wire_groups
+from corpus_dagster.defs.units import (
+    after_groups,
+    group_ops,
+    plan_value,
+    seconds_since_plan,
+    versioned_output,
+    wire_groups,
+)
 from corpus_dagster.publish import driver
 from corpus_dagster.publish.sources_check import check_sources_in_ledger
 
@@ -93,9 +100,10 @@ def shards_asset(fan_out: int = 1) -> dg.AssetsDefinition:
     @dg.op(name="shards_plan", ins={"scrubbed": dg.In(dg.Nothing), "dedup": dg.In(dg.Nothing)},
            description="Plan the rows of every shard; one unit per shard.")
     def plan_op(context: dg.OpExecutionContext, corpus: CorpusConfig) -> dict:
+        started = time.time()
         with corpus_failure("shards"):
             resolved, layout = corpus.load()
-            return {**plan_value(driver.plan_publish(layout, resolved, log=context.log.info)), "started": time.time()}
+            return plan_value(driver.plan_publish(layout, resolved, log=context.log.info), started)
 
     write_ops = group_ops("shards", "write", driver.run_publish_unit, fan_out)
 
@@ -106,7 +114,7 @@ def shards_asset(fan_out: int = 1) -> dg.AssetsDefinition:
         with corpus_failure("shards"):
             resolved, layout = corpus.load()
             result = driver.finish_publish(layout, resolved, plan["key"], log=context.log.info)
-            shards, manifest = publish_metadata(layout, result, time.time() - plan.get("started", time.time()),
+            shards, manifest = publish_metadata(layout, result, seconds_since_plan(plan),
                                                 location_of(context))
             purged = purge_after_publish(layout, result.sources)
         for sid, folders in purged.items():

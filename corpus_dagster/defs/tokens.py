@@ -15,8 +15,16 @@ from corpus_dagster.defs.common import (
     when_inputs_change,
 )
 from corpus_dagster.defs.resources import CorpusConfig
-from corpus_dagster.defs.units import after_groups, group_ops, plan_value, versioned_output, wire_groups
+from corpus_dagster.defs.units import (
+    after_groups,
+    group_ops,
+    plan_value,
+    seconds_since_plan,
+    versioned_output,
+    wire_groups,
+)
 from corpus_dagster.tokenize import driver
+from corpus_dagster.tokenize.checks import stream_counts
 
 
 def _splits_table(manifest: dict[str, Any]) -> dg.MetadataValue:
@@ -24,12 +32,6 @@ def _splits_table(manifest: dict[str, Any]) -> dg.MetadataValue:
         [split, e["n_docs"], e["n_tokens"], len(e["files"]), sum(p["bin"]["bytes"] for p in e["files"])]
         for split, e in manifest["splits"].items()
     ], {"streams": "Megatron .bin/.idx pairs", "bytes": "bytes of the .bin files"})
-
-
-def _stream_counts(manifest: dict[str, Any]) -> dict[str, int]:
-    """How many .bin/.idx pairs and files: the figures the token_counts_consistent check reports too."""
-    pairs = sum(len(e["files"]) for e in manifest["splits"].values())
-    return {"streams": pairs, "files": 2 * pairs}
 
 
 def streams_metadata(context: dg.OpExecutionContext, layout, run: driver.StreamsRun, own_seconds: float = 0.0) -> dict:
@@ -40,7 +42,7 @@ def streams_metadata(context: dg.OpExecutionContext, layout, run: driver.Streams
         context.log.info(f"token streams unchanged (key {key}); nothing rebuilt")
         return {**table_metadata(m["n_docs"]), "path": dg.MetadataValue.path(str(layout.tokens)), "cached": True,
                 "n_docs": m["n_docs"], "n_tokens": m["n_tokens"], "tokenizer": m["tokenizer"]["name"],
-                **_stream_counts(m), "split_counts": _splits_table(m), "seconds": timing(own_seconds)}
+                **stream_counts(m), "split_counts": _splits_table(m), "seconds": timing(own_seconds)}
     mb = result.text_bytes / 1e6
     context.log.info(
         f"tokenized {m['n_docs']} documents ({mb:.1f} MB) into {m['n_tokens']} tokens "
@@ -59,7 +61,7 @@ def streams_metadata(context: dg.OpExecutionContext, layout, run: driver.Streams
         "n_tokens": m["n_tokens"],
         "train_tokens": m["splits"]["train"]["n_tokens"],
         "val_tokens": m["splits"]["val"]["n_tokens"],
-        **_stream_counts(m),
+        **stream_counts(m),
         "bytes": sum(p["bin"]["bytes"] for e in m["splits"].values() for p in e["files"]),
         "seconds": timing(result.elapsed_s),
         "mb_per_s": round(mb / result.elapsed_s, 2) if result.elapsed_s else 0.0,
@@ -77,9 +79,10 @@ def token_streams_asset(fan_out: int = 1) -> dg.AssetsDefinition:
     @dg.op(name="token_streams_plan", ins={"manifest": dg.In(dg.Nothing)},
            description="Check the shards' manifest; one unit per row group of each published shard.")
     def plan_op(context: dg.OpExecutionContext, corpus: CorpusConfig) -> dict:
+        started = time.time()
         with corpus_failure("token_streams"):  # bad input or an unloadable tokenizer: the message says what to do
             resolved, layout = corpus.load()
-            return {**plan_value(driver.plan_token_streams(layout, resolved, log=context.log.info)), "started": time.time()}
+            return plan_value(driver.plan_token_streams(layout, resolved, log=context.log.info), started)
 
     encode_ops = group_ops("token_streams", "encode", driver.run_token_unit, fan_out)
 
@@ -89,8 +92,7 @@ def token_streams_asset(fan_out: int = 1) -> dg.AssetsDefinition:
         with corpus_failure("token_streams"):
             resolved, layout = corpus.load()
             run = driver.finish_token_streams(layout, resolved, plan["key"], log=context.log.info)
-        own = time.time() - plan.get("started", time.time())
-        return versioned_output(streams_metadata(context, layout, run, own), run.key)
+        return versioned_output(streams_metadata(context, layout, run, seconds_since_plan(plan)), run.key)
 
     @dg.graph_asset(
         name="token_streams",

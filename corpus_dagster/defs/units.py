@@ -22,9 +22,16 @@ from corpus_dagster.defs.resources import CorpusConfig
 RunUnit = Callable[..., Any]
 
 
-def plan_value(plan: Plan) -> dict[str, Any]:
-    """A plan as the plain dict the steps pass along (pickled by the IO manager: keep it small)."""
-    return {"key": plan.key, "units": list(plan.units), "cached": plan.cached, "info": dict(plan.info)}
+def plan_value(plan: Plan, started: float) -> dict[str, Any]:
+    """A plan as the plain dict the steps pass along (pickled by the IO manager: keep it small). `started`: the
+    time.time() at which the asset's first step began, so the last step can report the asset's own time."""
+    return {"key": plan.key, "units": list(plan.units), "cached": plan.cached, "info": dict(plan.info),
+            "started": started}
+
+
+def seconds_since_plan(plan: dict[str, Any]) -> float:
+    """Seconds since the asset's first step began: its own time, the `seconds` of a run that reused the build."""
+    return time.time() - plan["started"]
 
 
 def group_ops(stage: str, phase: str, run_unit: RunUnit, fan_out: int) -> list[dg.OpDefinition]:

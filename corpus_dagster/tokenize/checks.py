@@ -85,12 +85,17 @@ def check_counts(tokens_dir: str | Path) -> CheckReport:
     report.metadata.update(
         n_docs=manifest["n_docs"],
         n_tokens=manifest["n_tokens"],
-        # the same figures the token_streams asset shows: .bin/.idx pairs, and their files
-        streams=sum(len(manifest["splits"][s]["files"]) for s in SPLITS),
-        files=sum(len(manifest["splits"][s]["files"]) for s in SPLITS) * 2,
+        **stream_counts(manifest),
         counts_table=COUNTS_NAME,
     )
     return report
+
+
+def stream_counts(manifest: dict) -> dict[str, int]:
+    """How many .bin/.idx pairs a token manifest names, and their files: the token_streams asset and
+    token_counts_consistent report the same figures."""
+    pairs = sum(len(manifest["splits"][s]["files"]) for s in SPLITS)
+    return {"streams": pairs, "files": 2 * pairs}
 
 
 def _check_index(
