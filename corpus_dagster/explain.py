@@ -14,7 +14,6 @@ DocumentNotFound with one line naming the id and what exists.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 from pathlib import Path
@@ -169,7 +168,7 @@ def explain(layout: Layout, resolved: dict[str, Any], query: str) -> dict[str, A
 def _source_file(layout: Layout, resolved: dict[str, Any], sid: str, k: int, raw_url: str) -> dict[str, Any]:
     """The source file a document was read from and its line (JSON Lines) or 0-based row (Parquet)."""
     source = next(s for s in load_ledger(layout.ledger) if s.source_id == sid)
-    fetch = json.loads(layout.fetch_record(sid).read_text(encoding="utf-8")) if layout.fetch_record(sid).exists() else {}
+    fetch = ingest.load_record(layout.fetch_record(sid)) or {}
     file_urls = [f["url"] for f in fetch.get("files", [])]
     where = "row" if source.format == "parquet" else "line"
     for url in file_urls:  # a document without a url field is named `<file url>#<line or row>`

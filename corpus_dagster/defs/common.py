@@ -187,12 +187,6 @@ def table_metadata(rows: int, arrow_schema: Any | None = None) -> dict[str, Any]
     return out
 
 
-def short_text(text: Any, limit: int = PREVIEW_CHARS) -> str:
-    """Document text cut short for a preview, on one line."""
-    flat = " ".join(str(text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def preview_text(text: Any, limit: int = PREVIEW_CHARS) -> str:
     """A preview cell: the text on one line, at most `limit` characters; a longer text is cut and ends in
     its full length, e.g. `… (4,211 chars)`."""

@@ -63,8 +63,7 @@ def repository_origin(workspace_file: str | os.PathLike | None = None) -> Remote
 def run_config_for(corpus_kwargs: dict[str, Any]) -> dict[str, Any]:
     """A pool run's run config: the quiet console logger and the corpus resource's fields, all of them, so a
     re-execution from the UI reads the same config even when the UI's location was built from another."""
-    fields = {k: corpus_kwargs.get(k) for k in ("config_path", "artifacts", "workers")}
-    return {**QUIET_CONSOLE, "resources": {"corpus": {"config": fields}}}
+    return {**QUIET_CONSOLE, "resources": {"corpus": {"config": dict(corpus_kwargs)}}}
 
 
 def per_source_assets() -> list[dg.AssetsDefinition]:
