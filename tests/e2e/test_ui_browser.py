@@ -63,6 +63,17 @@ def _runs(home: Path):
         return instance.get_runs()
 
 
+def _finished_new_run(home: Path, before: set[str], seconds: float):
+    """The newest run not in `before` once it has finished, or None after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        new = [r for r in _runs(home) if r.run_id not in before]
+        if new and new[0].is_finished:
+            return new[0]
+        time.sleep(1)
+    return None
+
+
 def test_first_load_opens_no_dialog_and_the_timeline_lists_the_cli_runs(ui, page):
     base, home = ui
     page.goto(f"{base}/overview/activity/timeline", wait_until="networkidle")
@@ -111,14 +122,7 @@ def test_explain_opens_from_the_shards_page_and_runs(ui, page):
     _open(page, base + href)
     page.get_by_text("explain_document").first.wait_for()
     page.get_by_role("button", name="Launch Run").first.click()
-    deadline = time.monotonic() + 120
-    run = None
-    while time.monotonic() < deadline:
-        new = [r for r in _runs(home) if r.run_id not in before]
-        if new and new[0].is_finished:
-            run = new[0]
-            break
-        time.sleep(1)
+    run = _finished_new_run(home, before, 120)
     assert run is not None and run.job_name == "explain_document_job"
     assert run.status.value == "SUCCESS"
     _open(page, f"{base}/runs/{run.run_id}")
@@ -155,14 +159,7 @@ def test_lineage_materialize_a_partition_checks_placeholders_and_charts(ui, page
     page.locator("span:text-is('alpha')").first.click()
     page.keyboard.press("Escape")
     page.get_by_role("button", name="Launch 1 run").click()
-    deadline = time.monotonic() + 180
-    run = None
-    while time.monotonic() < deadline:
-        new = [r for r in _runs(home) if r.run_id not in before]
-        if new and new[0].is_finished:
-            run = new[0]
-            break
-        time.sleep(2)
+    run = _finished_new_run(home, before, 180)
     assert run is not None, "the run launched from the UI did not finish within 180 s"
     assert run.status.value == "SUCCESS" and run.tags.get("dagster/partition") == "alpha"
     _open(page, f"{base}/runs/{run.run_id}")
