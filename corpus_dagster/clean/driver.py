@@ -24,7 +24,8 @@ from corpus_dagster.core.documents import DOCUMENT_FIELDS
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
-from corpus_dagster.core.records import StageRecord, stage_key
+from corpus_dagster.core.records import StageRecord
+from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.ingest.driver import raw_parts
 from corpus_dagster.ingest.raw_parts import read_raw_part
 
@@ -107,11 +108,14 @@ def clean_part(raw_path: Path, first_k: int, source_id: str, clean_cfg: dict[str
     return stats
 
 
+CLEAN = Stage(STAGE, CODE_VERSION)
+
+
 def clean_key(layout: Layout, source_id: str, resolved: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(key, key inputs) of a source's clean output: raw part content hashes, clean settings, code version."""
     _paths, _docs, raw = raw_parts(layout, source_id)
     inputs = {"raw_parts": [[name, raw.outputs[name]["sha256"]] for name in raw.files["parts"]]}
-    return stage_key(STAGE, CODE_VERSION, inputs, output_settings(resolved, "clean")), inputs
+    return CLEAN.key(inputs, output_settings(resolved, "clean")), inputs
 
 
 @records.locked(lambda a: f"clean.{a['source_id']}")
@@ -123,29 +127,25 @@ def run_clean_source(layout: Layout, source_id: str, resolved: dict[str, Any], l
     parts, part_docs, _raw = raw_parts(layout, source_id)
     key, inputs = clean_key(layout, source_id, resolved)
     folder = layout.stage(STAGE, source_id)
-    done = records.cached(folder, key)
-    if done is not None:
-        return {**done.stats, "cached": True, "key": key}
-    records.begin(folder)
-    out_dir = folder / key
-    out_dir.mkdir(parents=True, exist_ok=True)
-    records.begin(out_dir)
-    clean_cfg = resolved["clean"]
-    offsets = [sum(part_docs[:i]) for i in range(len(part_docs))]
-    jobs = [(p, offsets[i], source_id, clean_cfg, out_dir, i) for i, p in enumerate(parts)]
-    per_part = []
-    for i, stats in enumerate(ordered_map(clean_part, jobs, resolved["workers"])):
-        per_part.append(stats)
-        if log:
-            log.info(f"{source_id}: part {i + 1}/{len(jobs)} cleaned ({stats['kept']} kept, {stats['rejected']} rejected)")
-    total = summarize(per_part)
-    docs = [f"{key}/docs-{i:05d}.parquet" for i in range(len(parts))]
-    rejects = [f"{key}/rejects-{i:05d}.parquet" for i in range(len(parts))]
-    records.commit(folder, StageRecord(  # also drops outputs of older configs / fetches
-        stage=STAGE, key=key, code_version=CODE_VERSION, inputs=inputs, settings=output_settings(resolved, "clean"),
-        outputs=records.describe_outputs(folder, docs + rejects), files={"docs": docs, "rejects": rejects}, stats=total,
-    ))
-    return {**total, "cached": False, "key": key}
+
+    def compute(key: str) -> Outputs:
+        out_dir = folder / key
+        clean_cfg = resolved["clean"]
+        offsets = [sum(part_docs[:i]) for i in range(len(part_docs))]
+        jobs = [(p, offsets[i], source_id, clean_cfg, out_dir, i) for i, p in enumerate(parts)]
+        per_part = []
+        for i, stats in enumerate(ordered_map(clean_part, jobs, resolved["workers"])):
+            per_part.append(stats)
+            if log:
+                log.info(f"{source_id}: part {i + 1}/{len(jobs)} cleaned "
+                         f"({stats['kept']} kept, {stats['rejected']} rejected)")
+        docs = [f"{key}/docs-{i:05d}.parquet" for i in range(len(parts))]
+        rejects = [f"{key}/rejects-{i:05d}.parquet" for i in range(len(parts))]
+        return Outputs(docs + rejects, {"docs": docs, "rejects": rejects}, summarize(per_part))
+
+    # committing also drops the outputs of older configs and fetches
+    return run_cached(folder, CLEAN, inputs, output_settings(resolved, "clean"), compute, key=key,
+                      clear=[folder / key]).summary()
 
 
 def summarize(per_part: list[dict[str, Any]]) -> dict[str, Any]:
