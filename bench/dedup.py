@@ -286,7 +286,7 @@ def generate(n_docs: int, folder: Path) -> dict:
 
 
 def _truth_chunk(pairs: list[tuple[str, str]]) -> list[float]:
-    from corpus_dagster.dedup.text import words
+    from corpus_dagster.lib.text import words
 
     out = []
     for x, y in pairs:
@@ -320,7 +320,7 @@ def truth_jaccard(files: dict[str, list[str]], planted: list[list]) -> list[floa
 # --------------------------------------------------------------------------------------------- steps
 def _rss_mb() -> float:
     """This process' own peak RSS (VmHWM: not inherited from the bench parent, unlike ru_maxrss)."""
-    from corpus_dagster.dedup.memory import peak_rss_mb
+    from corpus_dagster.core.memory import peak_rss_mb
 
     return peak_rss_mb()
 

@@ -402,8 +402,8 @@ def child_component_floors(config: str) -> None:
     from corpus_dagster.core.config import load_config
     from corpus_dagster.core.layout import Layout
     from corpus_dagster.core.ledger import load_ledger
+    from corpus_dagster.lib.tokenizers import load_tokenizer
     from corpus_dagster.publish.driver import published_shards
-    from corpus_dagster.tokenize.tokenizer import load_tokenizer
 
     resolved = load_config(config)
     layout = Layout.from_config(resolved)

@@ -43,7 +43,7 @@ def _packed_sort_oracle(values, offsets):
 
 
 def test_sorted_unique_segments_equals_the_packed_global_sort():
-    from corpus_dagster.dedup.kernels import sorted_unique_segments
+    from corpus_dagster.lib.kernels import sorted_unique_segments
 
     rng = np.random.default_rng(11)
     for n_docs, most in [(1, 0), (1, 5), (3, 0), (50, 40), (400, 3000)]:
@@ -59,7 +59,7 @@ def test_sorted_unique_segments_equals_the_packed_global_sort():
 
 
 def test_sorted_unique_segments_no_segments():
-    from corpus_dagster.dedup.kernels import sorted_unique_segments
+    from corpus_dagster.lib.kernels import sorted_unique_segments
 
     values, lengths = sorted_unique_segments(np.zeros(0, np.uint64), np.zeros(1, np.int64))
     assert values.size == 0 and lengths.size == 0

@@ -15,7 +15,7 @@ from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup import run_dedup
 from corpus_dagster.dedup.decontam import find_contaminated
 from corpus_dagster.dedup.protected import build_protected_index, protected_set_specs, read_protected_texts
-from corpus_dagster.dedup.text import words
+from corpus_dagster.lib.text import words
 
 
 def ngrams(text: str, n: int) -> list[tuple[str, ...]]:

@@ -10,9 +10,9 @@ import pytest
 from test_dedup_support import random_doc, shingle_set
 
 from corpus_dagster.dedup.components import cluster_keepers
-from corpus_dagster.dedup.hashing import shingle_hash64
-from corpus_dagster.dedup.jaccard import ShingleStore, concat_ranges, shingle_sets
-from corpus_dagster.dedup.lsh import band_hashes, candidate_pairs
+from corpus_dagster.lib.jaccard import ShingleStore, concat_ranges, shingle_sets
+from corpus_dagster.lib.lsh import band_hashes, candidate_pairs
+from corpus_dagster.lib.shingle_hashing import shingle_hash64
 
 
 def test_boilerplate_bucket_of_5000_yields_linear_pairs_to_its_smallest_member() -> None:
@@ -116,7 +116,7 @@ def test_exact_duplicates_keep_the_smallest_gid_among_the_eligible() -> None:
 
 
 def test_peak_rss_is_per_step_after_a_reset() -> None:
-    from corpus_dagster.dedup.memory import peak_rss_mb, reset_peak_rss
+    from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
 
     if not reset_peak_rss():
         pytest.skip("this kernel does not allow resetting the peak RSS (VmHWM)")
@@ -129,7 +129,7 @@ def test_peak_rss_is_per_step_after_a_reset() -> None:
 
 
 def test_intersections_of_sorted_ranges() -> None:
-    from corpus_dagster.dedup.kernels import intersections
+    from corpus_dagster.lib.kernels import intersections
 
     values = np.array([1, 3, 5, 7, 9, 3, 4, 5, 9, 10, 2], dtype=np.uint64)
     # [1 3 5 7 9] & [3 4 5 9 10] = 3; a set with itself; empty ranges; disjoint

@@ -9,14 +9,14 @@ import datasketch
 import numpy as np
 import pytest
 
-from corpus_dagster.dedup.hashing import shingle_hash64, shingle_hashes, word_hash, word_hashes
-from corpus_dagster.dedup.minhash import (
+from corpus_dagster.lib.minhash import (
     batch_signatures,
     permutations,
     shingle_input_hash,
     signatures_from_hashes,
 )
-from corpus_dagster.dedup.text import normalize_text, tokenize_batch, words
+from corpus_dagster.lib.shingle_hashing import shingle_hash64, shingle_hashes, word_hash, word_hashes
+from corpus_dagster.lib.text import normalize_text, tokenize_batch, words
 
 # Letters, digits, punctuation, whitespace runs, accented and Greek/Cyrillic/CJK letters, superscripts,
 # underscores and combining marks: the cases where "alphanumeric" could be read differently.
@@ -167,7 +167,7 @@ def test_batch_tokenizer_matches_the_reference_across_unicode() -> None:
 
 
 def test_alphanumeric_table_equals_str_isalnum_on_every_code_point() -> None:
-    from corpus_dagster.dedup.text import _alnum_table
+    from corpus_dagster.lib.text import _alnum_table
 
     table = _alnum_table()
     assert table.shape == (0x110000,)
@@ -176,7 +176,7 @@ def test_alphanumeric_table_equals_str_isalnum_on_every_code_point() -> None:
 
 def _numpy_signatures(hashes64: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, scheme: str) -> np.ndarray:
     """The numpy formulation the kernel replaced: per permutation, multiply, add and `minimum.reduceat`."""
-    from corpus_dagster.dedup.minhash import premix, signature_dtype
+    from corpus_dagster.lib.minhash import premix, signature_dtype
 
     dtype = signature_dtype(scheme)
     out = np.full((len(a), len(offsets) - 1), np.iinfo(dtype).max, dtype=dtype)
@@ -210,7 +210,7 @@ def test_signatures_of_a_batch_without_shingles_are_all_max() -> None:
 
 
 def test_kernel_refuses_mixed_dtypes_and_wrong_shapes() -> None:
-    from corpus_dagster.dedup.kernels import min_affine
+    from corpus_dagster.lib.kernels import min_affine
 
     x = np.arange(4, dtype=np.uint32)
     a = b = np.ones(8, dtype=np.uint32)

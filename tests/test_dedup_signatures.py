@@ -14,9 +14,9 @@ from test_dedup_support import dedup_cfg, random_doc, write_clean_docs
 
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup import compute_signatures
-from corpus_dagster.dedup.minhash import shingle_input_hash
-from corpus_dagster.dedup.signatures import byte_batches, signature_settings
-from corpus_dagster.dedup.text import words
+from corpus_dagster.dedup.signatures import signature_settings
+from corpus_dagster.lib.minhash import shingle_input_hash
+from corpus_dagster.lib.text import byte_batches, words
 
 
 def _texts(n: int = 50, seed: int = 0) -> list[str]:

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from corpus_dagster.clean.driver import CLEAN_DOC_SCHEMA
 from corpus_dagster.core.config import load_config
 from corpus_dagster.dedup import DedupSource, compute_signatures
-from corpus_dagster.dedup.text import words
+from corpus_dagster.lib.text import words
 
 
 def dedup_cfg(**overrides) -> dict:

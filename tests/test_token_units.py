@@ -212,8 +212,8 @@ def test_a_unit_per_row_group_writes_the_bytes_of_whole_shards(bpe_file, tmp_pat
 
 
 def test_a_row_group_unit_checks_its_rows(bpe_file, tmp_path):
+    from corpus_dagster.lib.tokenizers import load_tokenizer
     from corpus_dagster.tokenize.driver import ShardTask, tokenize_shard
-    from corpus_dagster.tokenize.tokenizer import load_tokenizer
 
     folder = tmp_path / "shards" / "v1"
     manifest = write_sample_shards(sample_texts(10), folder, shard_rows=10, row_group_rows=4)

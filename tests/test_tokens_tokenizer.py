@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from corpus_dagster.core.config import load_config
-from corpus_dagster.tokenize.sample import sample_texts, train_sample_bpe
-from corpus_dagster.tokenize.tokenizer import (
+from corpus_dagster.lib.tokenizers import (
     TokenizerLoadError,
     bpe_openai_available,
     frame_documents,
     load_tokenizer,
 )
+from corpus_dagster.tokenize.sample import sample_texts, train_sample_bpe
 
 CL100K_FILE_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 TRICKY = [
@@ -197,7 +197,7 @@ def test_prepend_bos_needs_a_bos_token():
 
 
 def test_bpe_openai_engine_without_the_package_is_explained(monkeypatch):
-    import corpus_dagster.tokenize.tokenizer as mod
+    import corpus_dagster.lib.tokenizers as mod
 
     monkeypatch.setattr(mod, "bpe_openai_available", lambda: False)
     with pytest.raises(TokenizerLoadError, match="pip install bpe-openai"):
@@ -210,7 +210,7 @@ def test_bpe_openai_extension_loads_alone_and_the_package_still_imports_after():
         pytest.skip("bpe-openai not installed")
     code = (
         "import sys\n"
-        "from corpus_dagster.tokenize.tokenizer import _bpe_openai_backend\n"
+        "from corpus_dagster.lib.tokenizers import _bpe_openai_backend\n"
         "ids = _bpe_openai_backend('cl100k_base').encode('hello world')\n"
         "assert 'bpe_openai.compat' not in sys.modules, 'package __init__ ran'\n"
         "import bpe_openai\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from corpus_dagster.core.arrays import unique_sorted
-from corpus_dagster.dedup.lsh import band_hashes
+from corpus_dagster.lib.lsh import band_hashes
 
 
 def candidate_probability(jaccard: float, bands: int, rows: int) -> float:

@@ -51,17 +51,15 @@ from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.errors import AnalysisError, CorpusError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import ParquetSettings, write_parquet
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.dedup.driver import signature_file
-from corpus_dagster.dedup.jaccard import ShingleStore, jaccard_of
-from corpus_dagster.dedup.lsh import band_hashes
-from corpus_dagster.dedup.memory import peak_rss_mb, reset_peak_rss
-from corpus_dagster.dedup.minhash import batch_signatures, permutations
-from corpus_dagster.dedup.near import shingle_sets_task
-from corpus_dagster.dedup.signatures import byte_batches
-from corpus_dagster.dedup.text import tokenize_batch
+from corpus_dagster.lib.jaccard import ShingleStore, jaccard_of, shingle_sets_task
+from corpus_dagster.lib.lsh import band_hashes
+from corpus_dagster.lib.minhash import batch_signatures, permutations
+from corpus_dagster.lib.text import byte_batches, tokenize_batch
 from corpus_dagster.publish.driver import read_manifest, verified_shards
 from corpus_dagster.tokenize.driver import token_counts_file
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
 from corpus_dagster.core.errors import AnalysisError
-from corpus_dagster.tokenize.tokenizer import HFTokenizer, TiktokenTokenizer, TokenizerLoadError
-
-ALIASES = {"cl100k": "cl100k_base", "cl100k_base": "cl100k_base", "o200k": "o200k_base", "o200k_base": "o200k_base"}
+from corpus_dagster.lib.tokenizers import (
+    ENCODING_ALIASES,
+    TokenizerLoadError,
+    tokenizer_from_config,
+    tokenizer_spec_config,
+)
 
 
 class LengthTokenizer:
@@ -18,15 +20,13 @@ class LengthTokenizer:
 
     def __init__(self, spec: str) -> None:
         try:
-            if spec in ALIASES:
-                self.impl = TiktokenTokenizer(ALIASES[spec], engine="auto", name=ALIASES[spec])
-            elif Path(spec).expanduser().exists():
-                self.impl = HFTokenizer(spec)
-            else:
+            cfg = tokenizer_spec_config(spec)
+            if cfg is None:
                 raise AnalysisError(
-                    f"analysis.tokenizers: {spec!r} is neither a known encoding ({sorted(ALIASES)}) nor an "
-                    "existing tokenizer.json or folder; fix the name or the path"
+                    f"analysis.tokenizers: {spec!r} is neither a known encoding ({sorted(ENCODING_ALIASES)}) nor "
+                    "an existing tokenizer.json or folder; fix the name or the path"
                 )
+            self.impl = tokenizer_from_config(cfg, section="analysis.tokenizers")
         except TokenizerLoadError as exc:
             raise AnalysisError(f"analysis.tokenizers: cannot load {spec!r}: {exc}") from exc
         self.name: str = self.impl.name

@@ -10,7 +10,7 @@ BMP built from the very regexes and sets the rules use; a chunk with an astral c
 character Python's `\\s` counts as space (the URL pattern reads `\\S`), is left to the caller
 ("fallback", about 1 chunk in 3 million here). Tokens concatenate to their chunk, so every token is a
 byte range of the input and the output buffers are built without Python strings. The first use compiles
-for about 15 s; the machine code is cached beside this file as in `dedup.kernels`.
+for about 15 s; the machine code is cached beside this file as in `lib.kernels`.
 """
 
 from __future__ import annotations

@@ -25,10 +25,8 @@ import pyarrow as pa
 
 from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.errors import DedupInputError
+from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.dedup.exact import exact_duplicates
-from corpus_dagster.dedup.jaccard import ShingleStore
-from corpus_dagster.dedup.lsh import candidate_pairs
-from corpus_dagster.dedup.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.dedup.near import build_store, lsh_band_keys, near_clusters
 from corpus_dagster.dedup.protected import build_protected_index
 from corpus_dagster.dedup.scan import Job, scan_corpus
@@ -47,6 +45,8 @@ from corpus_dagster.dedup.tables import (
     report,
     write_parquet,
 )
+from corpus_dagster.lib.jaccard import ShingleStore
+from corpus_dagster.lib.lsh import candidate_pairs
 
 __all__ = ["CLUSTERS_SCHEMA", "DROPPED_SCHEMA", "PAIRS_SCHEMA", "DedupSource", "run_dedup"]
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from corpus_dagster.dedup.hashing import shingle_hashes, word_hashes
 from corpus_dagster.dedup.protected import ProtectedIndex
-from corpus_dagster.dedup.text import tokenize_batch
+from corpus_dagster.lib.shingle_hashing import shingle_hashes, word_hashes
+from corpus_dagster.lib.text import tokenize_batch
 
 
 @dataclass(frozen=True)

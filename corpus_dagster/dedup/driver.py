@@ -48,17 +48,17 @@ from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.core.progress import Log, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.core.units import Plan, done_elsewhere, remove_work_folders, run_units
 from corpus_dagster.dedup.corpus_dedup import DedupSource, Prepared, StepTimer, check_inputs, finish, prepare
-from corpus_dagster.dedup.jaccard import ShingleStore
-from corpus_dagster.dedup.lsh import band_edges, merge_band_edges
-from corpus_dagster.dedup.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.dedup.near import build_store
 from corpus_dagster.dedup.protected import protected_set_specs
 from corpus_dagster.dedup.scan import Job
 from corpus_dagster.dedup.signatures import SIGNATURE_SETTINGS, compute_signatures
+from corpus_dagster.lib.jaccard import ShingleStore
+from corpus_dagster.lib.lsh import band_edges, merge_band_edges
 
 SIGNATURES = "minhash"
 DEDUP = "dedup"

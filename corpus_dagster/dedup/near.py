@@ -15,10 +15,9 @@ import pyarrow.parquet as pq
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.dedup.components import cluster_keepers
-from corpus_dagster.dedup.jaccard import ShingleStore, shingle_sets
-from corpus_dagster.dedup.lsh import band_hashes, candidate_pairs
 from corpus_dagster.dedup.scan import Corpus, Job
-from corpus_dagster.dedup.signatures import byte_batches
+from corpus_dagster.lib.jaccard import ShingleStore, shingle_sets_task
+from corpus_dagster.lib.lsh import band_hashes, candidate_pairs
 
 
 def lsh_candidates(
@@ -75,16 +74,6 @@ def lsh_band_keys(
     return keys, gids, no_signature
 
 
-def shingle_sets_task(path: str, row_group: int, rows: np.ndarray, shingle_size: int, batch_bytes: int):
-    """Sorted unique shingle fingerprints of the given rows of one row group (runs in a worker)."""
-    texts = pq.ParquetFile(path).read_row_group(row_group, columns=["text"]).column("text").combine_chunks()
-    texts = texts.take(rows)
-    values, lengths = [np.zeros(0, np.uint64)], [np.zeros(0, np.int64)]
-    for start, stop in byte_batches(texts, batch_bytes):
-        v, n = shingle_sets(texts.slice(start, stop - start), shingle_size)
-        values.append(v)
-        lengths.append(n)
-    return np.concatenate(values), np.concatenate(lengths)
 
 
 def build_store(

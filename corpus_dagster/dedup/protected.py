@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 
 from corpus_dagster.core.config import fill_defaults, load_schema
 from corpus_dagster.core.errors import DedupInputError
-from corpus_dagster.dedup.hashing import shingle_hashes, word_hashes
-from corpus_dagster.dedup.text import WordBatch, tokenize_batch
+from corpus_dagster.lib.shingle_hashing import shingle_hashes, word_hashes
+from corpus_dagster.lib.text import WordBatch, tokenize_batch
 
 FORMATS = ("jsonl", "parquet", "text")
 

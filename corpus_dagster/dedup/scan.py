@@ -18,7 +18,7 @@ from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.dedup.decontam import find_contaminated
 from corpus_dagster.dedup.protected import ProtectedIndex
-from corpus_dagster.dedup.signatures import byte_batches
+from corpus_dagster.lib.text import byte_batches
 
 
 @dataclass

@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.parallel import ordered_map
-from corpus_dagster.dedup.minhash import batch_signatures, permutations, signature_dtype
-from corpus_dagster.dedup.text import tokenize_batch
+from corpus_dagster.lib.minhash import batch_signatures, permutations, signature_dtype
+from corpus_dagster.lib.text import byte_batches, tokenize_batch
 
 SIGNATURE_META_KEY = b"corpus_dagster.dedup.signature"
 SIGNATURE_FORMAT = 1
@@ -63,20 +63,6 @@ def _open_docs(path: Path) -> pq.ParquetFile:
     return pf
 
 
-def byte_batches(texts: pa.Array, batch_bytes: int) -> list[tuple[int, int]]:
-    """Cut a text column into [start, stop) row ranges of about batch_bytes UTF-8 bytes each (>= 1 row)."""
-    n = len(texts)
-    if n == 0:
-        return []
-    sizes = pc.fill_null(pc.binary_length(texts), 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    ends = np.cumsum(sizes)
-    cuts, start = [], 0
-    while start < n:
-        limit = (ends[start - 1] if start else 0) + batch_bytes
-        stop = max(int(np.searchsorted(ends, limit, side="right")), start + 1)
-        cuts.append((start, min(stop, n)))
-        start = stop
-    return cuts
 
 
 def _signature_task(path: str, row_group: int, cfg: dict[str, Any]) -> pa.Table:

@@ -36,18 +36,11 @@ _TOKENIZERS: dict[str, Any] = {}
 
 def tokenizer(cfg: Mapping[str, Any]) -> Any:
     """The plain text encoder (no special tokens), built once per process."""
-    from corpus_dagster.tokenize.tokenizer import HFTokenizer, TiktokenTokenizer, TokenizerLoadError
+    from corpus_dagster.lib.tokenizers import tokenizer_from_config
 
     key = json.dumps(cfg, sort_keys=True, default=str)
     if key not in _TOKENIZERS:
-        if cfg["kind"] == "tiktoken":
-            _TOKENIZERS[key] = TiktokenTokenizer(cfg["encoding"], engine=cfg.get("engine", "auto"), name=cfg.get("name"))
-        elif cfg["kind"] == "huggingface":
-            if not cfg.get("path"):
-                raise TokenizerLoadError("release tokenizer kind is 'huggingface' but no path is set")
-            _TOKENIZERS[key] = HFTokenizer(cfg["path"], name=cfg.get("name"))
-        else:
-            raise TokenizerLoadError(f"unknown tokenizer kind {cfg['kind']!r}")
+        _TOKENIZERS[key] = tokenizer_from_config(cfg, section="release.tokenizer")
     return _TOKENIZERS[key]
 
 

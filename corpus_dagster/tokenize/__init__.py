@@ -1,6 +1,7 @@
 """Token streams (data.07): tokenize published shards into Megatron-LM indexed datasets. No dagster here."""
 
 from corpus_dagster.core.errors import TokenizerLoadError, TokenStreamError
+from corpus_dagster.lib.tokenizers import LoadedTokenizer, load_tokenizer
 from corpus_dagster.tokenize.checks import CheckReport, check_counts, check_decode_sample, check_rebuild
 from corpus_dagster.tokenize.driver import (
     BuildResult,
@@ -12,7 +13,6 @@ from corpus_dagster.tokenize.driver import (
 )
 from corpus_dagster.tokenize.indexed import SplitWriter, encode_index, read_index, token_dtype
 from corpus_dagster.tokenize.manifest import COUNTS_NAME, MANIFEST_NAME, read_manifest
-from corpus_dagster.tokenize.tokenizer import LoadedTokenizer, load_tokenizer
 
 __all__ = [
     "COUNTS_NAME",

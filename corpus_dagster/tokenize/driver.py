@@ -42,6 +42,7 @@ from corpus_dagster.core.parallel import effective_workers
 from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.core.units import Plan, done_elsewhere, remove_work_folders, run_units
+from corpus_dagster.lib.tokenizers import LoadedTokenizer, TokenizerInfo, load_tokenizer
 from corpus_dagster.tokenize.indexed import PartInfo, SplitWriter, token_dtype
 from corpus_dagster.tokenize.manifest import (
     COUNTS_NAME,
@@ -51,7 +52,6 @@ from corpus_dagster.tokenize.manifest import (
     dump_manifest,
     manifest_violations,
 )
-from corpus_dagster.tokenize.tokenizer import LoadedTokenizer, TokenizerInfo, load_tokenizer
 
 SPLITS = ("train", "val")
 SHARDS_MANIFEST = "_MANIFEST.json"

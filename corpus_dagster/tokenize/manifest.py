@@ -8,8 +8,8 @@ from typing import Any
 
 from corpus_dagster.core.config import load_schema, schema_violations
 from corpus_dagster.core.errors import TokenStreamError
+from corpus_dagster.lib.tokenizers import TokenizerInfo
 from corpus_dagster.tokenize.indexed import PartInfo
-from corpus_dagster.tokenize.tokenizer import TokenizerInfo
 
 MANIFEST_NAME = "_TOKENS.json"
 COUNTS_NAME = "token_counts.parquet"

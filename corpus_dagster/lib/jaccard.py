@@ -16,10 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from corpus_dagster.core.errors import DedupInputError
-from corpus_dagster.dedup.hashing import shingle_hashes, word_hashes
-from corpus_dagster.dedup.text import tokenize_batch
+from corpus_dagster.lib.shingle_hashing import shingle_hashes, word_hashes
+from corpus_dagster.lib.text import byte_batches, tokenize_batch
 
 FINGERPRINT_BITS = 44
 _FP_SHIFT = np.uint64(64 - FINGERPRINT_BITS)  # a fingerprint is the hash's top FINGERPRINT_BITS
@@ -27,7 +28,7 @@ _FP_SHIFT = np.uint64(64 - FINGERPRINT_BITS)  # a fingerprint is the hash's top 
 
 def shingle_sets(texts, shingle_size: int) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique shingle fingerprints of each text: (values uint64, lengths int64), in text order."""
-    from corpus_dagster.dedup.kernels import sorted_unique_segments  # numba: imported where sets are built
+    from corpus_dagster.lib.kernels import sorted_unique_segments  # numba: imported where sets are built
 
     wb = tokenize_batch(texts)
     hashes, offsets = shingle_hashes(word_hashes(wb), wb.doc_offsets, shingle_size)
@@ -135,7 +136,7 @@ class ShingleStore:
         return inter, self.length[a] + self.length[b] - inter
 
     def _intersection_chunk(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        from corpus_dagster.dedup.kernels import intersections  # numba: imported where sets are compared
+        from corpus_dagster.lib.kernels import intersections  # numba: imported where sets are compared
 
         # A fresh map per chunk: the pages it touched are released again when it goes away. Both sets of a
         # pair are sorted and unique, so one merge walk counts the shared fingerprints.
@@ -145,3 +146,15 @@ class ShingleStore:
         finally:
             del mm
         return np.asarray(inter, dtype=np.int64)
+
+
+def shingle_sets_task(path: str, row_group: int, rows: np.ndarray, shingle_size: int, batch_bytes: int):
+    """Sorted unique shingle fingerprints of the given rows of one row group (runs in a worker)."""
+    texts = pq.ParquetFile(path).read_row_group(row_group, columns=["text"]).column("text").combine_chunks()
+    texts = texts.take(rows)
+    values, lengths = [np.zeros(0, np.uint64)], [np.zeros(0, np.int64)]
+    for start, stop in byte_batches(texts, batch_bytes):
+        v, n = shingle_sets(texts.slice(start, stop - start), shingle_size)
+        values.append(v)
+        lengths.append(n)
+    return np.concatenate(values), np.concatenate(lengths)

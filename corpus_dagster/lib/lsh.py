@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from corpus_dagster.core.arrays import unique_sorted
-from corpus_dagster.dedup.hashing import fmix64
+from corpus_dagster.lib.shingle_hashing import fmix64
 
 BAND_MUL = np.uint64(0x9FB21C651E98DF25)
 BAND_SEED = 0x243F6A8885A308D3

@@ -18,6 +18,7 @@ from functools import cache
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 # Python's \w is alphanumeric characters plus "_", so [\W_] is "not alphanumeric".
 _PY_NON_ALNUM_RUN = re.compile(r"[\W_]+")
@@ -91,8 +92,24 @@ def tokenize_batch(texts: pl.Series | pa.Array | pa.ChunkedArray | list[str | No
     total = int(offsets[-1])
     data_buf = lower.buffers()[2]
     data = np.frombuffer(data_buf, dtype=np.uint8)[base : base + total] if total else np.zeros(0, np.uint8)
-    from corpus_dagster.dedup.kernels import word_bounds  # numba: imported where words are needed
+    from corpus_dagster.lib.kernels import word_bounds  # numba: imported where words are needed
 
     cp_alnum = _alnum_table() if total and int(data.max()) >= 0x80 else _NO_TABLE
     starts, ends, doc_offsets = word_bounds(data, offsets, _ASCII_ALNUM, cp_alnum)
     return WordBatch(data=data, starts=starts, ends=ends, doc_offsets=doc_offsets)
+
+
+def byte_batches(texts: pa.Array, batch_bytes: int) -> list[tuple[int, int]]:
+    """Cut a text column into [start, stop) row ranges of about batch_bytes UTF-8 bytes each (>= 1 row)."""
+    n = len(texts)
+    if n == 0:
+        return []
+    sizes = pc.fill_null(pc.binary_length(texts), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    ends = np.cumsum(sizes)
+    cuts, start = [], 0
+    while start < n:
+        limit = (ends[start - 1] if start else 0) + batch_bytes
+        stop = max(int(np.searchsorted(ends, limit, side="right")), start + 1)
+        cuts.append((start, min(stop, n)))
+        start = stop
+    return cuts

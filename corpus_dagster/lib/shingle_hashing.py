@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from corpus_dagster.dedup.text import WordBatch
+from corpus_dagster.lib.text import WordBatch
 
 MASK64 = (1 << 64) - 1
 # Polynomial base B and the length mixer L.
@@ -67,7 +67,7 @@ def shingle_hash64(shingle: str) -> int:
 
 def word_hashes(batch: WordBatch) -> np.ndarray:
     """Hash of every word of a batch (uint64, in word order)."""
-    from corpus_dagster.dedup.kernels import (
+    from corpus_dagster.lib.kernels import (
         word_hashes as kernel,  # numba: imported where hashes are computed
     )
 
@@ -84,7 +84,7 @@ def shingle_hashes(
     Windows never cross a document boundary; a document with fewer than k words has none.
     Returns (hashes uint64 in document order, offsets int64 of length n_docs + 1).
     """
-    from corpus_dagster.dedup.kernels import window_hashes
+    from corpus_dagster.lib.kernels import window_hashes
 
     counts = np.diff(doc_offsets)
     per_doc = np.maximum(counts - (k - 1), 0)

@@ -18,7 +18,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -374,6 +374,42 @@ def frame_documents(
     return ids_all.astype(dtype), lens.astype(np.int32)
 
 
+# The encodings known by name, and their short names: the one alias list every config section uses.
+ENCODING_ALIASES = {"cl100k": "cl100k_base", "cl100k_base": "cl100k_base", "o200k": "o200k_base",
+                    "o200k_base": "o200k_base"}
+
+
+def tokenizer_from_config(cfg: Mapping[str, Any], threads: int = 1, section: str = "tokenize") -> Tokenizer:
+    """The text tokenizer a config section describes (`kind`, `encoding` or `path`, `engine`, `name`).
+
+    `section` names the config section in messages (`tokenize`, `release.tokenizer`), so an error points at
+    the key to fix. An encoding may be given by its short name (`cl100k`, see ENCODING_ALIASES).
+    """
+    kind = cfg["kind"]
+    if kind == "tiktoken":
+        encoding = ENCODING_ALIASES.get(cfg["encoding"], cfg["encoding"])
+        return TiktokenTokenizer(encoding, engine=cfg.get("engine", "auto"), threads=threads, name=cfg.get("name"))
+    if kind == "huggingface":
+        if not cfg.get("path"):
+            raise TokenizerLoadError(
+                f"{section}.kind is 'huggingface' but {section}.path is not set: point it at "
+                "the model's tokenizer.json (or the folder holding it)"
+            )
+        return HFTokenizer(cfg["path"], threads=threads, name=cfg.get("name"))
+    raise TokenizerLoadError(f"unknown {section}.kind {kind!r}; expected one of {list(KINDS)}")
+
+
+def tokenizer_spec_config(spec: str) -> dict[str, Any] | None:
+    """The config section a tokenizer named by one string stands for: an encoding name (ENCODING_ALIASES)
+    or the path of an existing tokenizer.json (or its folder); None when it is neither."""
+    if spec in ENCODING_ALIASES:
+        return {"kind": "tiktoken", "encoding": ENCODING_ALIASES[spec], "engine": "auto",
+                "name": ENCODING_ALIASES[spec]}
+    if Path(spec).expanduser().exists():
+        return {"kind": "huggingface", "path": spec, "name": None}
+    return None
+
+
 def load_tokenizer(
     cfg: dict[str, Any], threads: int = 1, info: TokenizerInfo | None = None
 ) -> LoadedTokenizer:
@@ -383,18 +419,7 @@ def load_tokenizer(
     they do not need for encoding.
     """
     kind = cfg["kind"]
-    impl: Tokenizer
-    if kind == "tiktoken":
-        impl = TiktokenTokenizer(cfg["encoding"], engine=cfg["engine"], threads=threads, name=cfg.get("name"))
-    elif kind == "huggingface":
-        if not cfg.get("path"):
-            raise TokenizerLoadError(
-                "tokenize.kind is 'huggingface' but tokenize.path is not set: point it at "
-                "the model's tokenizer.json (or the folder holding it)"
-            )
-        impl = HFTokenizer(cfg["path"], threads=threads, name=cfg.get("name"))
-    else:
-        raise TokenizerLoadError(f"unknown tokenize.kind {kind!r}; expected one of {list(KINDS)}")
+    impl = tokenizer_from_config(cfg, threads)
     if info is not None:
         return LoadedTokenizer(impl, info)
     eod_id = _special_id(impl, cfg["eod_token"], "eod_token")

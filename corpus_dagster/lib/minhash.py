@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from corpus_dagster.dedup.hashing import MASK64, shingle_hash64, shingle_hashes, word_hashes
-from corpus_dagster.dedup.text import WordBatch
+from corpus_dagster.lib.shingle_hashing import MASK64, shingle_hash64, shingle_hashes, word_hashes
+from corpus_dagster.lib.text import WordBatch
 
 SCHEMES = ("affine32", "affine64")
 _WIDTH = {"affine32": 32, "affine64": 64}
@@ -84,7 +84,7 @@ def signatures_from_hashes(
     hashes64: uint64 shingle hashes in document order; offsets: int64, length n_docs + 1.
     Returns an (n_docs, num_perm) array of the scheme's dtype.
     """
-    from corpus_dagster.dedup.kernels import min_affine  # numba: imported where hashes are computed
+    from corpus_dagster.lib.kernels import min_affine  # numba: imported where hashes are computed
 
     dtype = _DTYPE[scheme]
     out = np.full((len(offsets) - 1, len(a)), np.iinfo(dtype).max, dtype=dtype)
