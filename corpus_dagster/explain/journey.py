@@ -355,10 +355,3 @@ def render(answer: dict[str, Any]) -> str:
             lines.append(f"  (later stages not read: {rest})")
     return "\n".join(lines)
 
-
-if __name__ == "__main__":
-    import sys
-
-    from corpus_dagster.cli.explain import main
-
-    sys.exit(main())
