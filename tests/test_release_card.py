@@ -136,3 +136,25 @@ def test_without_stage_records_the_headline_has_the_manifests_dedup_counts(tmp_p
     assert cell(card, "near duplicates removed (corpus dedup)") == "2"
     assert "## Construction" in card and "## Reproduce" in card and str(tmp_path) not in card
     assert check_release(kwargs["out_dir"], kwargs["settings"])["card_matches_data"].passed
+
+
+def test_the_stage_reruns_only_when_its_units_are_gone(built):
+    """A rerun under the same key is cached; without the build's units (which the rebuild check reads) the
+    stage builds again under the same key, into the same bytes, and records the release folder it wrote."""
+    from corpus_dagster.core import records
+    from corpus_dagster.release import driver
+
+    layout, resolved, out = built["layout"], built["resolved"], built["out"]
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.suffix != ".parquet"}
+    first = driver.run_release_stage(layout, resolved)
+    assert first["cached"]
+    units = driver.units_path(layout, first["key"])
+    units.unlink()
+    again = driver.run_release_stage(layout, resolved)
+    assert not again["cached"] and again["key"] == first["key"] and units.is_file()
+    assert driver.run_release_stage(layout, resolved)["cached"]
+    record = records.read_record(layout.stage(driver.STAGE))
+    assert (layout.stage(driver.STAGE) / record.output_dir).resolve() == out.resolve()
+    assert record.files["release"] == sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert not records.verify_outputs(layout.stage(driver.STAGE), record)
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.suffix != ".parquet"} == before
