@@ -256,6 +256,7 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
     from corpus_dagster.dedup import driver as dedup
     from corpus_dagster.ingest import driver as ingest
     from corpus_dagster.publish import driver as publish
+    from corpus_dagster.release import checks as release_checks
     from corpus_dagster.release import driver as release
     from corpus_dagster.review import driver as review
     from corpus_dagster.scrub import driver as scrub
@@ -309,8 +310,8 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
         "analysis checks": (checks(*[(w, lambda w=w: analysis.verify_analysis(layout, resolved, w))
                                      for w in ("clusters", "exact_groups", "duplicates_sample")]), kept_in),
         "release": (lambda: release.run_release_stage(layout, resolved), shards_in),
-        "release checks": (lambda: [name for name, r in release.release_checks(layout, resolved).items()
-                                    if not _check(r)], shards_in),
+        "release checks": (lambda: [name for name in release_checks.RELEASE_CHECKS
+                                    if not _check(release.release_check(layout, resolved, name))], shards_in),
         "release rebuild check": (checks(("rebuild", lambda: release.release_rebuild_check(layout, resolved))),
                                   shards_in),
         "review": (lambda: review.run_review_stage(layout, resolved), kept_in),

@@ -98,11 +98,13 @@ def synthesize(folder: Path, n_docs: int, settings: dict, tok, seed: int = 0, sh
 def run_one(n_docs: int, workers: int, settings_json: str) -> dict:
     """Synthesize and build one size in this process; returns the measurements."""
     from corpus_dagster.core.config import fill_defaults, load_schema
-    from corpus_dagster.release.driver import _tokenizer, build_release, release_tokenizer_cfg
+    from corpus_dagster.release.build import build_release
+    from corpus_dagster.release.inputs import release_tokenizer_cfg
+    from corpus_dagster.release.jobs import tokenizer
 
     full = fill_defaults({}, load_schema("corpus-config.schema.json"))
     settings = full["release"] | json.loads(settings_json)
-    tok = _tokenizer(release_tokenizer_cfg(settings, full["tokenize"]))
+    tok = tokenizer(release_tokenizer_cfg(settings, full["tokenize"]))
     with tempfile.TemporaryDirectory(prefix="bench-release-") as tmp:
         root = Path(tmp)
         t = time.perf_counter()

@@ -11,7 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from release_factory import build_kwargs, make_docs, settings
 
-from corpus_dagster.release.driver import build_release, check_rebuild, check_release, file_hashes
+from corpus_dagster.release.build import build_release
+from corpus_dagster.release.checks import check_release
+from corpus_dagster.release.rebuild import check_rebuild, file_hashes
 
 LEN = "length_tokens_cl100k_base"
 
@@ -51,7 +53,7 @@ def test_layout_schema_and_checks(built):
     assert schema.field("created_at").type == pa.timestamp("us", tz="UTC")
     assert schema.field(LEN).type == pa.int32() and schema.field("tags").type == pa.list_(pa.string())
     reports = check_release(out, kwargs["settings"])
-    assert all(r["passed"] for r in reports.values()), reports
+    assert all(r.passed for r in reports.values()), reports
 
 
 def test_load_with_datasets_whole_release_one_bucket_and_token_filter(built):
@@ -145,8 +147,8 @@ def test_segments_carry_their_span_and_parent(built):
 def test_rebuild_with_other_worker_count_is_byte_identical(built):
     kwargs, _, _ = built
     report = check_rebuild(kwargs["out_dir"], kwargs, workers=2)
-    assert report["passed"], report
-    assert report["metadata"]["files"] > 5
+    assert report.passed, report
+    assert report.metadata["files"] > 5
 
 
 def test_same_seed_same_bytes_other_seed_other_selection(tmp_path):
@@ -164,7 +166,7 @@ def test_same_seed_same_bytes_other_seed_other_selection(tmp_path):
 
 
 def test_token_counts_are_reused_when_the_tokenizer_matches(tmp_path, built):
-    from corpus_dagster.release.driver import release_tokenizer_cfg
+    from corpus_dagster.release.inputs import release_tokenizer_cfg
     from corpus_dagster.release.jobs import tokenizer
 
     kwargs, stats, docs = built

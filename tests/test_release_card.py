@@ -16,7 +16,9 @@ from release_factory import build_kwargs, make_docs
 from corpus_dagster.core.config import config_sha256, load_config
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import check_results, materialize_global, materialize_sources
-from corpus_dagster.release.driver import build_release, check_release, release_name
+from corpus_dagster.release.build import build_release
+from corpus_dagster.release.checks import check_release
+from corpus_dagster.release.driver import release_name
 
 SMALL_RELEASE = {"bucket_width": 64, "min_tokens": 64, "max_tokens": 512, "max_segments": 3, "per_bucket_cap": 12}
 STEPS = ["ingest", "clean", "minhash", "dedup", "scrub", "publish", "tokens", "analysis", "release"]
@@ -115,7 +117,7 @@ def test_card_names_paths_relative_to_the_root_only_and_its_check_passes(built):
     assert "`release/testset/v1/`" in section(card, "Reproduce")
     assert str(root) not in card and str(Path(root).resolve()) not in card
     assert str(root) not in (built["out"] / "_RELEASE.json").read_text(encoding="utf-8")
-    assert check_release(built["out"], built["resolved"]["release"])["card_matches_data"]["passed"]
+    assert check_release(built["out"], built["resolved"]["release"])["card_matches_data"].passed
     release_checks = {name: passed for asset, name, passed, _ in check_results(built["result"]) if asset == "release"}
     assert release_checks["release_card_matches_data"] and release_checks["release_reproducible"], release_checks
 
@@ -133,4 +135,26 @@ def test_without_stage_records_the_headline_has_the_manifests_dedup_counts(tmp_p
     assert cell(card, "exact duplicates removed (corpus dedup)") == "4"  # release_factory's manifest
     assert cell(card, "near duplicates removed (corpus dedup)") == "2"
     assert "## Construction" in card and "## Reproduce" in card and str(tmp_path) not in card
-    assert check_release(kwargs["out_dir"], kwargs["settings"])["card_matches_data"]["passed"]
+    assert check_release(kwargs["out_dir"], kwargs["settings"])["card_matches_data"].passed
+
+
+def test_the_stage_reruns_only_when_its_units_are_gone(built):
+    """A rerun under the same key is cached; without the build's units (which the rebuild check reads) the
+    stage builds again under the same key, into the same bytes, and records the release folder it wrote."""
+    from corpus_dagster.core import records
+    from corpus_dagster.release import driver
+
+    layout, resolved, out = built["layout"], built["resolved"], built["out"]
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.suffix != ".parquet"}
+    first = driver.run_release_stage(layout, resolved)
+    assert first["cached"]
+    units = driver.units_path(layout, first["key"])
+    units.unlink()
+    again = driver.run_release_stage(layout, resolved)
+    assert not again["cached"] and again["key"] == first["key"] and units.is_file()
+    assert driver.run_release_stage(layout, resolved)["cached"]
+    record = records.read_record(layout.stage(driver.STAGE))
+    assert (layout.stage(driver.STAGE) / record.output_dir).resolve() == out.resolve()
+    assert record.files["release"] == sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert not records.verify_outputs(layout.stage(driver.STAGE), record)
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.suffix != ".parquet"} == before

@@ -12,7 +12,8 @@ from release_factory import build_kwargs, document, settings
 
 from corpus_dagster.core.errors import LedgerError, ReleaseError
 from corpus_dagster.core.ledger import parse_ledger_lines
-from corpus_dagster.release.driver import build_release, check_release
+from corpus_dagster.release.build import build_release
+from corpus_dagster.release.checks import check_release
 from corpus_dagster.release.ids import RELEASE_NAMESPACE, file_key, fixed_prefix, release_id, row_ids
 
 GLOB = "file:///data/delta/*.jsonl"
@@ -81,7 +82,7 @@ def release_rows(root, docs, **kw) -> dict[tuple, str]:
     kwargs = build_kwargs(root, docs, sources=[DELTA], settings=settings(per_bucket_cap=10_000), **kw)
     build_release(**kwargs)
     reports = check_release(kwargs["out_dir"], kwargs["settings"])
-    assert all(r["passed"] for r in reports.values()), reports
+    assert all(r.passed for r in reports.values()), reports
     rows = pl.read_parquet(sorted(kwargs["out_dir"].glob("data/*/*.parquet")))
     out = {}
     for rid, meta in zip(rows["id"].to_list(), rows["metadata"].to_list(), strict=True):

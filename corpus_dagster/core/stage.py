@@ -68,6 +68,7 @@ def run_cached(
     output_dir: str = ".",
     prune: bool = True,
     on_cached: Callable[[StageRecord], None] | None = None,
+    needs: Iterable[Path] = (),
 ) -> StageRun:
     """Run `compute(key)` unless `folder` holds an intact record of the same key, then commit its record.
 
@@ -77,12 +78,13 @@ def run_cached(
 
     `key` defaults to `stage.key(inputs, settings)`; a caller that already computed it passes it.
     `output_dir` is where the outputs live relative to `folder` (published folders); `prune` removes key
-    folders of older keys on commit.
+    folders of older keys on commit. `needs` are files beside the record that a cached run must still have
+    (a log of its work a check reads); when one is missing the stage runs again.
     """
     key = key if key is not None else stage.key(inputs, settings)
     folder = Path(folder)
     done = records.cached(folder, key)
-    if done is not None:
+    if done is not None and all(Path(p).is_file() for p in needs):
         if on_cached is not None:
             on_cached(done)
         return StageRun(key, True, done)

@@ -58,7 +58,7 @@ def _release_check(corpus: CorpusConfig, name: str) -> dg.AssetCheckResult:
         resolved, layout = corpus.load()
         if not resolved["release"]["enabled"]:
             return dg.AssetCheckResult(passed=True, metadata={"skipped": "release.enabled is false"})
-        return check_result(driver.release_checks(layout, resolved)[name])
+        return check_result(driver.release_check(layout, resolved, name))
 
 
 @dg.asset_check(asset=release, blocking=True, description="Every row's token count lies in its bucket's range.")
