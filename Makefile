@@ -29,8 +29,11 @@ test-e2e: install
 	$(PY) -c 'import playwright' 2>/dev/null || $(PY) -m pip install -q playwright
 	CORPUS_E2E=1 $(VENV)/bin/pytest -p no:cacheprovider tests/e2e -rs
 
+# ruff, and the import contract of pyproject.toml: core <- lib <- stages <- explain <- defs <- cli, a stage reads
+# another only through its driver, no dagster below defs
 lint: install
 	$(VENV)/bin/ruff check corpus_dagster tests bench verify
+	$(VENV)/bin/lint-imports --no-cache
 
 ui: install
 	$(PY) -c 'from pathlib import Path; from corpus_dagster.defs.instance import prepare_home; prepare_home(Path("$(DAGSTER_HOME)"))'

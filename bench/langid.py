@@ -10,7 +10,7 @@ pages), built by tests/data/langid/make_langid.py (run it first if the file is m
 Columns: `docs`; `label ok` = share whose recorded label is the true language (the label the clean table
 stores; `und` counts as wrong); `kept` / `dropped` = what the `lang` rule does with only `allowed` kept
 (default config: `en`), so English wants kept near 1 and every other language dropped near 1; `target`
-is the issue's bar. Speed: the lang step alone (sampling + model + decision) over every document, one
+is the bar a release must meet. Speed: the lang step alone (sampling + model + decision) over every document, one
 process, POLARS_MAX_THREADS=1, CPU time (time.process_time), so MB/s is per core on a shared machine.
 """
 

@@ -1,4 +1,4 @@
-"""FineWeb rules, with the issue's inclusive thresholds ("at most", "at least")."""
+"""FineWeb rules, with inclusive thresholds ("at most", "at least")."""
 
 from __future__ import annotations
 

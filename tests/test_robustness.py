@@ -48,7 +48,7 @@ def quarantine(layout, sid, date="20261129"):
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-# Defect 1: a lone surrogate escape is quarantined as invalid_utf8 with file and line, never aborts the run.
+# a lone surrogate escape is quarantined as invalid_utf8 with file and line, never aborts the run.
 
 
 def test_lone_surrogate_in_text_url_or_kept_field_is_quarantined(env):
@@ -81,7 +81,7 @@ def test_lone_surrogate_in_raw_utf8_bytes_is_quarantined(env):
     assert [r["line"] for r in quarantine(layout, "b")] == [2, 3]
 
 
-# Defect 2: a damaged raw part makes raw_documents fetch again, so "rerun raw_documents" repairs it.
+# a damaged raw part makes raw_documents fetch again, so "rerun raw_documents" repairs it.
 
 
 @pytest.mark.parametrize("damage", ["truncate", "same_size_edit"])
@@ -103,7 +103,8 @@ def test_damaged_raw_part_is_refetched(env, damage):
     res = fetch(layout, resolved, source)  # what the error says to do
     assert res.unchanged is False and res.docs == 7
     assert paths[1].read_bytes() == good
-    assert run_clean_source(layout, "a", resolved)["kept"] >= 0
+    again = run_clean_source(layout, "a", resolved)  # the refetched part is read: every document accounted for
+    assert again["docs_in"] == 7 and again["kept"] + again["rejected"] == 7
 
 
 def test_touched_output_is_verified_by_hash_not_recomputed(env):
@@ -119,7 +120,7 @@ def test_touched_output_is_verified_by_hash_not_recomputed(env):
     assert paths[0].stat().st_ino == inode
 
 
-# Defect 3: temp leftovers of killed runs are cleared when their stage starts again.
+# temp leftovers of killed runs are cleared when their stage starts again.
 
 
 def test_begin_clears_temp_files_folders_and_work_folders_one_level_down(tmp_path):
@@ -155,7 +156,7 @@ def test_fetch_clears_a_killed_fetch_temp_folder_and_half_downloads(env):
     assert not stale.exists() and not half.exists()
 
 
-# Defect 4: symlinked files matched by a glob are read; a broken link is an error naming it.
+# symlinked files matched by a glob are read; a broken link is an error naming it.
 
 
 def test_symlinks_matched_by_a_glob_are_read(env):
@@ -193,7 +194,7 @@ def test_broken_symlink_is_an_error_naming_it(env, glob):
     assert "no file matches" not in msg
 
 
-# Defect 5: a trailing newline fails the source_id, dataset and version patterns.
+# a trailing newline fails the source_id, dataset and version patterns.
 
 
 def test_trailing_newline_fails_source_id():
@@ -215,7 +216,7 @@ def test_max_doc_bytes_is_bounded_by_the_row_group_limit():
         load_config(None, {"ingest": {"max_doc_bytes": 64 * 1024 * 1024 + 1}})
 
 
-# Defect 6: an exclusive lock per name on the artifacts root, released when its holder dies.
+# an exclusive lock per name on the artifacts root, released when its holder dies.
 
 HOLDER = textwrap.dedent("""
     import sys, time
@@ -283,7 +284,7 @@ def test_lock_names_are_file_safe(tmp_path):
     assert lock_path(tmp_path, "..").name == "_.lock"
 
 
-# Defect 8: the publish swap never leaves a moment without the published folder.
+# the publish swap never leaves a moment without the published folder.
 
 
 def test_atomic_dir_replaces_without_a_moment_of_absence(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""FineWeb quality rules (Penedo et al. 2024), off by default; thresholds as the issue states them.
+"""FineWeb quality rules (Penedo et al. 2024), off by default; thresholds inclusive ("at most", "at least").
 
 Rules in this fixed order, over the non-blank lines (split on `\\n`):
 fineweb_line_punct   share of lines ending in terminal punctuation at most `max_line_punct_ratio`

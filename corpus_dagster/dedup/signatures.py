@@ -1,6 +1,6 @@
 """Per-source MinHash signature files: read clean documents, hash them in batches, write one Parquet.
 
-Cached per source (the lead's `minhash_signatures[source_id]` partition): only this source is read.
+Cached per source (the `minhash_signatures[source_id]` partition): only this source is read.
 The file records the settings it was computed with, so the global step refuses a stale one.
 """
 

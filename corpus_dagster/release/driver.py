@@ -37,8 +37,7 @@ from corpus_dagster.release.rebuild import check_rebuild_sample
 from corpus_dagster.tokenize.driver import token_counts_file
 
 STAGE = "release"
-CODE_VERSION = "5"  # 2: the build records its units for the sampled rebuild check; 3: figures with exact labels;
-# 4: ids name the source row (file and line, or the ledger's id_field), not the shard id; 5: the card tells the build
+CODE_VERSION = "5"  # bump when a change here changes the release's bytes (parts, card, figures, _RELEASE.json)
 RELEASE = Stage(STAGE, CODE_VERSION)
 
 UNITS_NAME = "units.jsonl"  # the build's units, in the release stage's key folder

@@ -5,7 +5,7 @@ given phonenumbers version). Each line is `{"family": ..., "text": ...}` with go
 `⟦type|value⟧` (see corpus_dagster/scrub/evaluate.py). Three kinds of lines:
 
 - hand-written real-shaped examples (contact pages, signatures, logs, configs, forum posts);
-- generated positives: random but well-formed values of every format named in the issue, in varied
+- generated positives: random but well-formed values of every format the detectors cover, in varied
   templates (valid phone numbers for 16 regions, Luhn-valid cards per issuer, public/private IPs,
   provider tokens with their real alphabets and lengths);
 - hard negatives per family: versions, dates, times, ISBNs, UUIDs, git SHAs, hex hashes, coordinates,
