@@ -19,33 +19,6 @@ from corpus_dagster.core.errors import ConfigError
 # schemas/ and configs/ folders hold the same files for people and other tools (a test keeps them equal).
 PACKAGE_DATA = resources.files("corpus_dagster")
 
-# Keys that say where and how fast to run, never what to build: the determinism rule says they cannot
-# change an output byte, so they stay out of config_sha256 (a rebuild elsewhere or with more workers
-# must produce the same manifest).
-EXECUTION_KEYS = (
-    "paths",
-    "locks",
-    "executor",
-    "workers",
-    "refresh",
-    "progress",
-    "tokenize.engine",
-    "tokenize.threads_per_worker",
-    "tokenize.rebuild_check",
-    "tokenize.rebuild_check_batches",
-    "publish.rebuild_check_shards",
-    "release.rebuild_check",
-    "release.rebuild_check_units",
-    "publish.pii_check_docs",
-    "publish.pii_check_chars",
-    "dedup.batch_bytes",
-    "dedup.verify_batch_shingles",
-    "dedup.verify_chunk_pairs",
-    "analysis.batch_bytes",
-    "analysis.verify_batch_shingles",
-    "analysis.verify_cluster_pairs",
-    "analysis.verify_cluster_bytes",
-)
 # Sections of stages that read the published corpus and never change it: they have stage keys of their own
 # and stay out of the manifest's config_sha256, so tuning a release or an analysis never republishes shards.
 DOWNSTREAM_SECTIONS = ("analysis", "release", "review")
@@ -55,6 +28,24 @@ DOWNSTREAM_SECTIONS = ("analysis", "release", "review")
 def load_schema(name: str) -> dict[str, Any]:
     """Load a JSON schema shipped in schemas/ by file name."""
     return json.loads((PACKAGE_DATA / "schemas" / name).read_text(encoding="utf-8"))
+
+
+def _execution_keys(schema: dict[str, Any], prefix: str = "") -> tuple[str, ...]:
+    """Dotted paths of the schema properties marked `"x-execution": true`, in schema order."""
+    out: list[str] = []
+    for name, prop in schema.get("properties", {}).items():
+        dotted = f"{prefix}{name}"
+        if prop.get("x-execution"):
+            out.append(dotted)
+        else:
+            out.extend(_execution_keys(prop, f"{dotted}."))
+    return tuple(out)
+
+
+# Keys that say where and how fast to run, never what to build: the determinism rule says they cannot
+# change an output byte, so they stay out of config_sha256 and every stage key (a rebuild elsewhere or with
+# more workers must produce the same manifest). The schema marks them (`"x-execution": true`).
+EXECUTION_KEYS = _execution_keys(load_schema("corpus-config.schema.json"))
 
 
 def packaged_config_path() -> Path:
