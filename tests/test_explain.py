@@ -207,12 +207,13 @@ def test_ui_job_runs_with_its_default_config(corpus_built):
 
 
 def test_explain_link_opens_the_launchpad_with_the_id(corpus_built):
-    from corpus_dagster.defs.explain_link import DEFAULT_LOCATION, explain_link
+    from corpus_dagster.defs.explain_link import DEFAULT_LOCATION, explain_link, link_target
 
     corpus, _resolved, _layout, _n = corpus_built
     link = explain_link("alpha:5")
-    assert isinstance(link, dg.UrlMetadataValue)
-    parts = urlsplit(link.url)
+    assert isinstance(link, dg.MarkdownMetadataValue)  # a short label: a url value shows the whole path
+    assert link.value.startswith("[explain alpha:5](/locations/")
+    parts = urlsplit(link_target(link))
     assert not parts.scheme and not parts.netloc and parts.path.startswith("/")
     assert parts.path == f"/locations/{DEFAULT_LOCATION}/jobs/explain_document_job/playground/setup"
     run_config = yaml.safe_load(parse_qs(parts.query)["config"][0])

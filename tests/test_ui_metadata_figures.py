@@ -148,9 +148,11 @@ def test_shards_and_clean_link_the_explain_launchpad_for_their_first_document(ru
 
     import yaml
 
+    from corpus_dagster.defs.explain_link import link_target
+
     for asset in ("shards", "clean_documents"):
         meta = runs["built"][asset]
-        link = urlparse(meta["explain"].value)
+        link = urlparse(link_target(meta["explain"]))
         assert link.path == "/locations/corpus_dagster.definitions/jobs/explain_document_job/playground/setup"
         config = yaml.safe_load(parse_qs(link.query)["config"][0])
         assert config["ops"]["explain_document"]["config"]["document"] == meta["preview"].records[0].data["id"]

@@ -15,6 +15,8 @@ from urllib.parse import quote
 import dagster as dg
 import yaml
 
+from corpus_dagster.defs.common import md_escape
+
 EXPLAIN_JOB = "explain_document_job"
 EXPLAIN_OP = "explain_document"
 DEFAULT_LOCATION = "corpus_dagster.definitions"  # workspace.yaml loads this module; no location_name is set
@@ -41,5 +43,16 @@ def location_of(context: dg.AssetExecutionContext | dg.OpExecutionContext) -> st
 
 def explain_link(document: str, location: str = DEFAULT_LOCATION, repository: str = DEFAULT_REPOSITORY) -> dg.MetadataValue:
     """Asset metadata: a link (relative to the UI root) to the Launchpad of explain_document_job, pre-filled
-    with `document`; one click on Launch explains it."""
-    return dg.MetadataValue.url(launchpad_path(document, location, repository))
+    with `document`; one click on Launch explains it.
+
+    A markdown link with a short label, not a url value: the UI shows a url value as its whole text, one
+    unbreakable word that widened the asset's metadata table past the page (its tables then scrolled sideways).
+    """
+    label = md_escape(f"explain {document}")
+    return dg.MetadataValue.md(f"[{label}]({launchpad_path(document, location, repository)})")
+
+
+def link_target(value: dg.MetadataValue) -> str:
+    """The path an `explain_link` value points to."""
+    text = value.value if isinstance(value, dg.MarkdownMetadataValue) else str(value.value)
+    return text[text.rindex("](") + 2 : -1]

@@ -100,6 +100,15 @@ def test_the_clean_preview_fits_and_the_removed_source_is_not_headlined(ui, page
         header.scroll_into_view_if_needed()
         box = header.bounding_box()
         assert box is not None and box["x"] + box["width"] <= 1600, box
+        # the key column stays in view beside the text: the table fits without a sideways scroll
+        key = header.locator("xpath=ancestor::table[1]//th[normalize-space()='id']").first
+        kbox = key.bounding_box()
+        assert kbox is not None and kbox["x"] >= 0, kbox
+        overflow = header.evaluate(
+            "e => { for (let n = e.parentElement; n; n = n.parentElement) {"
+            " if (n.scrollWidth > n.clientWidth + 1 && getComputedStyle(n).overflowX !== 'visible') return true; }"
+            " return false; }")
+        assert not overflow, "the preview table scrolls sideways at 1600 px"
         cell = page.get_by_text("chars)").first
         if cell.count():
             cbox = cell.bounding_box()
