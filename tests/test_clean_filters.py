@@ -63,6 +63,11 @@ def test_run_order_reason_codes_and_manifest_keys_are_unchanged() -> None:
     assert BASE_FILTER_KEYS == ("lang", "gopher", "repetition", "ppl")
 
 
+def test_the_manifest_schema_requires_exactly_the_base_keys() -> None:
+    filters_schema = load_schema("corpus-manifest.schema.json")["properties"]["filters"]
+    assert filters_schema["required"] == list(BASE_FILTER_KEYS)
+
+
 def test_other_stages_read_the_declarations_through_the_clean_driver() -> None:
     assert driver.FILTERS is FILTERS and driver.REASON_CODES is REASON_CODES and driver.FILTER_KEYS is FILTER_KEYS
     assert manifest.BASE_FILTER_KEYS is driver.BASE_FILTER_KEYS is BASE_FILTER_KEYS
