@@ -1,4 +1,4 @@
-"""The filter declarations: complete, consistent with the config schema and the verdicts, in today's orders,
+"""The filter declarations: complete, consistent with the config schema and the verdicts, in pinned orders,
 and the one source of the threshold texts the Dagster UI, the review and explain show."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ TINY_ARPA = ("\\data\\\nngram 1=3\nngram 2=1\n\n\\1-grams:\n-1.0\t<unk>\t0\n-1.0
              "\\2-grams:\n-1.0\t<s> </s>\n\n\\end\\\n")
 
 
-def test_run_order_reason_codes_and_manifest_keys_are_unchanged() -> None:
+def test_run_order_reason_codes_and_manifest_keys_are_pinned() -> None:
     assert RULE_ORDER == ("lang", "gopher", "repetition", "symbol_soup", "table_dump", "repeated", "nav_menu",
                           "non_english", "fineweb", "ppl")
     assert REASON_CODES == (
