@@ -10,13 +10,14 @@ from collections import Counter
 import pytest
 
 from corpus_dagster.clean.batch import DocBatch
-from corpus_dagster.clean.repetition import DUP_NGRAMS, REASONS, TOP_NGRAMS, gopher_repetition
+from corpus_dagster.clean.filters import REPETITION
+from corpus_dagster.clean.repetition import DUP_NGRAMS, TOP_NGRAMS, gopher_repetition
 from corpus_dagster.core.config import load_config
 
 RATIO_KEYS = (["max_dup_para_ratio", "max_dup_para_char_ratio", "max_dup_line_ratio", "max_dup_line_char_ratio"]
               + [f"max_top_{n}gram_char_ratio" for n in TOP_NGRAMS]
               + [f"max_dup_{n}gram_char_ratio" for n in DUP_NGRAMS])
-CODE_OF = dict(zip(RATIO_KEYS, REASONS, strict=True))
+CODE_OF = {r.limits[0].key: r.code for r in REPETITION.reasons}
 
 
 def cfg(**overrides: float | None) -> dict:

@@ -1,21 +1,21 @@
 """The clean stage for one batch of raw documents: repair, language ID, then the filters, first match wins.
 
-Fixed rule order (it decides which reason a document that breaks several rules gets):
-lang, gopher, repetition, symbol_soup, table_dump, repeated, nav_menu, non_english, fineweb, ppl.
-Each group runs only on the documents every earlier group kept, so later (costlier) statistics are
-computed for fewer documents. Output depends only on the texts, the config and the source id.
+The filters run in the order `filters.FILTERS` declares (it decides which reason a document that breaks
+several rules gets). Each group runs only on the documents every earlier group kept, so later (costlier)
+statistics are computed for fewer documents. Output depends only on the texts, the config and the source id.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from corpus_dagster.clean import fineweb, gopher, ppl, repetition, rules
+from corpus_dagster.clean import ppl
 from corpus_dagster.clean.batch import DocBatch
+from corpus_dagster.clean.filters import FILTER_KEYS, FILTERS, REASON_CODES, RULE_ORDER, filter_key
 from corpus_dagster.clean.langid import LangResult, detect_languages, iso639_1, lang_dropped
 from corpus_dagster.clean.repair import REPAIR_KINDS, repair_texts
 from corpus_dagster.clean.verdict import Verdict
@@ -25,27 +25,6 @@ __all__ = [
     "filter_key", "in_scope", "reason_counts",
 ]
 
-# Manifest `filters` keys, in the manifest's order.
-FILTER_KEYS: list[str] = ["lang", "gopher", "repetition", "ppl", "symbol_soup", "table_dump", "repeated",
-                          "nav_menu", "non_english", "fineweb"]
-
-_STAGES: dict[str, Callable[[DocBatch, dict[str, Any]], Verdict]] = {
-    "gopher": gopher.gopher_quality,
-    "repetition": repetition.gopher_repetition,
-    "symbol_soup": rules.symbol_soup,
-    "table_dump": rules.table_dump,
-    "repeated": rules.repeated,
-    "nav_menu": rules.nav_menu,
-    "non_english": rules.non_english,
-    "fineweb": fineweb.fineweb_quality,
-    "ppl": ppl.perplexity_filter,
-}
-# Evaluation order = first-match order; each entry is a `clean` config section and a manifest key.
-RULE_ORDER: tuple[str, ...] = ("lang", "gopher", "repetition", "symbol_soup", "table_dump", "repeated",
-                               "nav_menu", "non_english", "fineweb", "ppl")
-# Every reason code, in first-match order.
-REASON_CODES: tuple[str, ...] = ("lang", *gopher.REASONS, *repetition.REASONS, *rules.REASONS,
-                                 *fineweb.REASONS, *ppl.REASONS)
 # Documents and characters per internal batch: bound the memory of the token and n-gram arrays (a batch
 # of long documents is cut by characters, one document at least); never change a result.
 BATCH_DOCS = 8192
@@ -64,16 +43,6 @@ class CleanOutcome:
     repairs: list[list[str]]  # subset of REPAIR_KINDS, in that order
     reason: list[str | None]  # first matching reason code in RULE_ORDER; None = kept
     value: list[float | None]  # the measured value that tripped the rule; None when kept
-
-
-def filter_key(reason: str) -> str:
-    """The manifest `filters` key a reason code counts under (gopher_word_count -> gopher)."""
-    for prefix, key in (("gopher_", "gopher"), ("repetition_", "repetition"), ("fineweb_", "fineweb")):
-        if reason.startswith(prefix) and reason in REASON_CODES:
-            return key
-    if reason in REASON_CODES:
-        return reason
-    raise ValueError(f"unknown clean reason code: {reason!r}")
 
 
 def in_scope(rule_cfg: dict[str, Any], source_id: str) -> bool:
@@ -126,19 +95,19 @@ def _filter_batch(batch: DocBatch, langs: LangResult, cfg: dict[str, Any], sourc
     """First-match verdict of every rule group over one batch."""
     verdict = Verdict(len(batch))
     current, index = batch, np.arange(len(batch))
-    for key in RULE_ORDER:
-        rule_cfg = cfg[key]
+    for flt in FILTERS:
+        rule_cfg = cfg[flt.name]
         if not in_scope(rule_cfg, source_id):
             continue
-        if key == "lang":
-            verdict.apply("lang", lang_dropped(langs, rule_cfg), np.asarray(langs.score, dtype=np.float64))
+        if flt.verdict is None:  # lang: decided for the whole batch from its language ID
+            verdict.apply(flt.codes[0], lang_dropped(langs, rule_cfg), np.asarray(langs.score, dtype=np.float64))
             continue
         still = np.flatnonzero(verdict.open[index])
         if not len(still):
             break
         if len(still) < len(current):
             current, index = current.take(still), index[still]
-        verdict.merge(index, _STAGES[key](current, rule_cfg))
+        verdict.merge(index, flt.verdict(current, rule_cfg))
     return verdict
 
 

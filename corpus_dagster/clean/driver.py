@@ -2,7 +2,9 @@
 
 Raw parts of one source -> ids -> clean logic -> per-part docs and rejects tables under
 `stages/clean/<source_id>/<key>/`, cached under a key of the raw parts' content hashes and the `clean`
-settings. Other stages read clean outputs only through the functions at the bottom of this module.
+settings. Other stages read clean outputs only through the functions at the bottom of this module, and the
+filter declarations (`clean.filters`: run order, reason codes, manifest keys, thresholds) through the names
+this module imports from there.
 """
 
 from __future__ import annotations
@@ -16,7 +18,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from corpus_dagster.clean.cleaner import FILTER_KEYS, REPAIR_KINDS, clean_texts, filter_key
+from corpus_dagster.clean.cleaner import REPAIR_KINDS, clean_texts
+from corpus_dagster.clean.filters import (  # noqa: F401 - the filter declarations, read through this driver
+    BASE_FILTER_KEYS,
+    FILTER_KEYS,
+    FILTERS,
+    REASON_CODES,
+    Filter,
+    Limit,
+    Reason,
+    filter_key,
+    find_reason,
+)
 from corpus_dagster.core import records
 from corpus_dagster.core.atomic import atomic_write_bytes
 from corpus_dagster.core.config import output_settings
@@ -31,7 +44,6 @@ from corpus_dagster.ingest.raw_parts import read_raw_part
 
 STAGE = "clean"
 CODE_VERSION = "3"  # bump when a change to the clean logic changes its output bytes
-BASE_FILTER_KEYS = ("lang", "gopher", "repetition", "ppl")  # always in the manifest's `filters`
 
 # Per-part document files, in document-id k order within a source. Later per-source stages keep these
 # columns and this order.
@@ -208,8 +220,8 @@ def filter_and_repair_counts(
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Manifest `filters` and `repairs`, summed over the sources' clean records.
 
-    `filters` holds lang, gopher, repetition and ppl always, plus every further rule that is enabled (or
-    that dropped something), in the fixed FILTER_KEYS order.
+    `filters` holds the BASE_FILTER_KEYS always, plus every further filter that is enabled (or that dropped
+    something), in the fixed FILTER_KEYS order.
     """
     filters: Counter[str] = Counter()
     repairs: Counter[str] = Counter()

@@ -17,8 +17,6 @@ import numpy as np
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.verdict import Verdict, ratio
 
-REASONS = ("fineweb_line_punct", "fineweb_short_lines", "fineweb_dup_line_chars", "fineweb_newline_ratio")
-
 
 def fineweb_quality(batch: DocBatch, cfg: dict[str, Any]) -> Verdict:
     """First failing FineWeb rule per document (a null threshold switches that rule off)."""

@@ -15,16 +15,6 @@ from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.token_stats import token_stats
 from corpus_dagster.clean.verdict import Verdict, char_class, ratio
 
-REASONS = (
-    "gopher_word_count",
-    "gopher_mean_word_length",
-    "gopher_symbol_ratio",
-    "gopher_bullet_lines",
-    "gopher_ellipsis_lines",
-    "gopher_alpha_words",
-    "gopher_stop_words",
-)
-
 _HSPACE = r"[\s&&[^\n]]"  # whitespace inside a line
 
 

@@ -19,7 +19,6 @@ from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.verdict import Verdict
 from corpus_dagster.core.errors import PerplexityModelError
 
-REASONS = ("ppl",)
 _DIGITS = re.compile(r"\d")
 _MODELS: dict[str, Any] = {}
 

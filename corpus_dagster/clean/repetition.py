@@ -24,14 +24,6 @@ from corpus_dagster.clean.words import flatten
 
 TOP_NGRAMS = (2, 3, 4)
 DUP_NGRAMS = (5, 6, 7, 8, 9, 10)
-REASONS = (
-    "repetition_dup_para",
-    "repetition_dup_para_chars",
-    "repetition_dup_line",
-    "repetition_dup_line_chars",
-    *(f"repetition_top_{n}gram" for n in TOP_NGRAMS),
-    *(f"repetition_dup_{n}gram" for n in DUP_NGRAMS),
-)
 _MULT = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier of the rolling n-gram hash
 _SEP = "\x00"  # never in repaired text (the repair step removes NUL)
 

@@ -17,8 +17,6 @@ import numpy as np
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.verdict import Verdict, ratio
 
-REASONS = ("symbol_soup", "table_dump", "repeated", "nav_menu", "non_english")
-
 
 def symbol_soup(batch: DocBatch, cfg: dict[str, Any]) -> Verdict:
     """Drop documents made mostly of symbols and punctuation."""

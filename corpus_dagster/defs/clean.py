@@ -7,7 +7,6 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from corpus_dagster.clean import driver
-from corpus_dagster.clean.cleaner import filter_key
 from corpus_dagster.core.parquet import head_rows
 from corpus_dagster.defs.charts import charts_markdown, stacked_bars
 from corpus_dagster.defs.common import (
@@ -43,20 +42,18 @@ def _spec(key: str, description: str) -> dg.AssetSpec:
 
 
 def reason_threshold(reason: str, clean_cfg: dict[str, Any]) -> str:
-    """The configured limit(s) a reason code compares against, read from its `clean` section (`key=value`)."""
+    """The configured limits a reason code's decision reads, as its filter declares them: `key=value` in the
+    section's order for each declared key set to a number (a null threshold is switched off; word lists and
+    switches are shown on the review page); lang names its allowed languages and its score threshold."""
     try:
-        section = clean_cfg.get(filter_key(reason), {})
+        flt, declared = driver.find_reason(reason)
     except ValueError:
         return ""
+    section = clean_cfg.get(flt.name, {})
     if reason == "lang":
-        return f"allowed={','.join(section.get('allowed', []))}, min_score={section.get('min_score')}"
-    numeric = {k: v for k, v in section.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    words = set(reason.split("_")[1:] if "_" in reason else [])
-    def score(key: str) -> int:
-        return sum(1 for w in words if w in key)
-    best = max((score(k) for k in numeric), default=0)
-    chosen = [k for k in numeric if score(k) == best] if best else list(numeric)
-    return ", ".join(f"{k}={numeric[k]}" for k in chosen)
+        return f"allowed={','.join(section.get('allowed') or [])}, min_score={section.get('min_score')}"
+    return ", ".join(f"{k}={v}" for k, v in section.items()
+                     if k in declared.keys and isinstance(v, int | float) and not isinstance(v, bool))
 
 
 def kept_preview(layout, source_id: str, rows: int = PREVIEW_ROWS) -> dg.MetadataValue:

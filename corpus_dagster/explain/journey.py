@@ -23,7 +23,6 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from corpus_dagster.clean import driver as clean
-from corpus_dagster.clean.cleaner import filter_key
 from corpus_dagster.core.errors import CorpusError, UpstreamMissing
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
@@ -40,34 +39,6 @@ PLACEHOLDER = re.compile(r"<([A-Z_]+)>")
 DOC_ID = re.compile(r"^(?P<source>[a-z0-9][a-z0-9._-]*):(?P<k>[0-9]+)$")
 STAGES = ("ingest", "clean", "dedup", "scrub", "shards", "tokens")
 
-# The configured limit(s) each clean reason code compares its measured value against: (key in the rule's
-# `clean` section, the comparison that rejects). A code with several keys names the one its value breaks.
-_LIMITS: dict[str, list[tuple[str, str]]] = {
-    "gopher_word_count": [("min_words", "<"), ("max_words", ">")],
-    "gopher_mean_word_length": [("min_mean_word_length", "<"), ("max_mean_word_length", ">")],
-    "gopher_symbol_ratio": [("max_symbol_word_ratio", ">")],
-    "gopher_bullet_lines": [("max_bullet_lines_ratio", ">")],
-    "gopher_ellipsis_lines": [("max_ellipsis_lines_ratio", ">")],
-    "gopher_alpha_words": [("min_alpha_words_ratio", "<")],
-    "gopher_stop_words": [("min_stop_words", "<")],
-    "repetition_dup_para": [("max_dup_para_ratio", ">")],
-    "repetition_dup_para_chars": [("max_dup_para_char_ratio", ">")],
-    "repetition_dup_line": [("max_dup_line_ratio", ">")],
-    "repetition_dup_line_chars": [("max_dup_line_char_ratio", ">")],
-    **{f"repetition_top_{n}gram": [(f"max_top_{n}gram_char_ratio", ">")] for n in (2, 3, 4)},
-    **{f"repetition_dup_{n}gram": [(f"max_dup_{n}gram_char_ratio", ">")] for n in range(5, 11)},
-    "symbol_soup": [("min_text_char_ratio", "<")],
-    "table_dump": [("min_numeric_word_ratio", ">")],
-    "repeated": [("max_repeated_char_ratio", ">")],
-    "nav_menu": [("min_link_line_ratio", ">")],
-    "non_english": [("max_non_latin_ratio", ">")],
-    "fineweb_line_punct": [("max_line_punct_ratio", "<=")],
-    "fineweb_short_lines": [("min_short_line_ratio", ">=")],
-    "fineweb_dup_line_chars": [("min_dup_line_char_ratio", ">=")],
-    "fineweb_newline_ratio": [("max_newline_word_ratio", ">")],
-    "ppl": [("max_perplexity", ">")],
-    "lang": [("min_score", ">=")],
-}
 _OPS = {"<": lambda v, t: v < t, ">": lambda v, t: v > t, "<=": lambda v, t: v <= t, ">=": lambda v, t: v >= t}
 
 
@@ -222,11 +193,13 @@ def _ingest(layout, resolved, _doc_id, sid, k):
 def rejection(reason: str, value: float | None, clean_cfg: dict[str, Any]) -> dict[str, Any]:
     """What a clean reject broke: the rule, the measured value, the comparison, the threshold and its key."""
     try:
-        section_name = filter_key(reason)
+        flt, declared = clean.find_reason(reason)
     except ValueError:
         return {"rule": reason, "value": value, "summary": f"rejected by {reason}: {_num(value)}"}
+    section_name = flt.name
     section = clean_cfg.get(section_name, {})
-    limits = [(key, op, section.get(key)) for key, op in _LIMITS.get(reason, []) if section.get(key) is not None]
+    # the declared comparisons in order; a code with several names the first one its value breaks
+    limits = [(lim.key, lim.op, section.get(lim.key)) for lim in declared.limits if section.get(lim.key) is not None]
     broken = [lim for lim in limits if value is not None and _OPS[lim[1]](value, lim[2])]
     chosen = (broken or limits)[:1]
     out: dict[str, Any] = {"rule": reason, "value": value}

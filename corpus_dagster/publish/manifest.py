@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from corpus_dagster.clean.driver import BASE_FILTER_KEYS
 from corpus_dagster.core.config import config_sha256, load_schema, schema_violations
 
-BASE_FILTER_KEYS = ("lang", "gopher", "repetition", "ppl")
 PII_KEYS = ("emails", "phones", "cards", "ips", "keys")
 DEDUP_COUNT_KEYS = ("exact_dropped", "near_dropped", "decontaminated")
 

@@ -22,8 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_dagster.clean.cleaner import REASON_CODES
-from corpus_dagster.clean.driver import clean_doc_files, clean_record, reject_files
+from corpus_dagster.clean.driver import REASON_CODES, clean_doc_files, clean_record, reject_files
 from corpus_dagster.core import records
 from corpus_dagster.core.atomic import atomic_write_bytes
 from corpus_dagster.core.config import output_settings

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from corpus_dagster.clean.driver import find_reason
+
 # Strata in page order: clean drops (reason = clean reason code), dedup drops (exact, near, decontaminated),
 # PII redactions (reason = PII type) and documents that pass everything (reason "kept").
 STRATA = ("clean", "dedup", "pii", "kept")
@@ -137,36 +139,6 @@ def _order(column: str, order: Sequence[str]) -> pl.Expr:
 
 # --- What a reviewer reads beside each document: the threshold the measured value was compared with ----------
 
-# Clean reason code -> (config section, [(comparison that drops, key)], [keys the rule also depends on]).
-# The value the rejects table records is what the comparison read; several keys mean no single threshold.
-_TOP = {f"repetition_top_{n}gram": ("repetition", [(">", f"max_top_{n}gram_char_ratio")], []) for n in (2, 3, 4)}
-_DUP = {f"repetition_dup_{n}gram": ("repetition", [(">", f"max_dup_{n}gram_char_ratio")], []) for n in range(5, 11)}
-CLEAN_THRESHOLDS: dict[str, tuple[str, list[tuple[str, str]], list[str]]] = {
-    "lang": ("lang", [(">=", "min_score")], ["allowed"]),
-    "gopher_word_count": ("gopher", [("<", "min_words"), (">", "max_words")], []),
-    "gopher_mean_word_length": ("gopher", [("<", "min_mean_word_length"), (">", "max_mean_word_length")], []),
-    "gopher_symbol_ratio": ("gopher", [(">", "max_symbol_word_ratio")], []),
-    "gopher_bullet_lines": ("gopher", [(">", "max_bullet_lines_ratio")], ["bullet_chars"]),
-    "gopher_ellipsis_lines": ("gopher", [(">", "max_ellipsis_lines_ratio")], []),
-    "gopher_alpha_words": ("gopher", [("<", "min_alpha_words_ratio")], []),
-    "gopher_stop_words": ("gopher", [("<", "min_stop_words")], ["stop_words"]),
-    "repetition_dup_para": ("repetition", [(">", "max_dup_para_ratio")], []),
-    "repetition_dup_para_chars": ("repetition", [(">", "max_dup_para_char_ratio")], []),
-    "repetition_dup_line": ("repetition", [(">", "max_dup_line_ratio")], []),
-    "repetition_dup_line_chars": ("repetition", [(">", "max_dup_line_char_ratio")], []),
-    **_TOP,
-    **_DUP,
-    "symbol_soup": ("symbol_soup", [("<", "min_text_char_ratio")], []),
-    "table_dump": ("table_dump", [(">", "min_numeric_word_ratio")], ["min_lines", "max_line_words", "min_short_line_ratio"]),
-    "repeated": ("repeated", [(">", "max_repeated_char_ratio")], []),
-    "nav_menu": ("nav_menu", [(">", "min_link_line_ratio")], ["min_lines", "max_link_words", "min_menu_lines"]),
-    "non_english": ("non_english", [(">", "max_non_latin_ratio")], []),
-    "fineweb_line_punct": ("fineweb", [("<=", "max_line_punct_ratio")], []),
-    "fineweb_short_lines": ("fineweb", [(">=", "min_short_line_ratio")], ["short_line_chars"]),
-    "fineweb_dup_line_chars": ("fineweb", [(">=", "min_dup_line_char_ratio")], []),
-    "fineweb_newline_ratio": ("fineweb", [(">", "max_newline_word_ratio")], []),
-    "ppl": ("ppl", [(">", "max_perplexity")], ["normalize"]),
-}
 _SHORT_LIST = 8  # list values (stop words, menu words) longer than this are shown by their length
 
 
@@ -179,21 +151,24 @@ def _show(value: Any) -> str:
 
 
 def clean_threshold(reason: str, clean_cfg: dict[str, Any]) -> str:
-    """The config key(s) and value(s) a clean reason code's measured value was compared with, as text."""
-    if reason not in CLEAN_THRESHOLDS:
+    """The config key(s) and value(s) a clean reason code's measured value was compared with, as text, read
+    from the filter's declaration (the recorded value is what its comparisons read)."""
+    try:
+        flt, declared = find_reason(reason)
+    except ValueError:
         return f"no threshold known for reason code {reason!r}"
-    section, tests, also = CLEAN_THRESHOLDS[reason]
+    section = flt.name
     cfg = clean_cfg.get(section, {})
-    fired = [f"value {op} clean.{section}.{key} = {_show(cfg.get(key))}" for op, key in tests
-             if cfg.get(key) is not None]
+    fired = [f"value {limit.op} clean.{section}.{limit.key} = {_show(cfg.get(limit.key))}"
+             for limit in declared.limits if cfg.get(limit.key) is not None]
     text = " or ".join(fired) if fired else "threshold switched off (null)"
     if reason == "lang":
         return (f"dropped when the label is not in clean.lang.allowed = {_show(cfg.get('allowed'))} and {text}"
                 " (value = the label's score), or there is no language evidence (und)")
-    if also:
-        extra = ", ".join(f"clean.{section}.{k} = {_show(cfg.get(k))}" for k in also)
+    if declared.also:
+        extra = ", ".join(f"clean.{section}.{k} = {_show(cfg.get(k))}" for k in declared.also)
         text += f"; also depends on {extra}"
-        if reason in ("table_dump", "nav_menu"):
+        if not declared.single:
             text = "no single threshold: " + text
     return text
 

@@ -1,0 +1,168 @@
+"""The filter declarations: complete, consistent with the config schema and the verdicts, in pinned orders,
+and the one source of the threshold texts the Dagster UI, the review and explain show."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from corpus_dagster.clean import driver, filters
+from corpus_dagster.clean.batch import DocBatch
+from corpus_dagster.clean.cleaner import clean_texts
+from corpus_dagster.clean.filters import (
+    BASE_FILTER_KEYS,
+    FILTER_KEYS,
+    FILTERS,
+    REASON_CODES,
+    RULE_ORDER,
+    Filter,
+    Limit,
+    Reason,
+    filter_key,
+    find_reason,
+)
+from corpus_dagster.core.config import load_config, load_schema
+from corpus_dagster.defs.clean import reason_threshold
+from corpus_dagster.explain import rejection
+from corpus_dagster.publish import manifest
+from corpus_dagster.review.sample import clean_threshold
+
+CLEAN_SCHEMA = load_schema("corpus-config.schema.json")["properties"]["clean"]["properties"]
+REASONS = [(f, r) for f in FILTERS for r in f.reasons]
+FR = ("Le chat dort sur le canapé pendant que la pluie tombe doucement sur la ville. Les enfants rentrent de "
+      "l'école et racontent leur journée à leurs parents, qui préparent le dîner dans la cuisine.")
+# Texts every batch rule can measure: prose, and a short-line number table with menu lines.
+TEXTS = [
+    "The cat sat on the mat and the dog slept by the door while the rain fell on the quiet town. " * 6,
+    "home\nabout\ncontact\nblog\nnews\n1 2\n3 4\n5 6\n7 8\n9 10\n11 12\n",
+    "- one item\n- two items... \n- three items\n# heading\n" * 3,
+]
+# The smallest KenLM model (KenLM needs a bigram section): every word unknown, so any text has a perplexity.
+TINY_ARPA = ("\\data\\\nngram 1=3\nngram 2=1\n\n\\1-grams:\n-1.0\t<unk>\t0\n-1.0\t<s>\t0\n-1.0\t</s>\t0\n\n"
+             "\\2-grams:\n-1.0\t<s> </s>\n\n\\end\\\n")
+
+
+def test_run_order_reason_codes_and_manifest_keys_are_pinned() -> None:
+    assert RULE_ORDER == ("lang", "gopher", "repetition", "symbol_soup", "table_dump", "repeated", "nav_menu",
+                          "non_english", "fineweb", "ppl")
+    assert REASON_CODES == (
+        "lang",
+        "gopher_word_count", "gopher_mean_word_length", "gopher_symbol_ratio", "gopher_bullet_lines",
+        "gopher_ellipsis_lines", "gopher_alpha_words", "gopher_stop_words",
+        "repetition_dup_para", "repetition_dup_para_chars", "repetition_dup_line", "repetition_dup_line_chars",
+        "repetition_top_2gram", "repetition_top_3gram", "repetition_top_4gram",
+        "repetition_dup_5gram", "repetition_dup_6gram", "repetition_dup_7gram", "repetition_dup_8gram",
+        "repetition_dup_9gram", "repetition_dup_10gram",
+        "symbol_soup", "table_dump", "repeated", "nav_menu", "non_english",
+        "fineweb_line_punct", "fineweb_short_lines", "fineweb_dup_line_chars", "fineweb_newline_ratio",
+        "ppl",
+    )
+    assert FILTER_KEYS == ["lang", "gopher", "repetition", "ppl", "symbol_soup", "table_dump", "repeated",
+                           "nav_menu", "non_english", "fineweb"]
+    assert BASE_FILTER_KEYS == ("lang", "gopher", "repetition", "ppl")
+
+
+def test_the_manifest_schema_requires_exactly_the_base_keys() -> None:
+    filters_schema = load_schema("corpus-manifest.schema.json")["properties"]["filters"]
+    assert filters_schema["required"] == list(BASE_FILTER_KEYS)
+
+
+def test_other_stages_read_the_declarations_through_the_clean_driver() -> None:
+    assert driver.FILTERS is FILTERS and driver.REASON_CODES is REASON_CODES and driver.FILTER_KEYS is FILTER_KEYS
+    assert manifest.BASE_FILTER_KEYS is driver.BASE_FILTER_KEYS is BASE_FILTER_KEYS
+
+
+def test_every_reason_code_belongs_to_exactly_one_filter() -> None:
+    owners = {code: [f.name for f in FILTERS if code in f.codes] for code in REASON_CODES}
+    assert all(len(names) == 1 for names in owners.values()), owners
+    assert len(set(REASON_CODES)) == len(REASON_CODES)
+    assert len({f.name for f in FILTERS}) == len(FILTERS)
+    for f, r in REASONS:
+        assert filter_key(r.code) == f.name and find_reason(r.code) == (f, r)
+    with pytest.raises(ValueError, match="unknown clean reason code"):
+        filter_key("gopher_bogus")
+
+
+def test_every_filter_is_a_schema_section_with_the_declared_default_switch() -> None:
+    assert set(CLEAN_SCHEMA) - {"repair"} == set(RULE_ORDER)
+    for f in FILTERS:
+        props = CLEAN_SCHEMA[f.name]["properties"]
+        assert props["enabled"]["default"] is f.enabled, f.name
+        assert props["sources"]["default"] is None, f.name
+
+
+@pytest.mark.parametrize(("flt", "reason"), REASONS, ids=[r.code for _, r in REASONS])
+def test_every_declared_key_is_in_the_schema_with_a_default(flt: Filter, reason: Reason) -> None:
+    props = CLEAN_SCHEMA[flt.name]["properties"]
+    assert reason.value and reason.limits
+    for key in reason.keys:
+        assert key in props and "default" in props[key] and props[key].get("description"), (reason.code, key)
+    for limit in reason.limits:
+        assert limit.op in ("<", "<=", ">", ">=")
+        types = props[limit.key]["type"]
+        assert {"number", "integer"} & set(types if isinstance(types, list) else [types]), limit.key
+    if len(flt.reasons) > 1:  # a filter of several rules switches each one off with a null threshold
+        assert all("null" in props[limit.key]["type"] for limit in reason.limits), reason.code
+
+
+def _fire_only(flt: Filter, reason: Reason, tmp_path: Path) -> dict:
+    """The filter's default section with `reason`'s thresholds set so that it fires on any value and every
+    other reason of the filter switched off."""
+    section = load_config()["clean"][flt.name]
+    for other in flt.reasons:
+        for limit in other.limits:
+            section[limit.key] = None
+    for limit in reason.limits:
+        section[limit.key] = 1e12 if limit.op in ("<", "<=") else -1.0
+    if flt.name == "ppl":
+        pytest.importorskip("kenlm")
+        model = tmp_path / "tiny.arpa"
+        model.write_text(TINY_ARPA)
+        section["model_path"] = str(model)
+    return section
+
+
+@pytest.mark.parametrize(("flt", "reason"), [(f, r) for f, r in REASONS if f.verdict is not None],
+                         ids=[r.code for f, r in REASONS if f.verdict is not None])
+def test_each_verdict_records_the_declared_code_its_thresholds_decide(flt: Filter, reason: Reason,
+                                                                    tmp_path: Path) -> None:
+    verdict = flt.verdict(DocBatch(TEXTS), _fire_only(flt, reason, tmp_path))
+    assert set(verdict.reason.tolist()) - {None} == {reason.code}
+
+
+def test_lang_is_decided_from_language_id() -> None:
+    assert [f for f in FILTERS if f.verdict is None] == [filters.LANG]
+    only_lang = {f.name: {"enabled": f is filters.LANG} for f in FILTERS}
+    cfg = load_config(overrides={"clean": only_lang})["clean"]
+    assert clean_texts([FR], cfg, "s").reason == list(filters.LANG.codes)
+
+
+@pytest.mark.parametrize(("flt", "reason"), REASONS, ids=[r.code for _, r in REASONS])
+def test_threshold_texts_name_the_declared_keys_and_comparisons(flt: Filter, reason: Reason) -> None:
+    cfg = load_config()["clean"]
+    values = {limit.key: 0.125 + i for i, limit in enumerate(reason.limits)}
+    cfg[flt.name].update(values)
+    review = clean_threshold(reason.code, cfg)
+    ui = reason_threshold(reason.code, cfg)
+    explained = rejection(reason.code, None, cfg)
+    for limit in reason.limits:
+        assert f"value {limit.op} clean.{flt.name}.{limit.key} = {values[limit.key]}" in review
+        assert f"{limit.key}={values[limit.key]}" in ui
+    first = reason.limits[0]
+    assert explained["config"].startswith(f"clean.{flt.name}.{first.key}")
+    if reason.code != "lang":
+        assert explained["op"] == first.op and explained["threshold"] == values[first.key]
+    keys_shown = {part.split("=")[0] for part in ui.split(", ")}
+    assert keys_shown <= set(reason.keys), ui  # nothing but the keys the reason's decision reads
+
+
+def test_texts_follow_a_changed_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
+    gopher, word_count = find_reason("gopher_word_count")
+    moved = Reason(word_count.code, word_count.value, (Limit(">=", "max_mean_word_length"),))
+    monkeypatch.setitem(filters._BY_CODE, word_count.code, (gopher, moved))
+    cfg = load_config()["clean"]
+    assert reason_threshold("gopher_word_count", cfg) == "max_mean_word_length=10"
+    assert clean_threshold("gopher_word_count", cfg) == "value >= clean.gopher.max_mean_word_length = 10"
+    explained = rejection("gopher_word_count", 12.0, cfg)
+    assert explained["summary"] == "rejected by gopher_word_count: 12 >= 10 (clean.gopher.max_mean_word_length)"
