@@ -43,6 +43,7 @@ from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.records import StageRecord, stage_key
 from corpus_dagster.dedup.driver import dedup_sources
 from corpus_dagster.ingest import driver as ingest_driver
+from corpus_dagster.ingest.files import normalize_url
 from corpus_dagster.publish.driver import read_manifest, verified_shards
 from corpus_dagster.release import card as card_mod
 from corpus_dagster.release import checks
@@ -164,7 +165,7 @@ def _source_facts(sources: Sequence[Any]) -> dict[str, dict[str, Any]]:
             "url_field": get("url_field"),
             # how release ids name a source row (ids.row_ids): URLs normalized as ingest does
             "format": get("format"),
-            "urls": [ingest_driver.normalize_url(u) for u in get("urls") or ()],
+            "urls": [normalize_url(u) for u in get("urls") or ()],
             "id_field": get("id_field"),
         }
     return out
