@@ -13,7 +13,7 @@ from corpus_dagster.core.config import load_config
 from corpus_dagster.core.errors import SelectionError, SourceError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
-from corpus_dagster.ingest import driver
+from corpus_dagster.ingest import documents
 from corpus_dagster.ingest.driver import FIELDS_FILE, document_info, fetch_source, raw_parts, selection_counts
 from corpus_dagster.ingest.raw_parts import read_raw_part
 
@@ -148,7 +148,7 @@ def test_results_do_not_depend_on_the_batch_size(env, tmp_path, monkeypatch):
     fetch(layout, ingest, source)
     whole = folder_bytes(layout, "b")
     other = Layout.from_config(load_config(None, {"paths": {"artifacts": str(tmp_path / "art2")}}))
-    monkeypatch.setattr(driver, "BATCH_ROWS", 3)  # batches whose titles are all null, batches that span
+    monkeypatch.setattr(documents, "BATCH_ROWS", 3)  # batches whose titles are all null, batches that span
     fetch(other, ingest, source)
     assert folder_bytes(other, "b") == whole
     assert document_info(other, "b").num_rows == sum(1 for r in rows if r["int_score"] >= 2)

@@ -39,8 +39,7 @@ from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
 from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
-from corpus_dagster.ingest.driver import raw_parts
-from corpus_dagster.ingest.raw_parts import read_raw_part
+from corpus_dagster.ingest.driver import raw_parts, read_raw_part
 
 STAGE = "clean"
 CODE_VERSION = "3"  # bump when a change to the clean logic changes its output bytes

@@ -28,6 +28,7 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.dedup import driver as dedup
 from corpus_dagster.ingest import driver as ingest
+from corpus_dagster.ingest.files import cache_name
 from corpus_dagster.ingest.raw_parts import read_raw_part
 from corpus_dagster.ingest.readers import Doc, iter_file
 from corpus_dagster.ingest.selection import Selection
@@ -152,7 +153,7 @@ def _source_file(layout: Layout, resolved: dict[str, Any], sid: str, k: int, raw
     max_bytes = int(resolved["ingest"]["max_doc_bytes"])
     seen = 0
     for url in file_urls:
-        local = url[len("file://"):] if url.startswith("file://") else str(layout.downloads(sid) / ingest.cache_name(url))
+        local = url[len("file://"):] if url.startswith("file://") else str(layout.downloads(sid) / cache_name(url))
         if not os.path.exists(local):
             return {"file": None, "detail": f"source file {url} is not on this machine"}
         docs = [d for d in iter_file(local, source, url, max_bytes, selection) if isinstance(d, Doc)]

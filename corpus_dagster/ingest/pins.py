@@ -16,7 +16,7 @@ import fsspec
 
 from corpus_dagster.core.errors import LedgerError, SourceError
 from corpus_dagster.core.ledger import Source, check_config_against_ledger, ledger_line
-from corpus_dagster.ingest.driver import normalize_url, resolve_files
+from corpus_dagster.ingest.files import normalize_url, resolve_files
 
 MAX_FILES_SHOWN = 3
 

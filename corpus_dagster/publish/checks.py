@@ -230,7 +230,7 @@ def check_no_pii(paths: list[Path], pii_cfg: dict, sample_docs: int = 0, seed: s
 @unreadable_is_a_problem
 def scan_for_pii(paths: list[Path], pii_cfg: dict, picks: np.ndarray | None) -> list[str]:
     """What the PII detectors find in the published documents at sorted positions `picks` (None: all)."""
-    from corpus_dagster.scrub.api import find_pii_batch
+    from corpus_dagster.scrub.driver import find_pii_batch
 
     problems = []
     offset = 0

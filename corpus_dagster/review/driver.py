@@ -28,7 +28,7 @@ from corpus_dagster.core.atomic import atomic_write_bytes
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parquet import TABLE, write_parquet
-from corpus_dagster.core.records import StageRecord, stage_key
+from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.dedup.driver import dedup_record, dedup_sources, dedup_tables
 from corpus_dagster.review.html import render_page
 from corpus_dagster.review.sample import (
@@ -42,8 +42,7 @@ from corpus_dagster.review.sample import (
     pii_threshold,
     pii_windows,
 )
-from corpus_dagster.scrub.api import PII_TYPES, PLACEHOLDERS
-from corpus_dagster.scrub.driver import scrub_record, scrubbed_files
+from corpus_dagster.scrub.driver import PII_TYPES, PLACEHOLDERS, scrub_record, scrubbed_files
 
 STAGE = "review"
 CODE_VERSION = "1"
@@ -72,6 +71,9 @@ REVIEW_SCHEMA = pa.schema([
 ])
 
 
+REVIEW = Stage(STAGE, CODE_VERSION)
+
+
 def review_key(layout: Layout, resolved: dict[str, Any], source_ids: list[str]) -> tuple[str, dict[str, Any]]:
     """(key, inputs) of the review sample: every source's clean and scrub keys, the dedup key, `review` settings."""
     inputs = {
@@ -79,7 +81,7 @@ def review_key(layout: Layout, resolved: dict[str, Any], source_ids: list[str]) 
         "dedup": dedup_record(layout).key,
         "scrub": [[sid, scrub_record(layout, sid).key] for sid in source_ids],
     }
-    return stage_key(STAGE, CODE_VERSION, inputs, output_settings(resolved, STAGE)), inputs
+    return REVIEW.key(inputs, output_settings(resolved, STAGE)), inputs
 
 
 @records.locked(lambda a: "review")
@@ -98,32 +100,29 @@ def run_review_stage(layout: Layout, resolved: dict[str, Any], log: Callable[[st
     folder = layout.stage(STAGE)
     out = layout.review
     paths = {"parquet": str(out / SAMPLE_FILE), "html": str(out / HTML_FILE)}
-    done = records.cached(folder, key)
-    if done is not None:
-        return {**done.stats, "paths": paths, "cached": True, "key": key}
-    records.begin(folder)
-    records.begin(out)
-    sampler = StratifiedSample(cfg["per_stratum"], cfg["seed"])
-    for sid in source_ids:
-        _offer_rejects(sampler, layout, sid)
-        _offer_scrubbed(sampler, layout, sid)
-        if log:
-            log(f"review: {sid} offered")
-    _offer_dedup(sampler, layout, set(source_ids))
-    chosen = sampler.result(REASON_ORDER)
-    strata = sampler.strata(REASON_ORDER)
-    rows = _rows(layout, chosen, resolved)
-    write_parquet(pa.Table.from_pylist(rows, schema=REVIEW_SCHEMA), out / SAMPLE_FILE, TABLE)
-    settings = {k: cfg[k] for k in ("per_stratum", "seed", "excerpt_chars", "pii_context_chars")}
-    title = f"Review sample: {resolved['dataset']} {resolved['version']}"
-    atomic_write_bytes(out / HTML_FILE, render_page(rows, strata, title, settings).encode("utf-8"))
-    stats = {"rows": len(rows), "strata": strata, "sources": source_ids, "seconds": round(time.monotonic() - start, 3)}
-    records.commit(folder, StageRecord(
-        stage=STAGE, key=key, code_version=CODE_VERSION, inputs=inputs, settings=output_settings(resolved, STAGE),
-        output_dir=os.path.relpath(out, folder), outputs=records.describe_outputs(out, [SAMPLE_FILE, HTML_FILE]),
-        files={"review": [SAMPLE_FILE, HTML_FILE]}, stats=stats,
-    ))
-    return {**stats, "paths": paths, "cached": False, "key": key}
+
+    def compute(key: str) -> Outputs:
+        sampler = StratifiedSample(cfg["per_stratum"], cfg["seed"])
+        for sid in source_ids:
+            _offer_rejects(sampler, layout, sid)
+            _offer_scrubbed(sampler, layout, sid)
+            if log:
+                log(f"review: {sid} offered")
+        _offer_dedup(sampler, layout, set(source_ids))
+        chosen = sampler.result(REASON_ORDER)
+        strata = sampler.strata(REASON_ORDER)
+        rows = _rows(layout, chosen, resolved)
+        write_parquet(pa.Table.from_pylist(rows, schema=REVIEW_SCHEMA), out / SAMPLE_FILE, TABLE)
+        settings = {k: cfg[k] for k in ("per_stratum", "seed", "excerpt_chars", "pii_context_chars")}
+        title = f"Review sample: {resolved['dataset']} {resolved['version']}"
+        atomic_write_bytes(out / HTML_FILE, render_page(rows, strata, title, settings).encode("utf-8"))
+        stats = {"rows": len(rows), "strata": strata, "sources": source_ids, "seconds": round(time.monotonic() - start, 3)}
+        return Outputs([SAMPLE_FILE, HTML_FILE], {"review": [SAMPLE_FILE, HTML_FILE]}, stats)
+
+    # the outputs live in the review folder, named from the record's folder through `output_dir`
+    run = run_cached(folder, REVIEW, inputs, output_settings(resolved, STAGE), compute, key=key, clear=[out],
+                     output_dir=os.path.relpath(out, folder))
+    return {**run.stats, "paths": paths, "cached": run.cached, "key": run.key}
 
 
 # --- Candidates: ids and the few columns that choose the sample ----------------------------------------------

@@ -1,7 +1,7 @@
 """PII scrub entry points: find, scrub and count typed PII in batches of texts, deterministically.
 
-The lead's assets call `scrub_texts` per batch (in worker processes) and `find_pii_batch` for the blocking
-"no detector fires on published shards" check. `cfg` is always the resolved `pii` section of the corpus
+The scrub driver calls `scrub_texts` per file (in worker processes); the publish checks call `find_pii_batch`
+for the blocking "no detector fires on published shards" check, and the evaluation scores it against labels. `cfg` is always the resolved `pii` section of the corpus
 config (`load_config()["pii"]`): every threshold comes from the schema, none from here.
 """
 

@@ -28,12 +28,19 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
 from corpus_dagster.core.progress import Log, Progress, interval_of
-from corpus_dagster.core.records import StageRecord, stage_key
+from corpus_dagster.core.records import StageRecord
+from corpus_dagster.core.stage import Stage
 from corpus_dagster.dedup.driver import dedup_sources, dropped_ids
 from corpus_dagster.scrub.api import PII_TYPES, scrub_texts
 
+# What other stages read of the PII scan: the types, their placeholders, and the detector the publish checks
+# run over published text.
+from corpus_dagster.scrub.api import PLACEHOLDERS as PLACEHOLDERS
+from corpus_dagster.scrub.api import find_pii_batch as find_pii_batch
+
 STAGE = "scrub"
 CODE_VERSION = "3"
+SCRUB = Stage(STAGE, CODE_VERSION)
 
 
 def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +94,7 @@ class _Pending:
 def _scrub_key(layout: Layout, source_id: str, resolved: dict[str, Any], drop: list[str]) -> tuple[str, dict, dict]:
     inputs = {"clean": clean_record(layout, source_id).key, "dropped_ids": sha256_hex("\n".join(drop).encode())}
     settings = output_settings(resolved, "pii")
-    return stage_key(STAGE, CODE_VERSION, inputs, settings), inputs, settings
+    return SCRUB.key(inputs, settings), inputs, settings
 
 
 def scrub_sources(layout: Layout, source_ids: list[str], resolved: dict[str, Any], drop: dict[str, list[str]],
@@ -97,6 +104,10 @@ def scrub_sources(layout: Layout, source_ids: list[str], resolved: dict[str, Any
     The files of all those sources go through one pool of `workers`, largest first, so a corpus of many
     one-file sources scrubs in parallel too; each source's record is committed once all its files are
     written. Every source's lock is held throughout (taken in sorted order, so two runs cannot deadlock).
+
+    Each source is cached, begun and committed as `core.stage.run_cached` does it, but not through it:
+    run_cached computes one unit between its begin and its commit, while this pool needs every changed
+    source begun before it starts and commits them only after it ends.
     """
     out: dict[str, dict[str, Any]] = {}
     pending: dict[str, _Pending] = {}
