@@ -10,10 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_dagster.analysis import AnalysisError, corpus_from_dir, plan_analysis, run_analysis
-from corpus_dagster.analysis import driver as analysis_driver
+from corpus_dagster.analysis import STEPS, AnalysisError, corpus_from_dir, plan_analysis, run_analysis
 from corpus_dagster.analysis.cli import main as cli_main
 from corpus_dagster.analysis.planted import jaccard, planted_corpus, reference_shingles
+from corpus_dagster.analysis.runner import INTERNAL
+from corpus_dagster.analysis.steps import clusters as clusters_step
+from corpus_dagster.analysis.views import DUPLICATES_SCHEMA
 from corpus_dagster.core.config import load_config
 from verify._reference import corpus_files
 from verify.cluster_jaccard import check_clusters
@@ -59,7 +61,7 @@ def _dup_rows(out: Path) -> list[dict]:
 def test_doc_duplicates_schema_both_directions_disjoint_descending(analysed):
     _, out, _ = analysed
     table = pq.read_table(out / "doc_duplicates_t70")
-    assert table.schema.equals(analysis_driver.DUPLICATES_SCHEMA)
+    assert table.schema.equals(DUPLICATES_SCHEMA)
     rows = table.to_pylist()
     assert [r["doc_id"] for r in rows] == sorted(r["doc_id"] for r in rows)
     by_id = {r["doc_id"]: r for r in rows}
@@ -173,7 +175,7 @@ def test_verify_rescore_catches_corruption(analysed, tmp_path):
         for n in r["near_duplicates"]:
             n["jaccard"] = min(1.0, n["jaccard"] + 0.01)
     (tmp_path / "dd").mkdir()
-    pq.write_table(pa.Table.from_pylist(rows, schema=analysis_driver.DUPLICATES_SCHEMA), tmp_path / "dd" / "part-00000.parquet")
+    pq.write_table(pa.Table.from_pylist(rows, schema=DUPLICATES_SCHEMA), tmp_path / "dd" / "part-00000.parquet")
     res = check_duplicates_sample(corpus_files(corpus), tmp_path / "dd", 0.7, sample=50, seed=1)
     assert not res["passed"] and any("recomputed" in f for f in res["failures"])
 
@@ -185,10 +187,10 @@ def test_resume_after_a_killed_step(planted, tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("killed midway")
 
-    monkeypatch.setattr(analysis_driver, "complete_linkage", boom)
+    monkeypatch.setattr(clusters_step, "complete_linkage", boom)
     with pytest.raises(RuntimeError, match="killed midway"):
         run_analysis(corpus_from_dir(corpus), out, _cfg())
-    assert sorted(p.stem for p in (out / "_state").glob("*.json")) == sorted(
+    assert sorted(p.parent.name for p in (out / "_state").glob("*/_RECORD.json")) == sorted(
         ["scan", "exact", "candidates", "jaccard", "duplicates"]
     )
     assert not list(out.glob(".*tmp-*")) and not (out / "duplication_views.parquet").exists()
@@ -208,7 +210,7 @@ def test_determinism_across_runs_and_workers(planted, tmp_path):
 
     def files(root: Path) -> dict[str, bytes]:
         return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-                if p.is_file() and "_work" not in p.parts}
+                if p.is_file() and p.relative_to(root).parts[0] not in INTERNAL}
 
     fa, fb = files(tmp_path / "a"), files(tmp_path / "b")
     assert fa.keys() == fb.keys() and "figures/affected_vs_removable.svg" in fa
@@ -255,7 +257,7 @@ def test_dry_run_estimates_every_step(analysed):
     corpus, _, _ = analysed
     plan = plan_analysis(corpus_from_dir(corpus), _cfg())
     assert plan["docs"] == N_DOCS and plan["text_bytes"] > 0
-    assert [s["step"] for s in plan["steps"]] == list(analysis_driver.STEPS)
+    assert [s["step"] for s in plan["steps"]] == list(STEPS)
     assert all(s["seconds"] >= 0 and s["peak_rss_bytes"] > 0 for s in plan["steps"])
 
 

@@ -1,0 +1,134 @@
+"""Step `scan`: one pass over the documents for ids, digests, sizes, word counts and (unless dedup's
+signature files are reused) LSH band keys; the document table sorted by id, ids checked unique."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from corpus_dagster.analysis.inputs import input_files, row_group_starts
+from corpus_dagster.analysis.outputs import write_table
+from corpus_dagster.analysis.steps.context import BANDS_FILE, DOCS_TABLE, StepContext
+from corpus_dagster.core.atomic import atomic_path
+from corpus_dagster.core.errors import AnalysisError
+from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.lib.lsh import band_hashes
+from corpus_dagster.lib.minhash import batch_signatures, permutations
+from corpus_dagster.lib.text import byte_batches, tokenize_batch
+
+
+def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[str, bool], cfg: dict[str, Any],
+               sigs: bool) -> dict[str, Any]:
+    """Ids, digests, sizes, word counts (and band keys when `sigs`) of one row group (runs in a worker)."""
+    cols = ["text"] + [c for c in ("id", "source_id", "split") if has[c]]
+    table = pq.ParquetFile(path).read_row_group(rg, columns=cols)
+    texts = table.column("text").combine_chunks()
+    n = len(texts)
+    if has["id"]:
+        ids = table.column("id").combine_chunks().cast(pa.string())
+    else:
+        ids = pa.array([f"{stem}_{row0 + i:0{width}d}" for i in range(n)], pa.string())
+    raw = texts.cast(pa.large_binary())
+    digests = np.frombuffer(_digests(raw), dtype=np.uint8).reshape(n, 32)
+    n_bytes = pc.fill_null(pc.binary_length(raw), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    words, bands = [], []
+    a = b = None
+    if sigs:
+        a, b = permutations(cfg["bands"] * cfg["rows"], cfg["seed"], cfg["scheme"])
+    for start, stop in byte_batches(texts, cfg["batch_bytes"]):
+        wb = tokenize_batch(texts.slice(start, stop - start))
+        words.append(wb.word_counts())
+        if sigs:
+            sig, _, _ = batch_signatures(wb, cfg["shingle_size"], a, b, cfg["scheme"])
+            bands.append(band_hashes(sig, cfg["bands"]))
+    out = {
+        "ids": ids,
+        "source": table.column("source_id").combine_chunks().cast(pa.string()) if has["source_id"] else None,
+        "split": table.column("split").combine_chunks().cast(pa.string()) if has["split"] else None,
+        "digests": digests,
+        "n_bytes": n_bytes,
+        "n_words": np.concatenate(words) if words else np.zeros(0, np.int64),
+        "bands": np.concatenate(bands) if bands else np.zeros((0, cfg["bands"]), np.uint64),
+    }
+    return out
+
+
+
+def _digests(raw: pa.Array) -> bytes:
+    """Concatenated SHA-256 digests of every value (null as empty text)."""
+    return b"".join(hashlib.sha256(v or b"").digest() for v in raw.to_pylist())
+
+
+
+def step_scan(ctx: StepContext) -> dict[str, Any]:
+    cfg, sigs = ctx.cfg, not ctx.signature_files
+    jobs, meta = [], []
+    for i, path, pf, has, rows in input_files(ctx.documents):
+        starts = row_group_starts(pf)
+        width = max(5, len(str(max(rows - 1, 0))))
+        for rg in range(pf.metadata.num_row_groups):
+            jobs.append((str(path), rg, int(starts[rg]), path.stem, width, has, cfg, sigs))
+            meta.append((i, int(starts[rg]), pf.metadata.row_group(rg).num_rows))
+    ctx.work.mkdir(parents=True, exist_ok=True)
+    parts: dict[str, list] = {k: [] for k in ("id", "source_id", "split", "file_no", "row", "n_bytes", "n_words")}
+    digests = []
+    bands_path = ctx.out / BANDS_FILE
+    with atomic_path(bands_path) as tmp, open(tmp, "wb") as bands_fh:
+        for (file_no, row0, n), res in zip(meta, ordered_map(_scan_task, jobs, ctx.workers), strict=True):
+            fixed = ctx.documents.source_ids[file_no]
+            parts["id"].append(res["ids"])
+            if fixed is not None or res["source"] is None:
+                src = pa.array([fixed or ctx.documents.default_source] * n, pa.string())
+            else:
+                src = pc.fill_null(res["source"], ctx.documents.default_source)
+            parts["source_id"].append(src)
+            parts["split"].append(pc.fill_null(res["split"], "all") if res["split"] is not None
+                                  else pa.array(["all"] * n, pa.string()))
+            parts["file_no"].append(np.full(n, file_no, np.int32))
+            parts["row"].append(np.arange(row0, row0 + n, dtype=np.int64))
+            parts["n_bytes"].append(res["n_bytes"])
+            parts["n_words"].append(res["n_words"])
+            digests.append(res["digests"])
+            bands_fh.write(np.ascontiguousarray(res["bands"], dtype=np.uint64).tobytes())
+    n_total = sum(len(x) for x in parts["file_no"])
+    table = pa.table(
+        {
+            "id": pa.concat_arrays(parts["id"]) if parts["id"] else pa.array([], pa.string()),
+            "source_id": pa.concat_arrays(parts["source_id"]) if parts["id"] else pa.array([], pa.string()),
+            "split": pa.concat_arrays(parts["split"]) if parts["id"] else pa.array([], pa.string()),
+            "file_no": np.concatenate(parts["file_no"]) if n_total else np.zeros(0, np.int32),
+            "row": np.concatenate(parts["row"]) if n_total else np.zeros(0, np.int64),
+            "scan_pos": np.arange(n_total, dtype=np.int64),
+            "n_bytes": np.concatenate(parts["n_bytes"]) if n_total else np.zeros(0, np.int64),
+            "n_words": np.concatenate(parts["n_words"]) if n_total else np.zeros(0, np.int64),
+            "sha256": pa.FixedSizeBinaryArray.from_buffers(
+                pa.binary(32), n_total, [None, pa.py_buffer(np.concatenate(digests).tobytes() if digests else b"")]
+            ),
+        }
+    )
+    if n_total == 0:
+        raise AnalysisError(f"no documents in {len(ctx.documents.files)} input file(s); nothing to analyse")
+    if table.column("id").null_count:
+        raise AnalysisError("an input `id` column has null values; every document needs an id")
+    table = table.take(pc.sort_indices(table, [("id", "ascending")]))
+    ids = table.column("id").combine_chunks()
+    same = pc.equal(ids.slice(1), ids.slice(0, len(ids) - 1)).to_numpy(zero_copy_only=False)
+    if same.any():
+        k = int(np.flatnonzero(same)[0])
+        f1 = ctx.documents.files[table.column("file_no")[k].as_py()]
+        f2 = ctx.documents.files[table.column("file_no")[k + 1].as_py()]
+        raise AnalysisError(f"document id {ids[k].as_py()!r} occurs twice ({f1}, {f2}); ids must be unique")
+    write_table(table, ctx.out / DOCS_TABLE, row_group=1 << 20)
+    words = table.column("n_words").to_numpy()
+    return {
+        "docs": n_total,
+        "text_bytes": int(pc.sum(table.column("n_bytes")).as_py()),
+        "files": len(ctx.documents.files),
+        "no_shingle_docs": int((words < cfg["shingle_size"]).sum()),
+        "signatures": "computed" if sigs else "reused from dedup signature files",
+    }
