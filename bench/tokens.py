@@ -29,8 +29,8 @@ import numpy as np  # noqa: E402
 
 from corpus_dagster.core.config import load_config  # noqa: E402
 from corpus_dagster.lib.tokenizers import bpe_openai_available, load_tokenizer  # noqa: E402
-from corpus_dagster.tokenize.driver import build_token_streams  # noqa: E402
 from corpus_dagster.tokenize.sample import sample_texts, train_sample_bpe, write_sample_shards  # noqa: E402
+from corpus_dagster.tokenize.streams import build_token_streams  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 OUT = BENCH / "out" / "tokens"

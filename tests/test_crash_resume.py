@@ -88,7 +88,7 @@ KILLS = [
     ("signatures", "/stages/minhash/beta/", 1),  # alpha's signatures recorded
     ("dedup", "/stages/dedup/.work-", 12),  # the plan (7 files) and the first LSH units written, the rest not
     ("scrub", "/stages/scrub/beta/", 1),  # alpha scrubbed and recorded
-    ("shards", "/corpus/testset/.v1.work-", 2),  # the plan in its work folder, the first shard written there
+    ("shards", "/units/shard-", 1),  # the plan in its work folder, the first shard written to its temp name
     ("tokens", "/tokens/testset/", 1),  # token streams complete in their temp folder
 ]
 

@@ -15,6 +15,7 @@ from corpus_dagster.core.config import load_config
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.records import StageRecord
+from corpus_dagster.core.work import WorkFolder
 from corpus_dagster.dedup import driver
 from corpus_dagster.dedup.driver import (
     DEDUP,
@@ -133,20 +134,20 @@ def test_units_in_reversed_order_write_the_bytes_of_run_global_dedup(tmp_path: P
     assert run_global_dedup(layout, resolved, list(SOURCES))["cached"] is True
 
 
-def _lsh_outputs(work: Path) -> list[Path]:
-    return sorted(work.glob("pairs-band-*.npy"))
+def _lsh_outputs(work: WorkFolder) -> list[Path]:
+    return sorted(work.units_dir.glob("lsh-band-*.pairs.npy"))
 
 
 def test_rerunning_a_finished_unit_does_nothing(tmp_path: Path) -> None:
     layout, resolved = build_root(tmp_path, 1, **CHUNK)
     plan = plan_dedup(layout, resolved, list(SOURCES))
-    work = driver.work_dir(layout, plan.key)
+    work = driver.work_folder(layout, plan.key)
     for unit in plan.units:
         run_dedup_unit(layout, resolved, plan.key, unit)
     verify = plan_verify(layout, resolved, plan.key)
     assert len(verify.units) > 1
     run_dedup_unit(layout, resolved, plan.key, verify.units[0])
-    outputs = [work / "pairs-band-000.npy", work / "jaccard-00000.npy"]
+    outputs = [work.unit_path("lsh-band-000", "pairs.npy"), work.unit_path("verify-00000", "jaccard.npy")]
     before = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in outputs]
     run_dedup_unit(layout, resolved, plan.key, plan.units[0])
     run_dedup_unit(layout, resolved, plan.key, verify.units[0])
@@ -158,28 +159,30 @@ def test_a_fresh_plan_of_the_same_key_keeps_finished_units(tmp_path: Path) -> No
     want, _ = reference(tmp_path / "ref", 1)
     layout, resolved = build_root(tmp_path / "units", 1, **CHUNK)
     plan = plan_dedup(layout, resolved, list(SOURCES))
-    work = driver.work_dir(layout, plan.key)
+    work = driver.work_folder(layout, plan.key)
     half = plan.units[: len(plan.units) // 2]
     for unit in half:
         run_dedup_unit(layout, resolved, plan.key, unit)
-    kept = {p: p.stat().st_ino for p in [*_lsh_outputs(work), work / "prepare.json"]}
+    kept = {p: p.stat().st_ino for p in [*_lsh_outputs(work), work.plan_path()]}
     stale = layout.stage(DEDUP) / ".work-0123456789abcdef"  # another key's work folder
     stale.mkdir()
-    leftover = work / ".pairs-band-015.tmp-0123456789ab.npy"  # a killed unit's temp file
-    leftover.write_bytes(b"partial")
+    killed_plan = work.path / ".verify.json.tmp-0123456789ab"  # a killed plan step's temp file
+    killed_plan.write_bytes(b"partial")
+    writing = work.units_dir / ".lsh-band-015.pairs.tmp-0123456789ab.npy"  # a unit being written elsewhere
+    writing.write_bytes(b"partial")
     again = plan_dedup(layout, resolved, list(SOURCES))
     assert again == plan
     assert {p: p.stat().st_ino for p in kept} == kept  # plan and finished units reused, not recomputed
-    missing = [u for u in again.units if not (work / f"pairs-band-{u[-3:]}.npy").exists()]
-    assert missing == list(plan.units[len(half):])
-    assert not stale.exists() and not leftover.exists()
+    assert work.pending(again.units) == plan.units[len(half):]
+    assert not stale.exists() and not killed_plan.exists()
+    assert writing.exists()  # a plan never removes a unit's files: the unit may still be running
     run_by_hand(layout, resolved, units_order=list)
     assert table_hashes(layout) == want
 
 
 def test_a_unit_or_step_without_its_plan_names_the_work_folder(tmp_path: Path) -> None:
     layout, resolved = build_root(tmp_path, 1)
-    work = driver.work_dir(layout, "0123456789abcdef")
+    work = driver.work_folder(layout, "0123456789abcdef").path
     for call in (
         lambda: run_dedup_unit(layout, resolved, "0123456789abcdef", "lsh-band-000"),
         lambda: plan_verify(layout, resolved, "0123456789abcdef"),
@@ -188,10 +191,9 @@ def test_a_unit_or_step_without_its_plan_names_the_work_folder(tmp_path: Path) -
         with pytest.raises(CorpusError, match=str(work)):
             call()
     plan = plan_dedup(layout, resolved, list(SOURCES))
-    work = driver.work_dir(layout, plan.key)
     with pytest.raises(driver.DedupWorkError, match=r"verify\.json.*plan_verify"):
         run_dedup_unit(layout, resolved, plan.key, "verify-00000")
-    with pytest.raises(driver.DedupWorkError, match="pairs-band-000"):
+    with pytest.raises(driver.DedupWorkError, match="lsh-band-000.*run_dedup_unit"):
         plan_verify(layout, resolved, plan.key)
     with pytest.raises(driver.DedupWorkError, match="lsh-band-999"):
         run_dedup_unit(layout, resolved, plan.key, "lsh-band-999")
@@ -213,10 +215,10 @@ def test_a_cached_dedup_plans_no_units(tmp_path: Path) -> None:
 def test_an_incomplete_plan_is_recomputed_from_scratch(tmp_path: Path) -> None:
     layout, resolved = build_root(tmp_path, 1)
     plan = plan_dedup(layout, resolved, list(SOURCES))
-    work = driver.work_dir(layout, plan.key)
+    work = driver.work_folder(layout, plan.key)
     run_dedup_unit(layout, resolved, plan.key, plan.units[0])
-    (work / "band_gids.npy").unlink()
-    (work / "marker").write_text("from the incomplete plan")
+    (work.path / "band_gids.npy").unlink()
+    (work.path / "marker").write_text("from the incomplete plan")
     assert plan_dedup(layout, resolved, list(SOURCES)) == plan
-    assert (work / "band_gids.npy").exists() and (work / "prepare.json").exists()
-    assert not (work / "marker").exists() and _lsh_outputs(work) == []  # the folder was started afresh
+    assert (work.path / "band_gids.npy").exists() and work.plan_path().exists()
+    assert not (work.path / "marker").exists() and _lsh_outputs(work) == []  # the folder was started afresh

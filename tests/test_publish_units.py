@@ -63,10 +63,9 @@ def stats(paths: list[Path]) -> list[tuple[int, int]]:
 
 
 def unit_files(layout: Layout, key: str, unit: str) -> list[Path]:
-    """The shard and manifest entry a unit wrote into the work folder."""
-    work = driver.work_dir(layout, key)
-    entry = json.loads((work / driver.DONE / f"{unit}.json").read_text())
-    return [work / driver.SHARDS / entry["name"], work / driver.DONE / f"{unit}.json"]
+    """The shard and done-marker a unit wrote into the work folder."""
+    work = driver.work_folder(layout, key)
+    return [work.unit_path(unit, driver.SHARD), work.units_dir / f"{unit}.json"]
 
 
 def test_units_in_reversed_order_publish_the_bytes_of_run_publish_with_1_and_2_workers(upstream, tmp_path):
@@ -89,7 +88,7 @@ def test_units_in_reversed_order_publish_the_bytes_of_run_publish_with_1_and_2_w
     assert (result.manifest, result.sources, result.shards.shards, result.shards.n_docs, result.key) == (
         reference.manifest, reference.sources, reference.shards.shards, reference.shards.n_docs, reference.key)
     assert not result.cached and result.shards_rewritten
-    assert not driver.work_dir(layout, plan.key).exists()
+    assert not driver.work_folder(layout, plan.key).path.exists()
     assert [p.name for p in layout.shards.parent.iterdir()] == [layout.version]
     assert driver.run_publish(layout, resolved).cached  # the record was committed as run_publish commits it
 
@@ -118,7 +117,7 @@ def test_rerunning_a_finished_unit_does_nothing_and_a_damaged_one_is_redone(upst
     with pytest.raises(driver.PublishUnitError, match=unit):
         driver.finish_publish(layout, resolved, plan.key)
     assert not layout.shards.exists()
-    driver.run_publish_unit(layout, resolved, plan.key, unit)  # its entry was dropped: it is redone
+    driver.run_publish_unit(layout, resolved, plan.key, unit)  # its done-marker no longer matches: it is redone
     assert shard.read_bytes() == good
     driver.finish_publish(layout, resolved, plan.key)
 
@@ -150,7 +149,7 @@ def test_a_plan_of_another_key_removes_the_old_work_folder(upstream, tmp_path):
     other = load_config(upstream, overrides={"paths": {"artifacts": str(layout.root)}, "shard_rows": 7})
     new = driver.plan_publish(layout, other)
     assert new.key != old.key and len(new.units) != len(old.units)
-    assert not driver.work_dir(layout, old.key).exists() and driver.work_dir(layout, new.key).is_dir()
+    assert not driver.work_folder(layout, old.key).path.exists() and driver.work_folder(layout, new.key).path.is_dir()
     with pytest.raises(CorpusError, match="plan_publish"):
         driver.finish_publish(layout, resolved, old.key)  # nothing planned under the old key any more
 
@@ -158,7 +157,7 @@ def test_a_plan_of_another_key_removes_the_old_work_folder(upstream, tmp_path):
 def test_a_unit_or_finish_without_a_plan_names_the_work_folder(upstream, tmp_path):
     resolved, layout = fresh(upstream, tmp_path, "a")
     key, _ = driver.publish_key(layout, resolved)
-    work = driver.work_dir(layout, key)
+    work = driver.work_folder(layout, key).path
     with pytest.raises(CorpusError) as err:
         driver.run_publish_unit(layout, resolved, key, "shard-00000")
     assert str(work) in str(err.value) and "run plan_publish first" in str(err.value)
@@ -167,7 +166,7 @@ def test_a_unit_or_finish_without_a_plan_names_the_work_folder(upstream, tmp_pat
     assert str(work) in str(err.value) and "plan_publish" in str(err.value)
 
     plan = driver.plan_publish(layout, resolved)
-    with pytest.raises(driver.PublishUnitError, match=r"have not completed.*run run_publish_unit"):
+    with pytest.raises(driver.PublishUnitError, match=r"have no complete output.*run run_publish_unit"):
         driver.finish_publish(layout, resolved, plan.key)  # planned, but no unit ran
     with pytest.raises(driver.PublishUnitError, match="plans no unit"):
         driver.run_publish_unit(layout, resolved, plan.key, "shard-99999")

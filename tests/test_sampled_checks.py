@@ -32,6 +32,9 @@ def test_sampled_shard_rebuild_passes_on_good_shards_and_catches_a_changed_byte(
     resolved, layout = _resolved(built, rebuild_check_shards=50)  # more than the shards: every shard sampled
     report = publish_driver.check_rebuild(layout, resolved)
     assert report.passed, report.problems
+    full, layout = _resolved(built, rebuild_check_shards=0)  # every shard and the manifest, byte for byte
+    report = publish_driver.check_rebuild(layout, full)
+    assert report.passed and report.metadata["manifest_rebuilt"], report.problems
     shard = sorted(layout.shards.glob("shard-*.parquet"))[1]
     data = bytearray(shard.read_bytes())
     data[len(data) // 2] ^= 0x01

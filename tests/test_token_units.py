@@ -84,14 +84,14 @@ def test_units_in_reversed_order_write_the_bytes_of_run_token_streams(shards, bp
     assert file_hashes(layout.tokens) == file_hashes(ref_layout.tokens)
     assert run.result is not None and run.result.text_bytes == ref.result.text_bytes
     assert records.read_record(layout.stage("tokens")).key == plan.key
-    assert not work_folder(layout, plan.key).exists()
+    assert not work_folder(layout, plan.key).path.exists()
 
 
 def test_rerunning_a_finished_unit_does_nothing(shards, bpe_file, tmp_path):
     layout, resolved = setup(tmp_path, shards, bpe_file)
     plan = plan_token_streams(layout, resolved)
     run_token_unit(layout, resolved, plan.key, "shard-00001-rg0000")
-    units = work_folder(layout, plan.key) / "units"
+    units = work_folder(layout, plan.key).units_dir
     before = stats(units)
     assert len(before) == 6 and "shard-00001-rg0000.json" in before  # docs, tokens and lengths per split, marker
     run_token_unit(layout, resolved, plan.key, "shard-00001-rg0000")
@@ -105,9 +105,9 @@ def test_a_damaged_unit_output_is_rewritten(shards, bpe_file, tmp_path):
     plan = plan_token_streams(layout, resolved)
     for unit in plan.units:
         run_token_unit(layout, resolved, plan.key, unit)
-    damaged = work_folder(layout, plan.key) / "units" / "shard-00002-rg0000.tokens-train.npy"
+    damaged = work_folder(layout, plan.key).unit_path("shard-00002-rg0000", "tokens-train.npy")
     damaged.write_bytes(damaged.read_bytes()[:-6])
-    with pytest.raises(TokenStreamError, match=r"1 unit\(s\) have no complete output \(shard-00002-rg0000\)"):
+    with pytest.raises(TokenStreamError, match=r"1 of 5 unit\(s\) have no complete output in .* \(shard-00002-rg0000\)"):
         finish_token_streams(layout, resolved, plan.key)
     assert plan_token_streams(layout, resolved).units == ("shard-00002-rg0000",)
     run_token_unit(layout, resolved, plan.key, "shard-00002-rg0000")
@@ -124,7 +124,7 @@ def test_resume_keeps_finished_units_and_gives_the_same_bytes(shards, bpe_file, 
     plan = plan_token_streams(layout, resolved)
     for unit in plan.units[:2]:
         run_token_unit(layout, resolved, plan.key, unit)
-    units = work_folder(layout, plan.key) / "units"
+    units = work_folder(layout, plan.key).units_dir
     before = stats(units)
     records.begin(layout.stage("tokens"))  # what every plan does under the lock: keeps the current work
     again = plan_token_streams(layout, resolved)
@@ -147,7 +147,7 @@ def test_a_plan_of_another_key_removes_the_old_work_folder(shards, bpe_file, tmp
                                  "tokenize": {**resolved["tokenize"], "max_file_bytes": 4096}})
     new = plan_token_streams(layout, changed)
     assert new.key != old.key and len(new.units) == 5
-    assert not work_folder(layout, old.key).exists() and work_folder(layout, new.key).is_dir()
+    assert not work_folder(layout, old.key).path.exists() and work_folder(layout, new.key).path.is_dir()
     with pytest.raises(TokenStreamError, match="run plan_token_streams again"):
         finish_token_streams(layout, resolved, new.key)
 
@@ -155,7 +155,7 @@ def test_a_plan_of_another_key_removes_the_old_work_folder(shards, bpe_file, tmp
 def test_a_unit_without_a_plan_names_the_work_folder(shards, bpe_file, tmp_path):
     layout, resolved = setup(tmp_path, shards, bpe_file)
     key = "0123456789abcdef"
-    folder = work_folder(layout, key)
+    folder = work_folder(layout, key).path
     with pytest.raises(CorpusError, match=re.escape(str(folder)) + ".*run plan_token_streams first"):
         run_token_unit(layout, resolved, key, "shard-00000-rg0000")
     with pytest.raises(CorpusError, match=re.escape(str(folder)) + ".*run plan_token_streams first"):
@@ -165,7 +165,7 @@ def test_a_unit_without_a_plan_names_the_work_folder(shards, bpe_file, tmp_path)
 def test_a_unit_outside_the_plan_is_refused(shards, bpe_file, tmp_path):
     layout, resolved = setup(tmp_path, shards, bpe_file)
     plan = plan_token_streams(layout, resolved)
-    with pytest.raises(TokenStreamError, match="unit 'shard-00009-rg0000' is not in _PLAN.json"):
+    with pytest.raises(TokenStreamError, match="unit 'shard-00009-rg0000' is not in plan.json"):
         run_token_unit(layout, resolved, plan.key, "shard-00009-rg0000")
 
 
@@ -195,7 +195,7 @@ def test_unit_thread_budget(monkeypatch):
 def test_a_unit_per_row_group_writes_the_bytes_of_whole_shards(bpe_file, tmp_path):
     # shards of 10 rows in row groups of at most 3: 4 units per shard, run in reverse; the streams must be
     # the in-memory whole-shard build's bytes (build_token_streams, what the rebuild check runs)
-    from corpus_dagster.tokenize.driver import build_token_streams
+    from corpus_dagster.tokenize.streams import build_token_streams
 
     folder = tmp_path / "grouped" / "v1"
     write_sample_shards(sample_texts(26) + EXTRA, folder, dataset="demo", version="v1", shard_rows=10,
@@ -213,7 +213,7 @@ def test_a_unit_per_row_group_writes_the_bytes_of_whole_shards(bpe_file, tmp_pat
 
 def test_a_row_group_unit_checks_its_rows(bpe_file, tmp_path):
     from corpus_dagster.lib.tokenizers import load_tokenizer
-    from corpus_dagster.tokenize.driver import ShardTask, tokenize_shard
+    from corpus_dagster.tokenize.shards import ShardTask, tokenize_shard
 
     folder = tmp_path / "shards" / "v1"
     manifest = write_sample_shards(sample_texts(10), folder, shard_rows=10, row_group_rows=4)

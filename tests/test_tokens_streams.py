@@ -13,10 +13,10 @@ import pytest
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.errors import TokenStreamError
 from corpus_dagster.lib.tokenizers import load_tokenizer
-from corpus_dagster.tokenize.driver import build_token_streams, resolve_parallelism
 from corpus_dagster.tokenize.indexed import read_index, read_sequence
 from corpus_dagster.tokenize.manifest import manifest_violations, read_manifest
 from corpus_dagster.tokenize.sample import sample_texts, train_sample_bpe, write_sample_shards
+from corpus_dagster.tokenize.streams import build_token_streams, resolve_parallelism
 
 EXTRA = ["hello <|endoftext|> world", "", "ünïcödé 😀 日本語", "x" * 5000]
 

@@ -18,9 +18,9 @@ from corpus_dagster.tokenize.checks import (
     other_worker_count,
     sample_positions,
 )
-from corpus_dagster.tokenize.driver import build_token_streams
 from corpus_dagster.tokenize.indexed import encode_index
 from corpus_dagster.tokenize.sample import sample_texts, train_sample_bpe, write_sample_shards
+from corpus_dagster.tokenize.streams import build_token_streams
 
 
 def tok_cfg(**over) -> dict:

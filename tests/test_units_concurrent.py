@@ -28,9 +28,9 @@ def test_units_of_a_plan_whose_key_another_run_finished_do_nothing(sources):
     resolved, layout, ids = sources
     # Run B plans dedup, then run A (the whole stage) finishes the same key and removes the work folder.
     plan_b = dedup.plan_dedup(layout, resolved, ids)
-    assert plan_b.units and dedup.work_dir(layout, plan_b.key).exists()
+    assert plan_b.units and dedup.work_folder(layout, plan_b.key).path.exists()
     dedup.run_global_dedup(layout, resolved, ids)
-    assert not dedup.work_dir(layout, plan_b.key).exists()
+    assert not dedup.work_folder(layout, plan_b.key).path.exists()
     for unit in plan_b.units:  # B's units: nothing to do, no error
         dedup.run_dedup_unit(layout, resolved, plan_b.key, unit)
     assert dedup.plan_verify(layout, resolved, plan_b.key).cached is not None
@@ -53,6 +53,6 @@ def test_units_of_a_plan_whose_key_another_run_finished_do_nothing(sources):
 def test_a_unit_without_a_plan_still_fails_when_the_stage_is_not_committed(sources):
     resolved, layout, ids = sources
     plan = dedup.plan_dedup(layout, {**resolved, "dedup": {**resolved["dedup"], "jaccard_threshold": 0.55}}, ids)
-    shutil.rmtree(dedup.work_dir(layout, plan.key))
+    shutil.rmtree(dedup.work_folder(layout, plan.key).path)
     with pytest.raises(CorpusError, match="plan_dedup"):
         dedup.run_dedup_unit(layout, resolved, plan.key, plan.units[0])

@@ -93,11 +93,33 @@ def run_cached(
         Path(extra).mkdir(parents=True, exist_ok=True)
         records.begin(extra)
     out = compute(key)
+    record = commit_outputs(folder, stage, key, inputs, settings, out, output_dir=output_dir, prune=prune)
+    return StageRun(key, False, record)
+
+
+def commit_outputs(
+    folder: Path,
+    stage: Stage,
+    key: str,
+    inputs: Any,
+    settings: Any,
+    out: Outputs,
+    *,
+    output_dir: str = ".",
+    prune: bool = True,
+    described: dict[str, dict[str, Any]] | None = None,
+) -> StageRecord:
+    """Commit the record of what a computation under `key` wrote: `run_cached`'s epilogue, and the one a
+    finish step of units (which has its own prologue) ends with.
+
+    `described` is `records.describe_outputs` of the outputs when the caller already hashed them.
+    """
+    folder = Path(folder)
+    outputs = described if described is not None else records.describe_outputs(folder / output_dir, out.names)
     record = StageRecord(
         stage=stage.name, key=key, code_version=stage.code_version, inputs=inputs, settings=settings,
-        outputs=records.describe_outputs(folder / output_dir, out.names), files=out.files, stats=out.stats,
-        output_dir=output_dir,
+        outputs=outputs, files=out.files, stats=out.stats, output_dir=output_dir,
     )
     records.commit(folder, record, prune=prune)
-    return StageRun(key, False, record)
+    return record
 

@@ -9,6 +9,8 @@ A global stage with units offers three kinds of entry in its driver:
   process on any machine that mounts the artifacts root, and a killed run redoes only unfinished units;
 - finish: merge the units' outputs in unit order (never completion order) and commit the stage record.
 
+The plan, the units' outputs and their done-markers live in one work folder per key (`core.work.WorkFolder`).
+
 The in-process path (`run_units`) runs the units through a process pool of `workers`; the Dagster graph
 spreads groups of units (`unit_groups`) over executor steps. Neither changes a byte of output.
 """

@@ -10,18 +10,19 @@ The global dedup is split into units any executor can run on any process or mach
 artifacts root (`core.units`): `plan_dedup` (scan, decontaminate, exact dedup, band hashes; one unit per
 LSH band), `run_dedup_unit` (`lsh-band-NNN`: one band's candidate pairs; `verify-NNNNN`: exact Jaccard of
 one chunk of pairs), `plan_verify` (merge the bands' pairs, build the shingle store, one unit per
-`dedup.verify_chunk_pairs` pairs) and `finish_dedup` (clusters, tables, record). They share the work folder
-`stages/dedup/.work-<key>/` (ids and numbers as .npy, never text):
+`dedup.verify_chunk_pairs` pairs) and `finish_dedup` (clusters, tables, record). They share the key's work
+folder `stages/dedup/.work-<key>/` (`core.work.WorkFolder`; ids and numbers as .npy, never text):
 
-    prepare.json          plan_dedup's plan, written last: sources, bands, contamination details, scan jobs
+    plan.json             plan_dedup's plan, written last: sources, bands, contamination details, scan jobs
     ids.arrow             document ids in gid order
     status.npy, matched.npy, gid_of_scan.npy
     band_hashes.npy       (bands, participants) uint64, one row per LSH unit; band_gids.npy their gids
-    pairs-band-NNN.npy    an LSH unit's pairs, packed (gid_a << 32 | gid_b); .json beside it: its timing
     candidates.npy        the merged candidate pairs; pair_nodes.npy the same as node numbers
     shingles.u64, store_offset.npy, store_length.npy   the shingle store of the pairs' documents
     verify.json           plan_verify's plan, written last: pairs, chunk size, unit count
-    jaccard-NNNNN.npy     a verification unit's Jaccard values; .json beside it: its timing
+    units/lsh-band-NNN.pairs.npy      an LSH unit's pairs, packed (gid_a << 32 | gid_b)
+    units/verify-NNNNN.jaccard.npy    a verification unit's Jaccard values
+    units/<unit>.json                 a unit's done-marker with its timing, written last
 
 `run_global_dedup` runs the same steps in one process (units through a pool of `workers`): one code path,
 so the output bytes never depend on who ran the units, in what order or how many at once.
@@ -30,8 +31,6 @@ so the output bytes never depend on who ran the units, in what order or how many
 from __future__ import annotations
 
 import glob
-import json
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -43,15 +42,17 @@ import pyarrow as pa
 from corpus_dagster.clean.driver import clean_doc_files, clean_record
 from corpus_dagster.core import records
 from corpus_dagster.core.arrays import unique_sorted
-from corpus_dagster.core.atomic import atomic_path, atomic_write_bytes
+from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.core.progress import Log, heartbeat, interval_of
-from corpus_dagster.core.records import StageRecord, stage_key
-from corpus_dagster.core.units import Plan, done_elsewhere, remove_work_folders, run_units
+from corpus_dagster.core.records import StageRecord
+from corpus_dagster.core.stage import Outputs, Stage, commit_outputs, run_cached
+from corpus_dagster.core.units import Plan, done_elsewhere, run_units
+from corpus_dagster.core.work import WorkFolder
 from corpus_dagster.dedup.corpus_dedup import DedupSource, Prepared, StepTimer, check_inputs, finish, prepare
 from corpus_dagster.dedup.near import build_store
 from corpus_dagster.dedup.protected import protected_set_specs
@@ -66,26 +67,29 @@ SIGNATURES_CODE_VERSION = "1"
 DEDUP_CODE_VERSION = "1"
 TABLES = ("dropped.parquet", "clusters.parquet", "pairs.parquet")
 
-# The work folder of one dedup key (see `work_dir`) and its files.
-WORK_PREFIX = ".work-"
-PREPARED = "prepare.json"  # written last by plan_dedup: its presence means the plan is complete
+SIGNATURES_STAGE = Stage(SIGNATURES, SIGNATURES_CODE_VERSION)
+DEDUP_STAGE = Stage(DEDUP, DEDUP_CODE_VERSION)
+
+# The plan files of one dedup key's work folder (see `work_folder`) and the units' outputs.
+VERIFY = "verify"  # plan_verify's plan (`WorkFolder.write_plan(..., name=VERIFY)`)
 IDS = "ids.arrow"
 BAND_HASHES = "band_hashes.npy"  # (bands, participants) uint64, band-major
 BAND_GIDS = "band_gids.npy"
 CANDIDATES = "candidates.npy"
 PAIR_NODES = "pair_nodes.npy"
 SHINGLES = "shingles.u64"
-VERIFY_PLAN = "verify.json"  # written last by plan_verify
-PREPARED_FILES = (PREPARED, IDS, "status.npy", "matched.npy", "gid_of_scan.npy", BAND_HASHES, BAND_GIDS)
+PREPARED_FILES = (IDS, "status.npy", "matched.npy", "gid_of_scan.npy", BAND_HASHES, BAND_GIDS)
 LSH_UNIT = "lsh-band-"
 VERIFY_UNIT = "verify-"
+PAIRS = "pairs.npy"  # an LSH unit's output
+JACCARD = "jaccard.npy"  # a verification unit's output
 
 
 def signature_key(layout: Layout, source_id: str, resolved: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(key, inputs) of a source's signatures: the clean output's key and the signature settings."""
     inputs = {"clean": clean_record(layout, source_id).key}
     settings = output_settings(resolved, "dedup", SIGNATURE_SETTINGS)
-    return stage_key(SIGNATURES, SIGNATURES_CODE_VERSION, inputs, settings), inputs
+    return SIGNATURES_STAGE.key(inputs, settings), inputs
 
 
 @records.locked(lambda a: f"minhash.{a['source_id']}")
@@ -93,20 +97,16 @@ def run_signatures(layout: Layout, source_id: str, resolved: dict[str, Any]) -> 
     """Hash one source's clean documents, unless the same clean output was hashed with the same settings."""
     key, inputs = signature_key(layout, source_id, resolved)
     folder = layout.stage(SIGNATURES, source_id)
-    done = records.cached(folder, key)
-    if done is not None:
-        return {**done.stats, "cached": True, "key": key}
-    records.begin(folder)
-    name = f"{key}/signatures.parquet"
-    (folder / key).mkdir(exist_ok=True)
-    stats = compute_signatures(clean_doc_files(layout, source_id, resolved), folder / name, resolved["dedup"],
-                               resolved["workers"])
-    records.commit(folder, StageRecord(
-        stage=SIGNATURES, key=key, code_version=SIGNATURES_CODE_VERSION, inputs=inputs,
-        settings=output_settings(resolved, "dedup", SIGNATURE_SETTINGS),
-        outputs=records.describe_outputs(folder, [name]), files={"signatures": [name]}, stats=stats,
-    ))
-    return {**stats, "cached": False, "key": key}
+
+    def compute(key: str) -> Outputs:
+        name = f"{key}/signatures.parquet"
+        (folder / key).mkdir(exist_ok=True)
+        stats = compute_signatures(clean_doc_files(layout, source_id, resolved), folder / name, resolved["dedup"],
+                                   resolved["workers"])
+        return Outputs([name], files={"signatures": [name]}, stats=stats)
+
+    settings = output_settings(resolved, "dedup", SIGNATURE_SETTINGS)
+    return run_cached(folder, SIGNATURES_STAGE, inputs, settings, compute, key=key).summary()
 
 
 def signature_file(layout: Layout, source_id: str) -> Path:
@@ -134,20 +134,16 @@ def dedup_key(layout: Layout, resolved: dict[str, Any], source_ids: list[str]) -
         ],
         "protected": protected_hashes(resolved["dedup"]),
     }
-    return stage_key(DEDUP, DEDUP_CODE_VERSION, inputs, output_settings(resolved, "dedup")), inputs
+    return DEDUP_STAGE.key(inputs, output_settings(resolved, "dedup")), inputs
 
 
 class DedupWorkError(CorpusError):
     """A dedup unit or step ran without the work-folder files an earlier step writes; names the path."""
 
 
-def work_dir(layout: Layout, key: str) -> Path:
-    """`stages/dedup/.work-<key>/`: what the plan writes for the units and the units write for the finish.
-
-    Not a temp name, so `records.begin` keeps it (a resumed run reuses it); the finish removes it, and a
-    plan under another key removes it as stale.
-    """
-    return layout.stage(DEDUP) / f"{WORK_PREFIX}{key}"
+def work_folder(layout: Layout, key: str) -> WorkFolder:
+    """`stages/dedup/.work-<key>/`: what the plan writes for the units and the units write for the finish."""
+    return WorkFolder(layout.stage(DEDUP), key, "dedup", "plan_dedup", "run_dedup_unit", error=DedupWorkError)
 
 
 def lsh_unit(band: int) -> str:
@@ -165,7 +161,7 @@ def plan_dedup(layout: Layout, resolved: dict[str, Any], source_ids: list[str], 
     """Plan the global dedup: its key, and either its cached stats or one LSH unit per band.
 
     On a cache miss, computes missing signatures, scans, decontaminates and exact-dedups every document
-    and writes the band hashes of the survivors to the work folder (`work_dir`), unless a complete plan
+    and writes the band hashes of the survivors to the work folder (`work_folder`), unless a complete plan
     of the same key is already there (a resumed run keeps it and the unit outputs next to it).
     """
     source_ids = sorted(source_ids)
@@ -175,12 +171,10 @@ def plan_dedup(layout: Layout, resolved: dict[str, Any], source_ids: list[str], 
     if done is not None:
         return Plan(key, (), cached={**done.stats, "cached": True, "key": key})
     records.begin(folder)
-    work = work_dir(layout, key)
-    remove_work_folders(folder, WORK_PREFIX, keep=work)
-    meta = _read_json(work / PREPARED)
-    if meta is None or meta.get("key") != key or not all((work / name).exists() for name in PREPARED_FILES):
-        shutil.rmtree(work, ignore_errors=True)  # no complete plan: nothing in the folder is trusted
-        meta = _prepare(layout, resolved, key, source_ids, work)
+    work = work_folder(layout, key)
+    meta = work.start()
+    if meta is None:
+        meta = _prepare(layout, resolved, source_ids, work)
     if log is not None:
         log(f"dedup: {len(source_ids)} source(s), {meta['docs']:,} documents, "
             f"{_clean_bytes(layout, source_ids) / 1e6:.1f} MB of clean Parquet")
@@ -191,27 +185,26 @@ def plan_dedup(layout: Layout, resolved: dict[str, Any], source_ids: list[str], 
     return Plan(key, tuple(lsh_unit(b) for b in range(meta["bands"])), info={"sources": source_ids})
 
 
-def _prepare(layout: Layout, resolved: dict[str, Any], key: str, source_ids: list[str], work: Path) -> dict[str, Any]:
-    """Scan, decontaminate, exact-dedup, band hashes: write them to `work`, the plan file last."""
+def _prepare(layout: Layout, resolved: dict[str, Any], source_ids: list[str], work: WorkFolder) -> dict[str, Any]:
+    """Scan, decontaminate, exact-dedup, band hashes: write them to the work folder, the plan last."""
     for sid in source_ids:  # a missing or stale signature file is computed here rather than refused later
         if records.cached(layout.stage(SIGNATURES, sid), signature_key(layout, sid, resolved)[0]) is None:
             run_signatures(layout, sid, resolved)
     sources = [DedupSource(sid, clean_doc_files(layout, sid, resolved), signature_file(layout, sid)) for sid in source_ids]
     cfg = resolved["dedup"]
     check_inputs(sources, cfg)
-    work.mkdir(parents=True, exist_ok=True)
+    path = work.path
     timer = StepTimer()
-    prep = prepare(sources, cfg, work, resolved["workers"], timer)
-    (work / "protected.npz").unlink(missing_ok=True)
-    _save_array(work / "status.npy", prep.status)
-    _save_array(work / "matched.npy", prep.matched)
-    _save_array(work / "gid_of_scan.npy", prep.gid_of_scan)
-    _save_array(work / BAND_HASHES, np.ascontiguousarray(prep.band_keys.T))  # band-major: one row per unit
-    _save_array(work / BAND_GIDS, prep.band_gids)
-    with atomic_path(work / IDS) as tmp, pa.ipc.new_file(str(tmp), pa.schema([("id", pa.string())])) as writer:
+    prep = prepare(sources, cfg, path, resolved["workers"], timer)
+    (path / "protected.npz").unlink(missing_ok=True)
+    _save_array(path / "status.npy", prep.status)
+    _save_array(path / "matched.npy", prep.matched)
+    _save_array(path / "gid_of_scan.npy", prep.gid_of_scan)
+    _save_array(path / BAND_HASHES, np.ascontiguousarray(prep.band_keys.T))  # band-major: one row per unit
+    _save_array(path / BAND_GIDS, prep.band_gids)
+    with atomic_path(path / IDS) as tmp, pa.ipc.new_file(str(tmp), pa.schema([("id", pa.string())])) as writer:
         writer.write_table(pa.table({"id": prep.ids}))
-    meta = {
-        "key": key,
+    return work.write_plan({
         "sources": source_ids,
         "docs": len(prep.ids),
         "bands": int(cfg["bands"]),
@@ -222,94 +215,88 @@ def _prepare(layout: Layout, resolved: dict[str, Any], key: str, source_ids: lis
         "jobs": [[job.source, _relative(layout, job.path), job.row_group, job.scan_start, job.rows] for job in prep.jobs],
         "seconds": timer.seconds,
         "peak_rss_mb": timer.rss,
-    }
-    _write_json(work / PREPARED, meta)
-    return meta
+    }, files=PREPARED_FILES)
 
 
 @done_elsewhere(lambda layout: layout.stage(DEDUP))
 def run_dedup_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str) -> None:
     """Run one unit of the global dedup: `lsh-band-NNN` (one band's candidate pairs) or `verify-NNNNN` (exact
-    Jaccard of one chunk of candidate pairs). Reads and writes only the key's work folder, atomically; an
-    existing output means the unit is done and it does nothing. Takes no lock: outputs are keyed."""
-    work = work_dir(layout, key)
-    meta = _require_json(work / PREPARED, "run plan_dedup first")
+    Jaccard of one chunk of candidate pairs). Reads the key's work folder and writes only the unit's files,
+    atomically, its done-marker last; a unit already done does nothing. Takes no lock: outputs are keyed."""
+    work = work_folder(layout, key)
+    meta = work.read_plan()
     reset_peak_rss()
     start = time.monotonic()
     if unit.startswith(LSH_UNIT):
         band = _unit_number(unit, LSH_UNIT, meta["bands"])
-        out = work / f"pairs-band-{band:03d}.npy"
-        if out.exists():
+        if work.done(unit) is not None:
             return
-        hashes = np.load(_require(work / BAND_HASHES, "run plan_dedup first"), mmap_mode="r")
-        gids = np.load(_require(work / BAND_GIDS, "run plan_dedup first"), mmap_mode="r")
-        result = band_edges(np.array(hashes[band]), np.array(gids))
+        hashes = np.load(work.path / BAND_HASHES, mmap_mode="r")
+        gids = np.load(work.path / BAND_GIDS, mmap_mode="r")
+        output, result = PAIRS, band_edges(np.array(hashes[band]), np.array(gids))
     elif unit.startswith(VERIFY_UNIT):
-        plan = _require_json(work / VERIFY_PLAN, "run plan_verify first")
+        plan = work.read_plan(VERIFY, step="plan_verify")
         chunk = _unit_number(unit, VERIFY_UNIT, plan["units"])
-        out = work / f"jaccard-{chunk:05d}.npy"
-        if out.exists():
+        if work.done(unit) is not None:
             return
         size = plan["chunk_pairs"]
-        pair_nodes = np.load(_require(work / PAIR_NODES, "run plan_verify first"), mmap_mode="r")
-        pair_nodes = np.array(pair_nodes[chunk * size : (chunk + 1) * size])
+        pair_nodes = np.array(np.load(work.path / PAIR_NODES, mmap_mode="r")[chunk * size : (chunk + 1) * size])
         store = _open_store(work)
+        output = JACCARD
         result = store.jaccard(pair_nodes[:, 0], pair_nodes[:, 1], resolved["dedup"]["verify_batch_shingles"])
     else:
-        raise DedupWorkError(f"unknown dedup unit {unit!r} for {work}: expected {LSH_UNIT}NNN or {VERIFY_UNIT}NNNNN")
-    # The timing sidecar first: an output on disk always has its sidecar.
-    _write_json(out.with_suffix(".json"), {"seconds": round(time.monotonic() - start, 3), "peak_rss_mb": peak_rss_mb()})
-    _save_array(out, result)
+        raise DedupWorkError(
+            f"unknown dedup unit {unit!r} for {work.path}: expected {LSH_UNIT}NNN or {VERIFY_UNIT}NNNNN"
+        )
+    seconds, rss = round(time.monotonic() - start, 3), peak_rss_mb()
+    _save_array(work.unit_path(unit, output), result)
+    work.mark_done(unit, [output], seconds=seconds, peak_rss_mb=rss)
 
 
 def plan_verify(layout: Layout, resolved: dict[str, Any], key: str, log: Log | None = None) -> Plan:
     """After every LSH unit: merge the bands' pairs into the sorted candidate pairs, build the shingle store
     of their documents and name one verification unit per `dedup.verify_chunk_pairs` pairs (none without
     `verify` or pairs). A second call reuses the first one's plan."""
-    work = work_dir(layout, key)
+    work = work_folder(layout, key)
     with records.stage_lock(layout.root, "dedup", resolved, what=f"plan_verify (dedup {key})"):
         done = records.cached(layout.stage(DEDUP), key)
         if done is not None:  # another run of this key finished meanwhile (and removed the work folder)
             return Plan(key, (), cached={**done.stats, "cached": True, "key": key})
-        meta = _require_json(work / PREPARED, "run plan_dedup first")
-        plan = _read_json(work / VERIFY_PLAN)
-        if plan is None or not all((work / name).exists() for name in _verify_files(plan)):
+        meta = work.read_plan()
+        plan = work.find_plan(VERIFY)
+        if plan is None:
             plan = _plan_verify(layout, resolved, work, meta)
     if log is not None:
         log(f"dedup verify plan: {plan['pairs']:,} candidate pairs, {plan['units']} verification unit(s)")
     return Plan(key, tuple(verify_unit(i) for i in range(plan["units"])))
 
 
-def _plan_verify(layout: Layout, resolved: dict[str, Any], work: Path, meta: dict[str, Any]) -> dict[str, Any]:
+def _plan_verify(layout: Layout, resolved: dict[str, Any], work: WorkFolder, meta: dict[str, Any]) -> dict[str, Any]:
     cfg = resolved["dedup"]
+    path = work.path
     timer = StepTimer()
-    band_files = [work / f"pairs-band-{b:03d}.npy" for b in range(meta["bands"])]
-    missing = [p for p in band_files if not p.exists()]
-    if missing:
-        raise DedupWorkError(
-            f"{len(missing)} LSH unit output(s) missing, e.g. {missing[0]}; run every {LSH_UNIT}NNN unit first"
-        )
-    pairs = merge_band_edges([np.load(p) for p in band_files])
-    _save_array(work / CANDIDATES, pairs)
+    bands = [lsh_unit(b) for b in range(meta["bands"])]
+    work.require_done(bands)
+    pairs = merge_band_edges([np.load(work.unit_path(u, PAIRS)) for u in bands])
+    _save_array(path / CANDIDATES, pairs)
     timer.lap("lsh")
     nodes = unique_sorted(pairs)
-    _save_array(work / PAIR_NODES, np.searchsorted(nodes, pairs))
+    _save_array(path / PAIR_NODES, np.searchsorted(nodes, pairs))
     units = 0
     if cfg["verify"] and len(pairs):
-        jobs = [Job(src, _absolute(layout, path), rg, scan_start, rows) for src, path, rg, scan_start, rows in meta["jobs"]]
-        gid_of_scan = np.load(_require(work / "gid_of_scan.npy", "run plan_dedup first"))
-        with atomic_path(work / SHINGLES) as tmp:
+        jobs = [Job(src, _absolute(layout, p), rg, scan_start, rows) for src, p, rg, scan_start, rows in meta["jobs"]]
+        gid_of_scan = np.load(path / "gid_of_scan.npy")
+        with atomic_path(path / SHINGLES) as tmp:
             store = build_store(nodes, jobs, gid_of_scan, cfg, tmp, resolved["workers"])
-        _save_array(work / "store_offset.npy", store.offset)
-        _save_array(work / "store_length.npy", store.length)
+        _save_array(path / "store_offset.npy", store.offset)
+        _save_array(path / "store_length.npy", store.length)
         units = -(-len(pairs) // cfg["verify_chunk_pairs"])
     timer.lap("verify")
     plan = {
         "pairs": len(pairs), "chunk_pairs": int(cfg["verify_chunk_pairs"]), "units": units,
         "seconds": timer.seconds, "peak_rss_mb": timer.rss,
     }
-    _write_json(work / VERIFY_PLAN, plan)
-    return plan
+    return work.write_plan(plan, files=_verify_files(units), name=VERIFY)
 
 
 @records.locked(lambda a: "dedup")
@@ -320,14 +307,14 @@ def finish_dedup(layout: Layout, resolved: dict[str, Any], key: str, log: Log | 
     done = records.cached(folder, key)
     if done is not None:
         return {**done.stats, "cached": True, "key": key}
-    work = work_dir(layout, key)
-    meta = _require_json(work / PREPARED, "run plan_dedup first")
-    plan = _require_json(work / VERIFY_PLAN, "run plan_verify first")
+    work = work_folder(layout, key)
+    meta = work.read_plan()
+    plan = work.read_plan(VERIFY, step="plan_verify")
     source_ids = meta["sources"]
     now_key, inputs = dedup_key(layout, resolved, source_ids)
     if now_key != key:
         raise DedupWorkError(
-            f"{work}: the dedup inputs or settings changed since plan_dedup (key {key}, now {now_key}); "
+            f"{work.path}: the dedup inputs or settings changed since plan_dedup (key {key}, now {now_key}); "
             "run plan_dedup again"
         )
     cfg = resolved["dedup"]
@@ -335,34 +322,28 @@ def finish_dedup(layout: Layout, resolved: dict[str, Any], key: str, log: Log | 
     for step_seconds, step_rss in ((meta["seconds"], meta["peak_rss_mb"]), (plan["seconds"], plan["peak_rss_mb"])):
         for name, seconds in step_seconds.items():
             timer.add(name, seconds, step_rss[name])
-    band_files = [work / f"pairs-band-{b:03d}.npy" for b in range(meta["bands"])]
-    chunk_files = [work / f"jaccard-{i:05d}.npy" for i in range(plan["units"])]
-    missing = [p for p in chunk_files if not p.exists()]
-    if missing:
-        raise DedupWorkError(
-            f"{len(missing)} verification unit output(s) missing, e.g. {missing[0]}; run every {VERIFY_UNIT}NNNNN "
-            "unit first"
-        )
-    for step, files in (("lsh", band_files), ("verify", chunk_files)):
-        for path in files:
-            side = _read_json(path.with_suffix(".json")) or {}
-            if "seconds" in side:
-                timer.add(step, side["seconds"], side["peak_rss_mb"])
-    pairs = np.load(_require(work / CANDIDATES, "run plan_verify first"))
+    chunks = [verify_unit(i) for i in range(plan["units"])]
+    verified = work.require_done(chunks)
+    band_markers = [work.done(lsh_unit(b), verify=False) or {} for b in range(meta["bands"])]  # timings only
+    for step, markers in (("lsh", band_markers), ("verify", verified)):
+        for marker in markers:
+            if "seconds" in marker:
+                timer.add(step, marker["seconds"], marker["peak_rss_mb"])
+    pairs = np.load(work.path / CANDIDATES)
     store, pair_j = None, np.full(len(pairs), np.nan)
     if plan["units"]:
-        pair_j = np.concatenate([np.load(p) for p in chunk_files])
+        pair_j = np.concatenate([np.load(work.unit_path(u, JACCARD)) for u in chunks])
         store = _open_store(work)
-    with pa.ipc.open_file(str(_require(work / IDS, "run plan_dedup first"))) as reader:
+    with pa.ipc.open_file(str(work.path / IDS)) as reader:
         ids = reader.read_all().column("id").combine_chunks()
     prep = Prepared(
         ids=ids,
-        status=np.load(_require(work / "status.npy", "run plan_dedup first")),
-        matched=np.load(_require(work / "matched.npy", "run plan_dedup first")),
+        status=np.load(work.path / "status.npy"),
+        matched=np.load(work.path / "matched.npy"),
         detail={int(gid): text for gid, text in meta["detail"]},
         by_set={name: n for name, n in meta["by_set"]},
         band_keys=np.zeros((0, meta["bands"]), np.uint64),
-        band_gids=np.load(_require(work / BAND_GIDS, "run plan_dedup first"), mmap_mode="r"),
+        band_gids=np.load(work.path / BAND_GIDS, mmap_mode="r"),
         no_signature=meta["no_signature"],
         jobs=[],
         gid_of_scan=np.zeros(0, np.int64),
@@ -374,12 +355,10 @@ def finish_dedup(layout: Layout, resolved: dict[str, Any], key: str, log: Log | 
     stats = finish(prep, pairs, pair_j, store, cfg, out_dir, timer)
     stats["sources"] = source_ids
     names = [f"{key}/{t}" for t in TABLES]
-    records.commit(folder, StageRecord(
-        stage=DEDUP, key=key, code_version=DEDUP_CODE_VERSION, inputs=inputs, settings=output_settings(resolved, "dedup"),
-        outputs=records.describe_outputs(folder, names), files={"tables": names}, stats=_jsonable(stats),
-    ))
+    commit_outputs(folder, DEDUP_STAGE, key, inputs, output_settings(resolved, "dedup"),
+                   Outputs(names, files={"tables": names}, stats=_jsonable(stats)))
     del prep, store
-    shutil.rmtree(work, ignore_errors=True)
+    work.remove()
     if log is not None:
         log(f"dedup: {stats['docs']:,} documents, {_clean_bytes(layout, source_ids) / 1e6:.1f} MB of clean Parquet - "
             f"done: {stats['exact_dropped']:,} exact, {stats['near_dropped']:,} near duplicates and "
@@ -420,9 +399,9 @@ def _clean_bytes(layout: Layout, source_ids: list[str]) -> int:
     return sum(p.stat().st_size for sid in source_ids for p in clean_doc_files(layout, sid))
 
 
-def _verify_files(plan: dict[str, Any]) -> list[str]:
-    """The files a complete verification plan wrote."""
-    return [CANDIDATES, PAIR_NODES] + ([SHINGLES, "store_offset.npy", "store_length.npy"] if plan["units"] else [])
+def _verify_files(units: int) -> list[str]:
+    """The files a complete verification plan wrote (the shingle store only when there is something to verify)."""
+    return [CANDIDATES, PAIR_NODES] + ([SHINGLES, "store_offset.npy", "store_length.npy"] if units else [])
 
 
 def _unit_number(unit: str, prefix: str, count: int) -> int:
@@ -432,39 +411,15 @@ def _unit_number(unit: str, prefix: str, count: int) -> int:
     return int(tail)
 
 
-def _require(path: Path, what: str) -> Path:
-    if not path.exists():
-        raise DedupWorkError(f"dedup work file {path} is missing (work folder {path.parent}); {what}")
-    return path
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
-def _require_json(path: Path, what: str) -> dict[str, Any]:
-    data = _read_json(_require(path, what))
-    if data is None:
-        raise DedupWorkError(f"dedup work file {path} is unreadable; remove {path.parent} and {what}")
-    return data
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    atomic_write_bytes(path, (json.dumps(data, indent=1) + "\n").encode())
-
-
 def _save_array(path: Path, array: np.ndarray) -> None:
     with atomic_path(path) as tmp:
         np.save(tmp, array)
 
 
-def _open_store(work: Path) -> ShingleStore:
-    offset = np.load(_require(work / "store_offset.npy", "run plan_verify first"))
-    length = np.load(_require(work / "store_length.npy", "run plan_verify first"))
-    return ShingleStore.open(_require(work / SHINGLES, "run plan_verify first"), offset, length)
+def _open_store(work: WorkFolder) -> ShingleStore:
+    offset = np.load(work.path / "store_offset.npy")
+    length = np.load(work.path / "store_length.npy")
+    return ShingleStore.open(work.path / SHINGLES, offset, length)
 
 
 def _relative(layout: Layout, path: str) -> str:

@@ -7,16 +7,17 @@ writes nothing.
 
 Publishing splits into units, one per shard, that any executor can run (`core.units`):
 `plan_publish` sorts every id, decides the shard boundaries and writes each shard's job into a work folder
-`corpus/<dataset>/.<version>.work-<key>/` beside the published folder; `run_publish_unit` writes one shard
-and its manifest entry there; `finish_publish` swaps the shards and the manifest into the published folder
-and commits the record. `run_publish` runs the three in one process. The work folder:
+`corpus/<dataset>/.<version>.work-<key>/` (`core.work.WorkFolder`) beside the published folder, so
+finishing links the shards in on one file system; `run_publish_unit` writes one shard and its manifest
+entry there; `finish_publish` swaps the shards and the manifest into the published folder and commits the
+record. `run_publish` runs the three in one process. The work folder:
 
-    plan.json            the plan, written last (a work folder without it is incomplete and replanned):
-                         input files (relative to the artifacts root), sources, units and their shards,
-                         writer settings
-    jobs/<unit>.npy      int64 [3, rows]: file index, row index in that file, minhash_cluster
-    shards/<shard>       the shard Parquet a unit wrote
-    done/<unit>.json     its manifest entry (name, sha256, rows) plus bytes and seconds, written last
+    plan.json                the plan, written last (a work folder without it is incomplete and replanned):
+                             input files (relative to the artifacts root), sources, units and their shards,
+                             writer settings, the size of every job file
+    jobs/<unit>.npy          int64 [3, rows]: file index, row index in that file, minhash_cluster
+    units/<unit>.parquet     the shard a unit wrote
+    units/<unit>.json        its done-marker, written last: its manifest entry (name, sha256, rows), seconds
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import ledger_sha256, load_ledger
 from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
-from corpus_dagster.core.records import StageRecord, stage_key
-from corpus_dagster.core.units import Plan, done_elsewhere, remove_work_folders, run_units
+from corpus_dagster.core.records import StageRecord
+from corpus_dagster.core.stage import Outputs, Stage, commit_outputs
+from corpus_dagster.core.units import Plan, done_elsewhere, run_units
+from corpus_dagster.core.work import WorkFolder, remove_all_work_folders
 from corpus_dagster.dedup.driver import clusters, dedup_record, dedup_sources, dedup_stats
 from corpus_dagster.ingest.driver import selection_counts
 from corpus_dagster.publish import checks
@@ -61,9 +64,10 @@ from corpus_dagster.scrub.driver import pii_counts, scrub_record, scrubbed_files
 
 STAGE = "publish"
 CODE_VERSION = "2"
+PUBLISH = Stage(STAGE, CODE_VERSION)
 MANIFEST = "_MANIFEST.json"
-PLAN = "plan.json"
-JOBS, SHARDS, DONE = "jobs", "shards", "done"
+JOBS = "jobs"  # the plan's job file of each unit
+SHARD = "parquet"  # a unit's output (`WorkFolder.unit_path(unit, SHARD)`)
 
 
 class PublishUnitError(CorpusError):
@@ -97,7 +101,7 @@ def publish_key(layout: Layout, resolved: dict[str, Any]) -> tuple[str, dict[str
         "ledger_ref": ledger_ref_of(layout.ledger, layout.root),  # the manifest names it
         "ledger_sha256": ledger_sha256(layout.ledger),
     }
-    return stage_key(STAGE, CODE_VERSION, inputs, {"config_sha256": config_sha256(resolved)}), inputs
+    return PUBLISH.key(inputs, {"config_sha256": config_sha256(resolved)}), inputs
 
 
 def manifest_for(layout: Layout, resolved: dict[str, Any], shards: list[dict[str, Any]], source_ids: list[str]) -> dict[str, Any]:
@@ -114,18 +118,15 @@ def manifest_for(layout: Layout, resolved: dict[str, Any], shards: list[dict[str
 
 # --- The work folder of one publish key ----------------------------------------------------------------------
 
-def work_dir(layout: Layout, key: str) -> Path:
-    """`corpus/<dataset>/.<version>.work-<key>/`: the plan and unit outputs of one publish key.
-
-    Beside the published folder, so finishing links the shards in on one file system. Not a temp name:
-    `records.begin` keeps it (and looks no deeper than its top level), so a plan survives for resume.
-    """
-    return layout.shards.parent / f".{layout.version}.work-{key}"
+def work_folder(layout: Layout, key: str) -> WorkFolder:
+    """`corpus/<dataset>/.<version>.work-<key>/`: the plan and unit outputs of one publish key, beside the
+    published folder."""
+    return WorkFolder(layout.shards.parent, key, "shards", "plan_publish", "run_publish_unit",
+                      prefix=_work_prefix(layout), error=PublishUnitError)
 
 
-def remove_work_dirs(layout: Layout, keep: Path | None = None) -> None:
-    """Remove the work folders of this version except `keep` (call under the publish lock)."""
-    remove_work_folders(layout.shards.parent, f".{layout.version}.work-", keep)
+def _work_prefix(layout: Layout) -> str:
+    return f".{layout.version}.work-"
 
 
 def unit_names(count: int) -> list[str]:
@@ -134,18 +135,7 @@ def unit_names(count: int) -> list[str]:
     return [f"shard-{i:0{width}d}" for i in range(count)]
 
 
-def read_plan(work: Path) -> dict[str, Any]:
-    """The plan of a work folder; PublishUnitError naming the folder when there is none."""
-    try:
-        return json.loads((work / PLAN).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise PublishUnitError(
-            f"no complete publish plan in {work} ({type(exc).__name__}); run plan_publish first (it writes "
-            f"{PLAN} there), then the units, then finish_publish"
-        ) from exc
-
-
-def write_plan(layout: Layout, resolved: dict[str, Any], work: Path, key: str, shards_key: str,
+def write_plan(layout: Layout, resolved: dict[str, Any], work: WorkFolder, shards_key: str,
                heal: bool = False) -> dict[str, Any]:
     """Plan every shard (global id order, clusters, boundaries) and write the jobs and plan.json into `work`.
 
@@ -160,24 +150,20 @@ def write_plan(layout: Layout, resolved: dict[str, Any], work: Path, key: str, s
     files = ordered_files(sources)
     jobs = shard_jobs(sources, Annotations(clusters=clusters(layout, upstream)), Path(), resolved)
     units = unit_names(len(jobs))
-    (work / JOBS).mkdir(parents=True, exist_ok=True)
-    (work / SHARDS).mkdir(exist_ok=True)
-    (work / DONE).mkdir(exist_ok=True)
     planned = []
     for unit, (_, file_idx, row_idx, mc, out_path, *_) in zip(units, jobs, strict=True):
-        with atomic_path(work / JOBS / f"{unit}.npy") as tmp:  # a full disk names the file
+        with atomic_path(work.path / JOBS / f"{unit}.npy") as tmp:  # a full disk names the file
             np.save(tmp, np.stack([file_idx.astype(np.int64), row_idx.astype(np.int64), mc.astype(np.int64)]))
         planned.append({"unit": unit, "shard": out_path.name, "rows": len(file_idx)})
     pub = resolved["publish"]
     plan = {
-        "key": key, "shards_key": shards_key, "sources": source_ids,
+        "shards_key": shards_key, "sources": source_ids,
         "files": [stored_path(layout, f) for f in files],
         "units": planned, "n_docs": sum(u["rows"] for u in planned),
         "val_permille": resolved["val_permille"], "row_group_max_bytes": pub["row_group_max_bytes"],
         "zstd_level": pub["zstd_level"], "seconds": round(time.monotonic() - start, 3),
     }
-    atomic_write_bytes(work / PLAN, (json.dumps(plan, indent=1) + "\n").encode("utf-8"))
-    return plan
+    return work.write_plan(plan, files=[f"{JOBS}/{u}.npy" for u in units])
 
 
 def stored_path(layout: Layout, path: Path) -> str:
@@ -190,45 +176,35 @@ def stored_path(layout: Layout, path: Path) -> str:
         return str(path)
 
 
-def unit_done(work: Path, unit: dict[str, Any]) -> dict[str, Any] | None:
-    """The manifest entry a completed unit wrote, or None when its shard or entry is missing or cut short."""
-    try:
-        entry = json.loads((work / DONE / f"{unit['unit']}.json").read_text(encoding="utf-8"))
-        size = (work / SHARDS / unit["shard"]).stat().st_size
-    except (OSError, json.JSONDecodeError):
-        return None
-    return entry if entry.get("bytes") == size and entry.get("name") == unit["shard"] else None
-
-
-def planned_unit(plan: dict[str, Any], unit: str, work: Path) -> dict[str, Any]:
+def planned_unit(plan: dict[str, Any], unit: str, work: WorkFolder) -> dict[str, Any]:
     """The plan's entry of one unit (its shard name and rows); PublishUnitError for a unit it does not plan."""
     for entry in plan["units"]:
         if entry["unit"] == unit:
             return entry
-    raise PublishUnitError(f"{work / PLAN} plans no unit {unit!r} (units: {[u['unit'] for u in plan['units']][:3]}...)")
+    raise PublishUnitError(f"{work.plan_path()} plans no unit {unit!r} (units: {[u['unit'] for u in plan['units']][:3]}...)")
 
 
-def write_planned_unit(root: Path, work: Path, unit: str) -> None:
-    """Write one planned shard and then its manifest entry into `work`, each atomically; nothing when done.
+def write_planned_unit(root: Path, work: WorkFolder, unit: str) -> None:
+    """Write one planned shard and then its done-marker (its manifest entry) into `work`, each atomically;
+    nothing when done.
 
     Memory ~ one shard: the unit reads only its job and the row groups of its own rows.
     """
-    plan = read_plan(work)
+    plan = work.read_plan()
     entry = planned_unit(plan, unit, work)
-    if unit_done(work, entry) is not None:
+    if work.done(unit) is not None:
         return
     start = time.monotonic()
-    job_path = work / JOBS / f"{unit}.npy"
+    job_path = work.path / JOBS / f"{unit}.npy"
     try:
         job = np.load(job_path)
     except (OSError, ValueError) as exc:
         raise PublishUnitError(f"cannot read the job of unit {unit!r} at {job_path} ({exc}); run plan_publish again") from exc
     files = [Path(root) / f for f in plan["files"]]
-    out_path = work / SHARDS / entry["shard"]
-    result = write_shard(files, job[0].astype(np.int32), job[1], job[2], out_path,
+    result = write_shard(files, job[0].astype(np.int32), job[1], job[2], work.unit_path(unit, SHARD),
                          plan["val_permille"], plan["row_group_max_bytes"], plan["zstd_level"])
-    result |= {"bytes": out_path.stat().st_size, "seconds": round(time.monotonic() - start, 3)}
-    atomic_write_bytes(work / DONE / f"{unit}.json", (json.dumps(result, indent=1) + "\n").encode("utf-8"))
+    work.mark_done(unit, [SHARD], name=entry["shard"], sha256=result["sha256"], rows=result["rows"],
+                   seconds=round(time.monotonic() - start, 3))
 
 
 def link_or_move(src: Path, dst: Path) -> None:
@@ -250,7 +226,7 @@ def manifest_only(layout: Layout, resolved: dict[str, Any], inputs: dict[str, An
     settings outside the shards changed (the manifest's config_sha256).
     """
     folder = layout.stage(STAGE)
-    shards_key = stage_key(STAGE, CODE_VERSION, inputs, shard_settings(resolved))
+    shards_key = PUBLISH.key(inputs, shard_settings(resolved))
     previous = records.read_record(folder)
     if previous and previous.stats.get("shards_key") == shards_key and records.outputs_intact(folder, previous):
         return shards_key, previous
@@ -268,27 +244,24 @@ def plan_publish(layout: Layout, resolved: dict[str, Any], log: Log | None = Non
     folder = layout.stage(STAGE)
     done = records.cached(folder, key)
     if done is not None:
-        remove_work_dirs(layout)
+        remove_all_work_folders(layout.shards.parent, _work_prefix(layout))
         return Plan(key, (), cached={"sources": done.stats["sources"], "n_docs": done.stats["n_docs"]})
     records.begin(folder)
     records.begin(layout.shards.parent)  # temps of a killed plan or finish; never a work folder's content
     shards_key, previous = manifest_only(layout, resolved, inputs)
     if previous is not None:
-        remove_work_dirs(layout)
+        remove_all_work_folders(layout.shards.parent, _work_prefix(layout))
         return Plan(key, (), info={"manifest_only": True})
-    work = work_dir(layout, key)
-    remove_work_dirs(layout, keep=work)
-    try:
-        plan = read_plan(work)
-    except PublishUnitError:
-        shutil.rmtree(work, ignore_errors=True)  # no plan, or one cut short: plan again
-        with atomic_dir(work) as tmp:
-            plan = write_plan(layout, resolved, tmp, key, shards_key, heal=True)
+    work = work_folder(layout, key)
+    plan = work.start()  # a complete plan of this key is kept with its finished units; else planned afresh
+    if plan is None:
+        plan = write_plan(layout, resolved, work, shards_key, heal=True)
+    units = tuple(u["unit"] for u in plan["units"])
     if log is not None:
-        finished = sum(unit_done(work, u) is not None for u in plan["units"])
+        finished = len(units) - len(work.pending(units))
         log(f"shards: {plan['n_docs']:,} documents planned into {len(plan['units'])} shards"
             + (f", {finished} already written" if finished else ""))
-    return Plan(key, tuple(u["unit"] for u in plan["units"]), info={"work": str(work), "n_docs": plan["n_docs"]})
+    return Plan(key, units, info={"work": str(work.path), "n_docs": plan["n_docs"]})
 
 
 @done_elsewhere(lambda layout: layout.stage(STAGE))
@@ -297,7 +270,7 @@ def run_publish_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: s
 
     Takes no lock: units of one plan write different files, each atomically, and finish_publish checks them.
     """
-    write_planned_unit(layout.root, work_dir(layout, key), unit)
+    write_planned_unit(layout.root, work_folder(layout, key), unit)
 
 
 @records.locked(lambda a: "publish")
@@ -313,7 +286,7 @@ def finish_publish(layout: Layout, resolved: dict[str, Any], key: str, log: Log 
     folder = layout.stage(STAGE)
     done = records.cached(folder, key)
     if done is not None:
-        remove_work_dirs(layout)
+        remove_all_work_folders(layout.shards.parent, _work_prefix(layout))
         manifest = read_manifest(layout)
         return PublishResult(manifest, ShardsResult(shards=manifest["shards"], n_docs=manifest["n_docs"],
                                                     seconds=float(done.stats.get("seconds", 0.0))),
@@ -328,38 +301,32 @@ def finish_publish(layout: Layout, resolved: dict[str, Any], key: str, log: Log 
                                previous.stats["sources"], shards_rewritten=False, key=key)
         names = [s["name"] for s in manifest["shards"]] + [MANIFEST]
         commit_publish(layout, resolved, result, inputs, shards_key, records.describe_outputs(layout.shards, names))
-        remove_work_dirs(layout)
+        remove_all_work_folders(layout.shards.parent, _work_prefix(layout))
         return result
-    work = work_dir(layout, key)
-    plan = read_plan(work)
-    entries = [unit_done(work, u) for u in plan["units"]]
-    missing = [u["unit"] for u, e in zip(plan["units"], entries, strict=True) if e is None]
-    if missing:
-        raise PublishUnitError(
-            f"{len(missing)} of {len(entries)} publish units have not completed in {work} (e.g. {missing[:3]}); "
-            f"run run_publish_unit for each of them, then finish_publish"
-        )
+    work = work_folder(layout, key)
+    plan = work.read_plan()
+    units = [u["unit"] for u in plan["units"]]
+    entries = work.require_done(units, verify=False)  # sizes here; the sha256 once, below, as the record needs it
     shards = [{"name": e["name"], "sha256": e["sha256"], "rows": e["rows"]} for e in entries]
     manifest = manifest_for(layout, resolved, shards, plan["sources"])
     names = [s["name"] for s in shards] + [MANIFEST]
     with atomic_dir(layout.shards) as tmp:
-        for s in shards:
-            link_or_move(work / SHARDS / s["name"], tmp / s["name"])
+        for unit, s in zip(units, shards, strict=True):
+            link_or_move(work.unit_path(unit, SHARD), tmp / s["name"])
         (tmp / MANIFEST).write_bytes(manifest_bytes(manifest))
         outputs = records.describe_outputs(tmp, names)  # the hashes the record keeps, and a check of the units
-        damaged = [(u, s) for u, s in zip(plan["units"], shards, strict=True) if outputs[s["name"]]["sha256"] != s["sha256"]]
-        if damaged:
-            for u, _ in damaged:  # recompute them on the next run
-                (work / DONE / f"{u['unit']}.json").unlink(missing_ok=True)
+        damaged = [u for u, s in zip(units, shards, strict=True) if outputs[s["name"]]["sha256"] != s["sha256"]]
+        if damaged:  # their done-markers no longer match: the next plan lists them and their units redo them
             raise PublishUnitError(
-                f"{len(damaged)} shard(s) in {work / SHARDS} changed since their unit wrote them (e.g. "
-                f"{damaged[0][1]['name']}: sha256 differs from {work / DONE / (damaged[0][0]['unit'] + '.json')}); "
-                f"run those units again (run_publish_unit or run_publish), then finish_publish"
+                f"{len(damaged)} shard(s) in {work.units_dir} changed since their unit wrote them "
+                f"({', '.join(damaged[:5])}: sha256 differs from the unit's done-marker); run those units again "
+                f"(run_publish_unit or run_publish), then finish_publish"
             )
     seconds = plan["seconds"] + sum(e.get("seconds", 0.0) for e in entries)
     result = PublishResult(manifest, ShardsResult(shards=shards, n_docs=plan["n_docs"], seconds=seconds), plan["sources"], key=key)
     commit_publish(layout, resolved, result, inputs, shards_key, outputs)
-    remove_work_dirs(layout)  # this key's, and any a unit of an older plan recreated after that plan was removed
+    # this key's, and any a unit of an older plan recreated after that plan was removed
+    remove_all_work_folders(layout.shards.parent, _work_prefix(layout))
     progress = Progress(log, "shards", interval_s=interval_of(resolved))
     progress.update(manifest["n_docs"], sum(outputs[s["name"]]["bytes"] for s in shards))
     progress.finish()
@@ -371,14 +338,11 @@ def commit_publish(layout: Layout, resolved: dict[str, Any], result: PublishResu
     """Write the publish record of a published folder whose files are described by `outputs`."""
     folder = layout.stage(STAGE)
     names = list(outputs)
-    records.commit(folder, StageRecord(
-        stage=STAGE, key=result.key, code_version=CODE_VERSION, inputs=inputs,
-        settings={"config_sha256": config_sha256(resolved)},
-        output_dir=os.path.relpath(layout.shards, folder), outputs=outputs,
-        files={"shards": names[:-1], "manifest": [MANIFEST]},
-        stats={"sources": result.sources, "n_docs": result.manifest["n_docs"], "shards_key": shards_key,
-               "seconds": round(result.shards.seconds, 3)},
-    ))
+    stats = {"sources": result.sources, "n_docs": result.manifest["n_docs"], "shards_key": shards_key,
+             "seconds": round(result.shards.seconds, 3)}
+    commit_outputs(folder, PUBLISH, result.key, inputs, {"config_sha256": config_sha256(resolved)},
+                   Outputs(names, files={"shards": names[:-1], "manifest": [MANIFEST]}, stats=stats),
+                   output_dir=os.path.relpath(layout.shards, folder), described=outputs)
 
 
 @records.locked(lambda a: "publish")
@@ -470,8 +434,9 @@ def check_rebuild(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
     seed = records.require_record(layout.stage(STAGE), "shards").key
     tmp = Path(tempfile.mkdtemp(prefix=".corpus-rebuild-", dir=layout.root))
     try:
-        work = tmp / "work"
-        plan = write_plan(layout, resolved, work, seed, "")
+        work = WorkFolder(tmp, seed, "shards rebuild check", "check_rebuild", "write_planned_unit", error=PublishUnitError)
+        work.path.mkdir()
+        plan = write_plan(layout, resolved, work, "")
         problems = rebuild_problems(layout, resolved, plan, work, sample, seed, other_workers)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -481,7 +446,7 @@ def check_rebuild(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
                      shards_rebuilt=rebuilt, shards_total=n_shards, manifest_rebuilt=sample <= 0)
 
 
-def rebuild_problems(layout: Layout, resolved: dict[str, Any], plan: dict[str, Any], work: Path, sample: int,
+def rebuild_problems(layout: Layout, resolved: dict[str, Any], plan: dict[str, Any], work: WorkFolder, sample: int,
                      seed: str, workers: int) -> list[str]:
     """Differences between the published folder and a rebuild of (a sample of) the units of `plan` in `work`."""
     units = plan["units"]
@@ -491,14 +456,18 @@ def rebuild_problems(layout: Layout, resolved: dict[str, Any], plan: dict[str, A
         return [f"published shards {on_disk[:3]}... != planned {planned[:3]}... ({len(on_disk)} vs {len(planned)})"]
     picks = sample_units(len(units), sample if sample > 0 else len(units), seed)
     run_units(write_planned_unit, (layout.root, work), [units[i]["unit"] for i in picks], workers)
-    if sample == 0:  # every shard and the manifest, byte for byte
-        entries = [json.loads((work / DONE / f"{u['unit']}.json").read_text(encoding="utf-8")) for u in units]
+    if sample == 0:  # every shard and the manifest, byte for byte, in a folder named as the published one
+        entries = work.require_done([u["unit"] for u in units], verify=False)
         shards = [{"name": e["name"], "sha256": e["sha256"], "rows": e["rows"]} for e in entries]
-        (work / SHARDS / MANIFEST).write_bytes(manifest_bytes(manifest_for(layout, resolved, shards, plan["sources"])))
-        return checks.compare_folders(layout.shards, work / SHARDS)
+        rebuilt = work.path.parent / "rebuilt"
+        rebuilt.mkdir()
+        for u, s in zip(units, shards, strict=True):
+            os.replace(work.unit_path(u["unit"], SHARD), rebuilt / s["name"])
+        (rebuilt / MANIFEST).write_bytes(manifest_bytes(manifest_for(layout, resolved, shards, plan["sources"])))
+        return checks.compare_folders(layout.shards, rebuilt)
     problems = []
     for i in picks:
         name = units[i]["shard"]
-        if sha256_file(layout.shards / name) != sha256_file(work / SHARDS / name):
+        if sha256_file(layout.shards / name) != sha256_file(work.unit_path(units[i]["unit"], SHARD)):
             problems.append(f"{name} (shard {i}): bytes differ from a rebuild with workers={workers}")
     return problems[: checks.MAX_PROBLEMS]

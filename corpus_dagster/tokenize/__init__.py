@@ -4,8 +4,6 @@ from corpus_dagster.core.errors import TokenizerLoadError, TokenStreamError
 from corpus_dagster.lib.tokenizers import LoadedTokenizer, load_tokenizer
 from corpus_dagster.tokenize.checks import CheckReport, check_counts, check_decode_sample, check_rebuild
 from corpus_dagster.tokenize.driver import (
-    BuildResult,
-    build_token_streams,
     finish_token_streams,
     plan_token_streams,
     run_token_streams,
@@ -13,6 +11,7 @@ from corpus_dagster.tokenize.driver import (
 )
 from corpus_dagster.tokenize.indexed import SplitWriter, encode_index, read_index, token_dtype
 from corpus_dagster.tokenize.manifest import COUNTS_NAME, MANIFEST_NAME, read_manifest
+from corpus_dagster.tokenize.streams import BuildResult, build_token_streams
 
 __all__ = [
     "COUNTS_NAME",

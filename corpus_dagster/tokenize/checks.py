@@ -20,16 +20,16 @@ from corpus_dagster.core.errors import CorpusError, TokenStreamError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.lib.tokenizers import load_tokenizer
-from corpus_dagster.tokenize.driver import (
+from corpus_dagster.tokenize.indexed import DTYPE_CODES, IndexData, read_index, read_sequence
+from corpus_dagster.tokenize.manifest import COUNTS_NAME, MANIFEST_NAME, read_manifest
+from corpus_dagster.tokenize.shards import (
     SPLITS,
     ShardTask,
-    build_token_streams,
     group_by_split,
     read_shards_manifest,
     shard_tasks,
 )
-from corpus_dagster.tokenize.indexed import DTYPE_CODES, IndexData, read_index, read_sequence
-from corpus_dagster.tokenize.manifest import COUNTS_NAME, MANIFEST_NAME, read_manifest
+from corpus_dagster.tokenize.streams import build_token_streams
 
 
 def _start(tokens_dir: Path) -> tuple[CheckReport, dict[str, Any] | None]:
