@@ -22,7 +22,7 @@ from corpus_dagster.defs.release import RELEASE_ASSETS, RELEASE_CHECKS
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.review import REVIEW_ASSETS
 from corpus_dagster.defs.scrub import scrubbed
-from corpus_dagster.defs.tokens import TOKEN_ASSETS, TOKEN_CHECKS, token_streams_asset
+from corpus_dagster.defs.tokenize import TOKEN_ASSETS, TOKEN_CHECKS, token_streams_asset
 from corpus_dagster.defs.units import fan_out_of
 
 ASSETS = [raw_documents, clean_documents, minhash_signatures, dedup, scrubbed, shards_and_manifest, *TOKEN_ASSETS,

@@ -99,7 +99,7 @@ def run(tmp: Path, config: Path, crash_at: str | None) -> subprocess.CompletedPr
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     (tmp / "runner.py").write_text(textwrap.dedent(RUNNER))
     env = {k: v for k, v in os.environ.items() if k != "CORPUS_CRASH_AT"}
-    env["PYTHONPATH"] = os.pathsep.join([str(site), str(Path(__file__).resolve().parents[1])])
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(Path(__file__).resolve().parents[2])])
     if crash_at:
         env["CORPUS_CRASH_AT"] = crash_at
     return subprocess.run(

@@ -26,7 +26,7 @@ from corpus_dagster.ingest.files import resolve_files
 from corpus_dagster.ingest.raw_parts import read_raw_part
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, 0, tzinfo=dt.UTC)
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

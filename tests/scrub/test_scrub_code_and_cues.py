@@ -13,7 +13,7 @@ from corpus_dagster.scrub import scrub_text as _scrub_text
 from corpus_dagster.scrub.evaluate import evaluate, load_labeled
 from corpus_dagster.scrub.keys import code_name
 
-DATA = Path(__file__).parent / "data" / "pii"
+DATA = Path(__file__).parents[1] / "data" / "pii"
 sys.path.insert(0, str(DATA))
 import code_identifiers  # noqa: E402
 

@@ -208,7 +208,7 @@ def test_batch_result_equals_single_results() -> None:
 
 def test_labeled_evaluation_meets_the_targets() -> None:
     """Real documents of this machine (tests/data/langid): English technical text kept, others dropped."""
-    path = Path(__file__).parent / "data" / "langid" / "langid.jsonl.gz"
+    path = Path(__file__).parents[1] / "data" / "langid" / "langid.jsonl.gz"
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         docs = [json.loads(line) for line in fh]
     cfg = load_config()["clean"]

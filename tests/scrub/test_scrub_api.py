@@ -211,7 +211,7 @@ def test_skipping_rechecks_changes_nothing(cfg: dict, monkeypatch: pytest.Monkey
     from corpus_dagster.scrub import api
     from corpus_dagster.scrub.evaluate import load_labeled
 
-    labeled = [d.text for d in load_labeled(Path(__file__).parent / "data" / "pii" / "labeled.jsonl")]
+    labeled = [d.text for d in load_labeled(Path(__file__).parents[1] / "data" / "pii" / "labeled.jsonl")]
     rng = random.Random(7)
     texts = [rng.choice([" ", "\n", ""]).join(rng.sample(labeled, rng.randint(2, 10))) for _ in range(600)]
     for passes in (2, 3):

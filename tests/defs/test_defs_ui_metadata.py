@@ -16,7 +16,7 @@ from corpus_dagster.defs.common import md_table, table
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import check_results, materialize_global, materialize_sources
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 def _meta(instance: dg.DagsterInstance, key: str, partition: str | None = None) -> dict:

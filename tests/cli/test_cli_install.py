@@ -11,7 +11,7 @@ import pytest
 
 from corpus_dagster.cli.docs_gen import PACKAGE_DATA
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 def test_checkout_schemas_and_demo_config_equal_the_packaged_copies() -> None:

@@ -8,7 +8,7 @@ import dagster as dg
 import pytest
 
 from corpus_dagster.defs.resources import CorpusConfig
-from corpus_dagster.defs.tokens import (
+from corpus_dagster.defs.tokenize import (
     TOKEN_ASSETS,
     TOKEN_CHECKS,
     token_counts_consistent,

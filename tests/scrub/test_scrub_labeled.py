@@ -16,7 +16,7 @@ from corpus_dagster.scrub.evaluate import (
     score_doc,
 )
 
-LABELED = Path(__file__).parent / "data" / "pii" / "labeled.jsonl"
+LABELED = Path(__file__).parents[1] / "data" / "pii" / "labeled.jsonl"
 TARGETS = {"emails": (0.99, 0.97), "phones": (0.99, 0.97), "cards": (0.99, 0.97), "ips": (0.99, 0.97),
            "keys": (0.99, 0.97)}  # (precision, recall) for every type
 

@@ -35,7 +35,7 @@ from corpus_dagster.scrub.driver import run_scrub, scrubbed_files
 from corpus_dagster.tokenize.driver import run_token_streams
 
 NOW = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 

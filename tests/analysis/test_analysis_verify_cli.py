@@ -21,7 +21,7 @@ from corpus_dagster.analysis.inputs import INPUTS_FILE, select_corpus_files
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import materialize_global, materialize_sources
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = ("exact_groups", "cluster_jaccard", "rescore_sample")
 SHORT = "Too short to keep."  # fails the clean word-count filter: a rejected document
 

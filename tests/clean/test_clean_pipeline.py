@@ -18,7 +18,7 @@ from corpus_dagster.clean import (
 )
 from corpus_dagster.core.config import load_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EN = ("The cat sleeps on the sofa while the rain falls softly on the city. The children come home from school "
       "and tell their parents about their day, and the parents listen with patience while they cook dinner. "
       "Later that evening, the whole family sits together at the table to share the meal and talk about the "

@@ -14,7 +14,7 @@ from corpus_dagster.tokenize import driver as tokens_driver
 
 @pytest.fixture
 def built(setup_dir: Path) -> Path:
-    from test_stage_keys import run_all
+    from stage_runs import run_all
 
     run_all(setup_dir)
     return setup_dir
@@ -137,7 +137,7 @@ def test_analysis_cluster_check_draws_by_the_build_key_within_its_text_budget(se
     import random
 
     from corpus_factory import document
-    from test_stage_keys import run_all
+    from stage_runs import run_all
 
     from corpus_dagster.analysis import driver as analysis_driver
     from corpus_dagster.core.ledger import load_ledger

@@ -23,7 +23,7 @@ from dagster._core.workspace.load_target import WorkspaceFileTarget
 
 from corpus_dagster.defs.runner import GLOBAL_JOB, QUIET_CONSOLE, SOURCE_JOB
 
-CHECKOUT = Path(__file__).resolve().parents[1]
+CHECKOUT = Path(__file__).resolve().parents[2]
 WORKSPACE = CHECKOUT / "workspace.yaml"
 
 
