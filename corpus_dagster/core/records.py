@@ -111,15 +111,15 @@ def require_record(folder: Path, stage: str, source_id: str | None = None) -> St
 
 
 def describe_outputs(folder: Path, names: list[str]) -> dict[str, dict[str, Any]]:
-    """{name: {sha256, bytes, mtime_ns}} of output files relative to `folder`, in the order given.
+    """{name: {sha256, bytes}} of output files relative to `folder`, in the order given.
 
-    `mtime_ns` is informational: neither a key nor the intact decision reads it (a file is trusted only by
-    its size and sha256).
+    No mtime: a file is trusted only by its size and sha256, and a record is a function of the content it
+    describes, so two builds of the same bytes write the same record.
     """
     out = {}
     for n in names:
         st = (folder / n).stat()
-        out[n] = {"sha256": sha256_file_once(folder / n, st), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+        out[n] = {"sha256": sha256_file_once(folder / n, st), "bytes": st.st_size}
     return out
 
 

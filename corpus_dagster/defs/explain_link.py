@@ -37,7 +37,7 @@ def launchpad_path(document: str, location: str = DEFAULT_LOCATION, repository: 
 
 def location_of(context: dg.AssetExecutionContext | dg.OpExecutionContext) -> str:
     """The code location a run belongs to (DEFAULT_LOCATION when the run has no remote origin, e.g. in tests)."""
-    origin = getattr(context.dagster_run, "remote_job_origin", None)
+    origin = getattr(context.run, "remote_job_origin", None)
     return origin.location_name if origin is not None else DEFAULT_LOCATION
 
 

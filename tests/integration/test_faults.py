@@ -292,7 +292,7 @@ def _kind(stage: str) -> str:
 LOCKED_RUNNER = '''
 import json, sys, time
 from pathlib import Path
-sys.path.insert(0, sys.argv[3])
+sys.path[:0] = [sys.argv[3], str(Path(sys.argv[3]).parent)]  # this test module and the shared test helpers
 import test_faults as tf
 from corpus_dagster.core import locks
 from corpus_dagster.core.config import load_config
@@ -324,7 +324,7 @@ def test_two_runs_on_one_root_second_waits_and_does_nothing(setup, reference, tm
     env = {**os.environ, "PYTHONPATH": str(REPO)}
 
     def start(name: str) -> subprocess.Popen:
-        args = [sys.executable, str(tmp_path / "runner.py"), str(config), str(gate), str(REPO / "tests"), name]
+        args = [sys.executable, str(tmp_path / "runner.py"), str(config), str(gate), str(Path(__file__).resolve().parent), name]
         return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     first = start("first")
