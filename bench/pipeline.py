@@ -255,6 +255,7 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
     from corpus_dagster.core.ledger import load_ledger
     from corpus_dagster.dedup import driver as dedup
     from corpus_dagster.ingest import driver as ingest
+    from corpus_dagster.minhash import driver as minhash
     from corpus_dagster.publish import driver as publish
     from corpus_dagster.release import checks as release_checks
     from corpus_dagster.release import driver as release
@@ -285,7 +286,7 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
     return {
         "ingest": (lambda: [ingest.fetch_source(sources[s], layout, resolved["ingest"]) for s in sids], raw_in),
         "clean": (lambda: [clean.run_clean_source(layout, s, resolved) for s in sids], raw_in),
-        "minhash": (lambda: [dedup.run_signatures(layout, s, resolved) for s in sids], kept_in),
+        "minhash": (lambda: [minhash.run_signatures(layout, s, resolved) for s in sids], kept_in),
         "dedup": (lambda: dedup.run_global_dedup(layout, resolved, sids), kept_in),
         "scrub": (lambda: scrub.run_scrub(layout, resolved), kept_in),
         "publish": (lambda: publish.run_publish(layout, resolved), scrubbed_in),

@@ -1,10 +1,9 @@
-"""The dedup stage's driver: per-source MinHash signatures and the global dedup step, all their I/O.
+"""The dedup stage's driver: the global dedup step, all its I/O.
 
-- `run_signatures`: `stages/minhash/<source_id>/<key>/signatures.parquet`, keyed by the clean output's key
-  and the signature settings the signature logic declares (`SIGNATURE_SETTINGS`, scheme included).
-- the global dedup: `stages/dedup/<key>/{dropped,clusters,pairs}.parquet`, keyed by every source's clean
-  and signature keys, the protected sets' content hashes and the `dedup` settings. The record also names
-  the sources it covered: the scrub and publish stages build exactly that source set.
+It writes `stages/dedup/<key>/{dropped,clusters,pairs}.parquet`, keyed by every source's clean and
+signature keys (the signatures are the minhash stage's, read through `corpus_dagster.minhash.driver`),
+the protected sets' content hashes and the `dedup` settings. The record also names the sources it
+covered: the scrub and publish stages build exactly that source set.
 
 The global dedup is split into units any executor can run on any process or machine that mounts the
 artifacts root (`core.units`): `plan_dedup` (scan, decontaminate, exact dedup, band hashes; one unit per
@@ -50,24 +49,21 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.core.progress import Log, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord
-from corpus_dagster.core.stage import Outputs, Stage, commit_outputs, run_cached
+from corpus_dagster.core.stage import Outputs, Stage, commit_outputs
 from corpus_dagster.core.units import Plan, done_elsewhere, run_units
 from corpus_dagster.core.work import WorkFolder
 from corpus_dagster.dedup.corpus_dedup import DedupSource, Prepared, StepTimer, check_inputs, finish, prepare
 from corpus_dagster.dedup.near import build_store
 from corpus_dagster.dedup.protected import protected_set_specs
 from corpus_dagster.dedup.scan import Job
-from corpus_dagster.dedup.signatures import SIGNATURE_SETTINGS, compute_signatures
 from corpus_dagster.lib.jaccard import ShingleStore
 from corpus_dagster.lib.lsh import band_edges, merge_band_edges
+from corpus_dagster.minhash.driver import run_signatures, signature_file, signature_key, signatures_current
 
-SIGNATURES = "minhash"
 DEDUP = "dedup"
-SIGNATURES_CODE_VERSION = "1"
 DEDUP_CODE_VERSION = "1"
 TABLES = ("dropped.parquet", "clusters.parquet", "pairs.parquet")
 
-SIGNATURES_STAGE = Stage(SIGNATURES, SIGNATURES_CODE_VERSION)
 DEDUP_STAGE = Stage(DEDUP, DEDUP_CODE_VERSION)
 
 # The plan files of one dedup key's work folder (see `work_folder`) and the units' outputs.
@@ -83,37 +79,6 @@ LSH_UNIT = "lsh-band-"
 VERIFY_UNIT = "verify-"
 PAIRS = "pairs.npy"  # an LSH unit's output
 JACCARD = "jaccard.npy"  # a verification unit's output
-
-
-def signature_key(layout: Layout, source_id: str, resolved: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(key, inputs) of a source's signatures: the clean output's key and the signature settings."""
-    inputs = {"clean": clean_record(layout, source_id).key}
-    settings = output_settings(resolved, "dedup", SIGNATURE_SETTINGS)
-    return SIGNATURES_STAGE.key(inputs, settings), inputs
-
-
-@records.locked(lambda a: f"minhash.{a['source_id']}")
-def run_signatures(layout: Layout, source_id: str, resolved: dict[str, Any]) -> dict[str, Any]:
-    """Hash one source's clean documents, unless the same clean output was hashed with the same settings."""
-    key, inputs = signature_key(layout, source_id, resolved)
-    folder = layout.stage(SIGNATURES, source_id)
-
-    def compute(key: str) -> Outputs:
-        name = f"{key}/signatures.parquet"
-        (folder / key).mkdir(exist_ok=True)
-        stats = compute_signatures(clean_doc_files(layout, source_id, resolved), folder / name, resolved["dedup"],
-                                   resolved["workers"])
-        return Outputs([name], files={"signatures": [name]}, stats=stats)
-
-    settings = output_settings(resolved, "dedup", SIGNATURE_SETTINGS)
-    return run_cached(folder, SIGNATURES_STAGE, inputs, settings, compute, key=key).summary()
-
-
-def signature_file(layout: Layout, source_id: str) -> Path:
-    """The current signature file of a source."""
-    folder = layout.stage(SIGNATURES, source_id)
-    record = records.require_record(folder, "minhash_signatures", source_id)
-    return records.record_files(folder, record, "signatures")[0]
 
 
 def protected_hashes(dedup_cfg: dict[str, Any]) -> list[list[str]]:
@@ -188,7 +153,7 @@ def plan_dedup(layout: Layout, resolved: dict[str, Any], source_ids: list[str], 
 def _prepare(layout: Layout, resolved: dict[str, Any], source_ids: list[str], work: WorkFolder) -> dict[str, Any]:
     """Scan, decontaminate, exact-dedup, band hashes: write them to the work folder, the plan last."""
     for sid in source_ids:  # a missing or stale signature file is computed here rather than refused later
-        if records.cached(layout.stage(SIGNATURES, sid), signature_key(layout, sid, resolved)[0]) is None:
+        if not signatures_current(layout, sid, resolved):
             run_signatures(layout, sid, resolved)
     sources = [DedupSource(sid, clean_doc_files(layout, sid, resolved), signature_file(layout, sid)) for sid in source_ids]
     cfg = resolved["dedup"]
