@@ -328,7 +328,7 @@ def _rss_mb() -> float:
 def step_signatures(folder: Path, workers: int, subset: list[str] | None) -> dict:
     """(subprocess) compute_signatures for every source, or for the `subset` files as one source."""
     from corpus_dagster.core.config import load_config
-    from corpus_dagster.dedup import compute_signatures
+    from corpus_dagster.minhash import compute_signatures
 
     meta = json.loads((folder / "corpus.json").read_text())
     cfg = load_config()["dedup"]

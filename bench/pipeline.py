@@ -224,7 +224,7 @@ SAMPLE_SHARDS = 4  # shards the sampled shard rebuild writes again per run
 SAMPLE_BATCHES = 4  # batches of tokenize.batch_docs documents the sampled token check encodes again per run
 
 
-def _sampled_publish_check(layout: Any, resolved: dict[str, Any], sids: list[str]) -> list[str]:
+def _sampled_publish_check(layout: Any, resolved: dict[str, Any], sids: list[str]) -> Any:
     """The sampled shard rebuild (publish.checks.check_rebuild_sample) as the driver would call it."""
     import tempfile
 
@@ -255,6 +255,7 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
     from corpus_dagster.core.ledger import load_ledger
     from corpus_dagster.dedup import driver as dedup
     from corpus_dagster.ingest import driver as ingest
+    from corpus_dagster.minhash import driver as minhash
     from corpus_dagster.publish import driver as publish
     from corpus_dagster.release import checks as release_checks
     from corpus_dagster.release import driver as release
@@ -285,15 +286,15 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
     return {
         "ingest": (lambda: [ingest.fetch_source(sources[s], layout, resolved["ingest"]) for s in sids], raw_in),
         "clean": (lambda: [clean.run_clean_source(layout, s, resolved) for s in sids], raw_in),
-        "minhash": (lambda: [dedup.run_signatures(layout, s, resolved) for s in sids], kept_in),
+        "minhash": (lambda: [minhash.run_signatures(layout, s, resolved) for s in sids], kept_in),
         "dedup": (lambda: dedup.run_global_dedup(layout, resolved, sids), kept_in),
         "scrub": (lambda: scrub.run_scrub(layout, resolved), kept_in),
         "publish": (lambda: publish.run_publish(layout, resolved), scrubbed_in),
-        "publish checks": (checks(("schema", lambda: publish.check_schema(layout)),
-                                  ("manifest", lambda: publish.check_manifest(layout)),
-                                  ("ids", lambda: publish.check_ids_sorted(layout)),
-                                  ("split", lambda: publish.check_split(layout, resolved)),
-                                  ("hashes", lambda: publish.check_hashes(layout)),
+        "publish checks": (checks(("schema", lambda: publish.publish_check(layout, resolved, "shard_schema")),
+                                  ("manifest", lambda: publish.publish_check(layout, resolved, "manifest_consistent")),
+                                  ("ids", lambda: publish.publish_check(layout, resolved, "ids_sorted")),
+                                  ("split", lambda: publish.publish_check(layout, resolved, "split_matches_sha256")),
+                                  ("hashes", lambda: publish.publish_check(layout, resolved, "hashes_match_text")),
                                   ("pii", lambda: publish.check_no_pii(layout, resolved))), shards_in),
         "publish rebuild check": (checks(("rebuild", lambda: publish.check_rebuild(layout, resolved))), shards_in),
         "tokens": (lambda: tokens.run_token_streams(layout, resolved), shards_in),
@@ -301,7 +302,7 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
                                  ("decode", lambda: tokens.check_streams_decode(layout, resolved))), shards_in),
         "tokens rebuild check": (checks(("rebuild", lambda: tokens.check_streams_rebuild(layout, resolved))),
                                  shards_in),
-        "publish sampled check": (checks(("sample", lambda: not _sampled_publish_check(layout, resolved, sids))),
+        "publish sampled check": (checks(("sample", lambda: _sampled_publish_check(layout, resolved, sids))),
                                   shards_in),
         "tokens sampled check": (checks(("sample", lambda: tokens_checks.check_rebuild_sample(
             layout.shards, layout.tokens, resolved["tokenize"], resolved["workers"], SAMPLE_BATCHES, "bench"))),

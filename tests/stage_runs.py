@@ -9,6 +9,7 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.dedup import driver as dedup_driver
 from corpus_dagster.ingest import driver as ingest_driver
+from corpus_dagster.minhash import driver as minhash_driver
 from corpus_dagster.publish import driver as publish_driver
 from corpus_dagster.scrub import driver as scrub_driver
 from corpus_dagster.tokenize import driver as tokens_driver
@@ -25,7 +26,7 @@ def run_all(config_path: Path) -> dict[str, bool]:
     for src in sources:
         ran["ingest"] |= not ingest_driver.fetch_source(src, layout, resolved["ingest"]).unchanged
         ran["clean"] |= not clean_driver.run_clean_source(layout, src.source_id, resolved)["cached"]
-        ran["minhash"] |= not dedup_driver.run_signatures(layout, src.source_id, resolved)["cached"]
+        ran["minhash"] |= not minhash_driver.run_signatures(layout, src.source_id, resolved)["cached"]
     ran["dedup"] = not dedup_driver.run_global_dedup(layout, resolved, [s.source_id for s in sources])["cached"]
     ran["scrub"] = any(not s["cached"] for s in scrub_driver.run_scrub(layout, resolved).values())
     published = publish_driver.run_publish(layout, resolved)

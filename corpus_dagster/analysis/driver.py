@@ -26,7 +26,7 @@ from corpus_dagster.core.errors import AnalysisError, CorpusError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
-from corpus_dagster.dedup.driver import signature_file
+from corpus_dagster.minhash.driver import signature_file
 from corpus_dagster.publish.driver import read_manifest, verified_shards
 from corpus_dagster.tokenize.driver import token_counts_file
 

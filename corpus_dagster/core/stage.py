@@ -1,5 +1,5 @@
-"""One way to run a stage (or one unit of it) under its content key: cached -> skip, else begin, compute,
-commit, and a typed result either way.
+"""One way to run a stage (or one unit of it, or several units computed together) under its content key:
+cached -> skip, else begin, compute, commit, and a typed result either way.
 
 Every driver states what its key is made of (`Stage.key`) and what its computation wrote (`Outputs`);
 `run_cached` does the rest the same way for all of them, so "a rerun whose key is unchanged does nothing",
@@ -8,7 +8,7 @@ Every driver states what its key is made of (`Stage.key`) and what its computati
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,68 @@ class StageRun:
         return {**self.record.stats, "cached": self.cached, "key": self.key}
 
 
+@dataclass(frozen=True)
+class CachedUnit:
+    """One unit of `run_cached_many`: the folder its record lives in, its stage, what its key is made of.
+
+    `key` defaults to `stage.key(inputs, settings)`; `clear` are further folders `records.begin` prepares
+    before a computation (e.g. the key's output folder); `needs` are files beside the record a cached run
+    must still have.
+    """
+
+    folder: Path
+    stage: Stage
+    inputs: Any
+    settings: Any
+    key: str | None = None
+    clear: Sequence[Path] = ()
+    needs: Sequence[Path] = ()
+
+    def resolved_key(self) -> str:
+        return self.key if self.key is not None else self.stage.key(self.inputs, self.settings)
+
+
+def run_cached_many(
+    units: Sequence[CachedUnit],
+    compute_all: Callable[[list[tuple[int, str]]], Sequence[Outputs]],
+    *,
+    output_dir: str = ".",
+    prune: bool = True,
+) -> list[StageRun]:
+    """`run_cached` for units computed together: one pool over all of them rather than one unit at a time.
+
+    Each unit with an intact record of its key is returned as cached. Every other unit is begun (its folder
+    and `clear` folders cleared of temp leftovers and damaged outputs), then `compute_all` runs once over all
+    of them, given their (position in `units`, key) and returning their Outputs in that order, then each
+    record is committed. If `compute_all` raises, no record is committed. Returns one StageRun per unit, in
+    the order of `units`.
+    """
+    runs: list[StageRun | None] = [None] * len(units)
+    pending: list[tuple[int, str]] = []
+    for i, unit in enumerate(units):
+        key = unit.resolved_key()
+        done = records.cached(Path(unit.folder), key)
+        if done is not None and all(Path(p).is_file() for p in unit.needs):
+            runs[i] = StageRun(key, True, done)
+        else:
+            pending.append((i, key))
+    for i, _ in pending:
+        records.begin(Path(units[i].folder))
+        for extra in units[i].clear:
+            Path(extra).mkdir(parents=True, exist_ok=True)
+            records.begin(extra)
+    if pending:
+        outputs = list(compute_all(pending))
+        if len(outputs) != len(pending):
+            raise ValueError(f"compute_all returned {len(outputs)} Outputs for {len(pending)} unit(s)")
+        for (i, key), out in zip(pending, outputs, strict=True):
+            unit = units[i]
+            record = commit_outputs(unit.folder, unit.stage, key, unit.inputs, unit.settings, out,
+                                    output_dir=output_dir, prune=prune)
+            runs[i] = StageRun(key, False, record)
+    return [run for run in runs if run is not None]
+
+
 def run_cached(
     folder: Path,
     stage: Stage,
@@ -79,22 +141,15 @@ def run_cached(
     `key` defaults to `stage.key(inputs, settings)`; a caller that already computed it passes it.
     `output_dir` is where the outputs live relative to `folder` (published folders); `prune` removes key
     folders of older keys on commit. `needs` are files beside the record that a cached run must still have
-    (a log of its work a check reads); when one is missing the stage runs again.
+    (a log of its work a check reads); when one is missing the stage runs again. The one-unit case of
+    `run_cached_many`.
     """
-    key = key if key is not None else stage.key(inputs, settings)
-    folder = Path(folder)
-    done = records.cached(folder, key)
-    if done is not None and all(Path(p).is_file() for p in needs):
-        if on_cached is not None:
-            on_cached(done)
-        return StageRun(key, True, done)
-    records.begin(folder)
-    for extra in clear:
-        Path(extra).mkdir(parents=True, exist_ok=True)
-        records.begin(extra)
-    out = compute(key)
-    record = commit_outputs(folder, stage, key, inputs, settings, out, output_dir=output_dir, prune=prune)
-    return StageRun(key, False, record)
+    unit = CachedUnit(Path(folder), stage, inputs, settings, key, tuple(clear), tuple(needs))
+    [run] = run_cached_many([unit], lambda pending: [compute(k) for _, k in pending], output_dir=output_dir,
+                            prune=prune)
+    if run.cached and on_cached is not None:
+        on_cached(run.record)
+    return run
 
 
 def commit_outputs(

@@ -30,7 +30,6 @@ from corpus_dagster.dedup.exact import exact_duplicates
 from corpus_dagster.dedup.near import build_store, lsh_band_keys, near_clusters
 from corpus_dagster.dedup.protected import build_protected_index
 from corpus_dagster.dedup.scan import Job, scan_corpus
-from corpus_dagster.dedup.signatures import SIGNATURE_SETTINGS, signature_settings
 from corpus_dagster.dedup.tables import (
     CLUSTERS_SCHEMA,
     DECONTAMINATED,
@@ -47,6 +46,7 @@ from corpus_dagster.dedup.tables import (
 )
 from corpus_dagster.lib.jaccard import ShingleStore
 from corpus_dagster.lib.lsh import candidate_pairs
+from corpus_dagster.minhash.driver import SIGNATURE_SETTINGS, signature_settings
 
 __all__ = ["CLUSTERS_SCHEMA", "DROPPED_SCHEMA", "PAIRS_SCHEMA", "DedupSource", "run_dedup"]
 

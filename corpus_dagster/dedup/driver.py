@@ -1,28 +1,17 @@
-"""The dedup stage's driver: per-source MinHash signatures and the global dedup step, all their I/O.
+"""The dedup stage's driver: the global dedup step, all its I/O.
 
-- `run_signatures`: `stages/minhash/<source_id>/<key>/signatures.parquet`, keyed by the clean output's key
-  and the signature settings the signature logic declares (`SIGNATURE_SETTINGS`, scheme included).
-- the global dedup: `stages/dedup/<key>/{dropped,clusters,pairs}.parquet`, keyed by every source's clean
-  and signature keys, the protected sets' content hashes and the `dedup` settings. The record also names
-  the sources it covered: the scrub and publish stages build exactly that source set.
+It writes `stages/dedup/<key>/{dropped,clusters,pairs}.parquet`, keyed by every source's clean and
+signature keys (the signatures are the minhash stage's, read through `corpus_dagster.minhash.driver`),
+the protected sets' content hashes and the `dedup` settings. The record also names the sources it
+covered: the scrub and publish stages build exactly that source set.
 
 The global dedup is split into units any executor can run on any process or machine that mounts the
 artifacts root (`core.units`): `plan_dedup` (scan, decontaminate, exact dedup, band hashes; one unit per
 LSH band), `run_dedup_unit` (`lsh-band-NNN`: one band's candidate pairs; `verify-NNNNN`: exact Jaccard of
 one chunk of pairs), `plan_verify` (merge the bands' pairs, build the shingle store, one unit per
 `dedup.verify_chunk_pairs` pairs) and `finish_dedup` (clusters, tables, record). They share the key's work
-folder `stages/dedup/.work-<key>/` (`core.work.WorkFolder`; ids and numbers as .npy, never text):
-
-    plan.json             plan_dedup's plan, written last: sources, bands, contamination details, scan jobs
-    ids.arrow             document ids in gid order
-    status.npy, matched.npy, gid_of_scan.npy
-    band_hashes.npy       (bands, participants) uint64, one row per LSH unit; band_gids.npy their gids
-    candidates.npy        the merged candidate pairs; pair_nodes.npy the same as node numbers
-    shingles.u64, store_offset.npy, store_length.npy   the shingle store of the pairs' documents
-    verify.json           plan_verify's plan, written last: pairs, chunk size, unit count
-    units/lsh-band-NNN.pairs.npy      an LSH unit's pairs, packed (gid_a << 32 | gid_b)
-    units/verify-NNNNN.jaccard.npy    a verification unit's Jaccard values
-    units/<unit>.json                 a unit's done-marker with its timing, written last
+folder `stages/dedup/.work-<key>/` (`core.work.WorkFolder`; its files are named, written and read in
+`dedup.work_files`; each unit's done-marker `units/<unit>.json`, with its timing, is written last).
 
 `run_global_dedup` runs the same steps in one process (units through a pool of `workers`): one code path,
 so the output bytes never depend on who ran the units, in what order or how many at once.
@@ -37,84 +26,58 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from corpus_dagster.clean.driver import clean_doc_files, clean_record
 from corpus_dagster.core import records
 from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.config import output_settings
-from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.core.progress import Log, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord
-from corpus_dagster.core.stage import Outputs, Stage, commit_outputs, run_cached
+from corpus_dagster.core.stage import Outputs, Stage, commit_outputs
 from corpus_dagster.core.units import Plan, done_elsewhere, run_units
 from corpus_dagster.core.work import WorkFolder
-from corpus_dagster.dedup.corpus_dedup import DedupSource, Prepared, StepTimer, check_inputs, finish, prepare
+from corpus_dagster.dedup.corpus_dedup import DedupSource, StepTimer, check_inputs, finish, prepare
 from corpus_dagster.dedup.near import build_store
 from corpus_dagster.dedup.protected import protected_set_specs
 from corpus_dagster.dedup.scan import Job
-from corpus_dagster.dedup.signatures import SIGNATURE_SETTINGS, compute_signatures
-from corpus_dagster.lib.jaccard import ShingleStore
+from corpus_dagster.dedup.work_files import (
+    BAND_GIDS,
+    BAND_HASHES,
+    CANDIDATES,
+    JACCARD,
+    LSH_UNIT,
+    PAIR_NODES,
+    PAIRS,
+    PREPARED_FILES,
+    SHINGLES,
+    VERIFY,
+    VERIFY_UNIT,
+    DedupWorkError,
+    absolute,
+    jsonable,
+    lsh_unit,
+    open_store,
+    read_prepared,
+    relative,
+    save_array,
+    steps_timer,
+    unit_number,
+    verify_files,
+    verify_unit,
+    write_prepared,
+)
 from corpus_dagster.lib.lsh import band_edges, merge_band_edges
+from corpus_dagster.minhash.driver import run_signatures, signature_file, signature_key, signatures_current
 
-SIGNATURES = "minhash"
 DEDUP = "dedup"
-SIGNATURES_CODE_VERSION = "1"
 DEDUP_CODE_VERSION = "1"
 TABLES = ("dropped.parquet", "clusters.parquet", "pairs.parquet")
 
-SIGNATURES_STAGE = Stage(SIGNATURES, SIGNATURES_CODE_VERSION)
 DEDUP_STAGE = Stage(DEDUP, DEDUP_CODE_VERSION)
-
-# The plan files of one dedup key's work folder (see `work_folder`) and the units' outputs.
-VERIFY = "verify"  # plan_verify's plan (`WorkFolder.write_plan(..., name=VERIFY)`)
-IDS = "ids.arrow"
-BAND_HASHES = "band_hashes.npy"  # (bands, participants) uint64, band-major
-BAND_GIDS = "band_gids.npy"
-CANDIDATES = "candidates.npy"
-PAIR_NODES = "pair_nodes.npy"
-SHINGLES = "shingles.u64"
-PREPARED_FILES = (IDS, "status.npy", "matched.npy", "gid_of_scan.npy", BAND_HASHES, BAND_GIDS)
-LSH_UNIT = "lsh-band-"
-VERIFY_UNIT = "verify-"
-PAIRS = "pairs.npy"  # an LSH unit's output
-JACCARD = "jaccard.npy"  # a verification unit's output
-
-
-def signature_key(layout: Layout, source_id: str, resolved: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(key, inputs) of a source's signatures: the clean output's key and the signature settings."""
-    inputs = {"clean": clean_record(layout, source_id).key}
-    settings = output_settings(resolved, "dedup", SIGNATURE_SETTINGS)
-    return SIGNATURES_STAGE.key(inputs, settings), inputs
-
-
-@records.locked(lambda a: f"minhash.{a['source_id']}")
-def run_signatures(layout: Layout, source_id: str, resolved: dict[str, Any]) -> dict[str, Any]:
-    """Hash one source's clean documents, unless the same clean output was hashed with the same settings."""
-    key, inputs = signature_key(layout, source_id, resolved)
-    folder = layout.stage(SIGNATURES, source_id)
-
-    def compute(key: str) -> Outputs:
-        name = f"{key}/signatures.parquet"
-        (folder / key).mkdir(exist_ok=True)
-        stats = compute_signatures(clean_doc_files(layout, source_id, resolved), folder / name, resolved["dedup"],
-                                   resolved["workers"])
-        return Outputs([name], files={"signatures": [name]}, stats=stats)
-
-    settings = output_settings(resolved, "dedup", SIGNATURE_SETTINGS)
-    return run_cached(folder, SIGNATURES_STAGE, inputs, settings, compute, key=key).summary()
-
-
-def signature_file(layout: Layout, source_id: str) -> Path:
-    """The current signature file of a source."""
-    folder = layout.stage(SIGNATURES, source_id)
-    record = records.require_record(folder, "minhash_signatures", source_id)
-    return records.record_files(folder, record, "signatures")[0]
-
 
 def protected_hashes(dedup_cfg: dict[str, Any]) -> list[list[str]]:
     """[name, path, sha256] of every protected-set file: their content, not their mtime, enters the key."""
@@ -137,23 +100,9 @@ def dedup_key(layout: Layout, resolved: dict[str, Any], source_ids: list[str]) -
     return DEDUP_STAGE.key(inputs, output_settings(resolved, "dedup")), inputs
 
 
-class DedupWorkError(CorpusError):
-    """A dedup unit or step ran without the work-folder files an earlier step writes; names the path."""
-
-
 def work_folder(layout: Layout, key: str) -> WorkFolder:
     """`stages/dedup/.work-<key>/`: what the plan writes for the units and the units write for the finish."""
     return WorkFolder(layout.stage(DEDUP), key, "dedup", "plan_dedup", "run_dedup_unit", error=DedupWorkError)
-
-
-def lsh_unit(band: int) -> str:
-    """Name of the LSH unit of one band."""
-    return f"{LSH_UNIT}{band:03d}"
-
-
-def verify_unit(chunk: int) -> str:
-    """Name of the verification unit of one chunk of candidate pairs."""
-    return f"{VERIFY_UNIT}{chunk:05d}"
 
 
 @records.locked(lambda a: "dedup")
@@ -188,7 +137,7 @@ def plan_dedup(layout: Layout, resolved: dict[str, Any], source_ids: list[str], 
 def _prepare(layout: Layout, resolved: dict[str, Any], source_ids: list[str], work: WorkFolder) -> dict[str, Any]:
     """Scan, decontaminate, exact-dedup, band hashes: write them to the work folder, the plan last."""
     for sid in source_ids:  # a missing or stale signature file is computed here rather than refused later
-        if records.cached(layout.stage(SIGNATURES, sid), signature_key(layout, sid, resolved)[0]) is None:
+        if not signatures_current(layout, sid, resolved):
             run_signatures(layout, sid, resolved)
     sources = [DedupSource(sid, clean_doc_files(layout, sid, resolved), signature_file(layout, sid)) for sid in source_ids]
     cfg = resolved["dedup"]
@@ -197,13 +146,7 @@ def _prepare(layout: Layout, resolved: dict[str, Any], source_ids: list[str], wo
     timer = StepTimer()
     prep = prepare(sources, cfg, path, resolved["workers"], timer)
     (path / "protected.npz").unlink(missing_ok=True)
-    _save_array(path / "status.npy", prep.status)
-    _save_array(path / "matched.npy", prep.matched)
-    _save_array(path / "gid_of_scan.npy", prep.gid_of_scan)
-    _save_array(path / BAND_HASHES, np.ascontiguousarray(prep.band_keys.T))  # band-major: one row per unit
-    _save_array(path / BAND_GIDS, prep.band_gids)
-    with atomic_path(path / IDS) as tmp, pa.ipc.new_file(str(tmp), pa.schema([("id", pa.string())])) as writer:
-        writer.write_table(pa.table({"id": prep.ids}))
+    write_prepared(path, prep)
     return work.write_plan({
         "sources": source_ids,
         "docs": len(prep.ids),
@@ -212,7 +155,7 @@ def _prepare(layout: Layout, resolved: dict[str, Any], source_ids: list[str], wo
         "no_signature": prep.no_signature,
         "detail": [[gid, text] for gid, text in sorted(prep.detail.items())],
         "by_set": [[name, n] for name, n in prep.by_set.items()],
-        "jobs": [[job.source, _relative(layout, job.path), job.row_group, job.scan_start, job.rows] for job in prep.jobs],
+        "jobs": [[job.source, relative(layout.root, job.path), job.row_group, job.scan_start, job.rows] for job in prep.jobs],
         "seconds": timer.seconds,
         "peak_rss_mb": timer.rss,
     }, files=PREPARED_FILES)
@@ -228,7 +171,7 @@ def run_dedup_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str
     reset_peak_rss()
     start = time.monotonic()
     if unit.startswith(LSH_UNIT):
-        band = _unit_number(unit, LSH_UNIT, meta["bands"])
+        band = unit_number(unit, LSH_UNIT, meta["bands"])
         if work.done(unit) is not None:
             return
         hashes = np.load(work.path / BAND_HASHES, mmap_mode="r")
@@ -236,12 +179,12 @@ def run_dedup_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str
         output, result = PAIRS, band_edges(np.array(hashes[band]), np.array(gids))
     elif unit.startswith(VERIFY_UNIT):
         plan = work.read_plan(VERIFY, step="plan_verify")
-        chunk = _unit_number(unit, VERIFY_UNIT, plan["units"])
+        chunk = unit_number(unit, VERIFY_UNIT, plan["units"])
         if work.done(unit) is not None:
             return
         size = plan["chunk_pairs"]
         pair_nodes = np.array(np.load(work.path / PAIR_NODES, mmap_mode="r")[chunk * size : (chunk + 1) * size])
-        store = _open_store(work)
+        store = open_store(work)
         output = JACCARD
         result = store.jaccard(pair_nodes[:, 0], pair_nodes[:, 1], resolved["dedup"]["verify_batch_shingles"])
     else:
@@ -249,7 +192,7 @@ def run_dedup_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str
             f"unknown dedup unit {unit!r} for {work.path}: expected {LSH_UNIT}NNN or {VERIFY_UNIT}NNNNN"
         )
     seconds, rss = round(time.monotonic() - start, 3), peak_rss_mb()
-    _save_array(work.unit_path(unit, output), result)
+    save_array(work.unit_path(unit, output), result)
     work.mark_done(unit, [output], seconds=seconds, peak_rss_mb=rss)
 
 
@@ -278,25 +221,25 @@ def _plan_verify(layout: Layout, resolved: dict[str, Any], work: WorkFolder, met
     bands = [lsh_unit(b) for b in range(meta["bands"])]
     work.require_done(bands)
     pairs = merge_band_edges([np.load(work.unit_path(u, PAIRS)) for u in bands])
-    _save_array(path / CANDIDATES, pairs)
+    save_array(path / CANDIDATES, pairs)
     timer.lap("lsh")
     nodes = unique_sorted(pairs)
-    _save_array(path / PAIR_NODES, np.searchsorted(nodes, pairs))
+    save_array(path / PAIR_NODES, np.searchsorted(nodes, pairs))
     units = 0
     if cfg["verify"] and len(pairs):
-        jobs = [Job(src, _absolute(layout, p), rg, scan_start, rows) for src, p, rg, scan_start, rows in meta["jobs"]]
+        jobs = [Job(src, absolute(layout.root, p), rg, scan_start, rows) for src, p, rg, scan_start, rows in meta["jobs"]]
         gid_of_scan = np.load(path / "gid_of_scan.npy")
         with atomic_path(path / SHINGLES) as tmp:
             store = build_store(nodes, jobs, gid_of_scan, cfg, tmp, resolved["workers"])
-        _save_array(path / "store_offset.npy", store.offset)
-        _save_array(path / "store_length.npy", store.length)
+        save_array(path / "store_offset.npy", store.offset)
+        save_array(path / "store_length.npy", store.length)
         units = -(-len(pairs) // cfg["verify_chunk_pairs"])
     timer.lap("verify")
     plan = {
         "pairs": len(pairs), "chunk_pairs": int(cfg["verify_chunk_pairs"]), "units": units,
         "seconds": timer.seconds, "peak_rss_mb": timer.rss,
     }
-    return work.write_plan(plan, files=_verify_files(units), name=VERIFY)
+    return work.write_plan(plan, files=verify_files(units), name=VERIFY)
 
 
 @records.locked(lambda a: "dedup")
@@ -318,36 +261,16 @@ def finish_dedup(layout: Layout, resolved: dict[str, Any], key: str, log: Log | 
             "run plan_dedup again"
         )
     cfg = resolved["dedup"]
-    timer = StepTimer()
-    for step_seconds, step_rss in ((meta["seconds"], meta["peak_rss_mb"]), (plan["seconds"], plan["peak_rss_mb"])):
-        for name, seconds in step_seconds.items():
-            timer.add(name, seconds, step_rss[name])
     chunks = [verify_unit(i) for i in range(plan["units"])]
     verified = work.require_done(chunks)
     band_markers = [work.done(lsh_unit(b), verify=False) or {} for b in range(meta["bands"])]  # timings only
-    for step, markers in (("lsh", band_markers), ("verify", verified)):
-        for marker in markers:
-            if "seconds" in marker:
-                timer.add(step, marker["seconds"], marker["peak_rss_mb"])
+    timer = steps_timer(meta, plan, band_markers, verified)
     pairs = np.load(work.path / CANDIDATES)
     store, pair_j = None, np.full(len(pairs), np.nan)
     if plan["units"]:
         pair_j = np.concatenate([np.load(work.unit_path(u, JACCARD)) for u in chunks])
-        store = _open_store(work)
-    with pa.ipc.open_file(str(work.path / IDS)) as reader:
-        ids = reader.read_all().column("id").combine_chunks()
-    prep = Prepared(
-        ids=ids,
-        status=np.load(work.path / "status.npy"),
-        matched=np.load(work.path / "matched.npy"),
-        detail={int(gid): text for gid, text in meta["detail"]},
-        by_set={name: n for name, n in meta["by_set"]},
-        band_keys=np.zeros((0, meta["bands"]), np.uint64),
-        band_gids=np.load(work.path / BAND_GIDS, mmap_mode="r"),
-        no_signature=meta["no_signature"],
-        jobs=[],
-        gid_of_scan=np.zeros(0, np.int64),
-    )
+        store = open_store(work)
+    prep = read_prepared(work.path, meta)
     timer.restart()
     out_dir = folder / key
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -356,7 +279,7 @@ def finish_dedup(layout: Layout, resolved: dict[str, Any], key: str, log: Log | 
     stats["sources"] = source_ids
     names = [f"{key}/{t}" for t in TABLES]
     commit_outputs(folder, DEDUP_STAGE, key, inputs, output_settings(resolved, "dedup"),
-                   Outputs(names, files={"tables": names}, stats=_jsonable(stats)))
+                   Outputs(names, files={"tables": names}, stats=jsonable(stats)))
     del prep, store
     work.remove()
     if log is not None:
@@ -397,53 +320,6 @@ def run_global_dedup(
 def _clean_bytes(layout: Layout, source_ids: list[str]) -> int:
     """Bytes of the clean Parquet files the dedup reads (for the progress lines)."""
     return sum(p.stat().st_size for sid in source_ids for p in clean_doc_files(layout, sid))
-
-
-def _verify_files(units: int) -> list[str]:
-    """The files a complete verification plan wrote (the shingle store only when there is something to verify)."""
-    return [CANDIDATES, PAIR_NODES] + ([SHINGLES, "store_offset.npy", "store_length.npy"] if units else [])
-
-
-def _unit_number(unit: str, prefix: str, count: int) -> int:
-    tail = unit[len(prefix):]
-    if not tail.isdigit() or int(tail) >= count:
-        raise DedupWorkError(f"unknown dedup unit {unit!r}: this plan has {count} {prefix}NNN unit(s)")
-    return int(tail)
-
-
-def _save_array(path: Path, array: np.ndarray) -> None:
-    with atomic_path(path) as tmp:
-        np.save(tmp, array)
-
-
-def _open_store(work: WorkFolder) -> ShingleStore:
-    offset = np.load(work.path / "store_offset.npy")
-    length = np.load(work.path / "store_length.npy")
-    return ShingleStore.open(work.path / SHINGLES, offset, length)
-
-
-def _relative(layout: Layout, path: str) -> str:
-    """A clean file's path relative to the artifacts root when it lies under it (another machine may mount
-    the root elsewhere), else absolute."""
-    try:
-        return Path(path).resolve().relative_to(layout.root).as_posix()
-    except ValueError:
-        return str(path)
-
-
-def _absolute(layout: Layout, path: str) -> str:
-    return str(layout.root / path) if not Path(path).is_absolute() else path
-
-
-def _jsonable(value: Any) -> Any:
-    """Stats as plain JSON values (numpy scalars become Python numbers)."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, str | bytes):
-        return value.item()
-    return value
 
 
 # --- Reading dedup outputs (the only way the scrub and publish stages see them) ---------------------------

@@ -15,8 +15,9 @@ from corpus_dagster.defs.automation import (
     refresh_schedule_for,
 )
 from corpus_dagster.defs.clean import clean_documents
-from corpus_dagster.defs.dedup import dedup, dedup_asset, minhash_signatures
+from corpus_dagster.defs.dedup import dedup, dedup_asset
 from corpus_dagster.defs.ingest import raw_documents
+from corpus_dagster.defs.minhash import minhash_signatures
 from corpus_dagster.defs.publish import PUBLISH_CHECKS, shards_and_manifest, shards_asset
 from corpus_dagster.defs.release import RELEASE_ASSETS, RELEASE_CHECKS
 from corpus_dagster.defs.resources import CorpusConfig

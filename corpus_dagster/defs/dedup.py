@@ -1,4 +1,4 @@
-"""minhash_signatures[source_id] (cached per source) and the global dedup + decontamination step (data.04)."""
+"""The global dedup + decontamination step (data.04) over every source's minhash_signatures."""
 
 import time
 
@@ -13,14 +13,12 @@ from corpus_dagster.defs.common import (
     corpus_failure,
     materialized_sources,
     ratio,
-    source_for_partition,
     step_seconds,
     table,
     table_metadata,
     timing,
     when_inputs_change,
 )
-from corpus_dagster.defs.partitions import source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.units import (
     after_groups,
@@ -30,41 +28,6 @@ from corpus_dagster.defs.units import (
     versioned_output,
     wire_groups,
 )
-
-
-@dg.asset(
-    deps=["clean_documents"],
-    partitions_def=source_partitions,
-    group_name="dedup",
-    kinds={"parquet", "numpy"},
-    code_version=driver.SIGNATURES_CODE_VERSION,
-    automation_condition=when_inputs_change(),
-)
-def minhash_signatures(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
-    """MinHash signatures of one source's clean documents; adding a source hashes only that source."""
-    with corpus_failure(f"minhash_signatures[{context.partition_key}]"):
-        resolved, layout = corpus.load()
-        source = source_for_partition(layout, context.partition_key)
-        start = time.monotonic()
-        stats = driver.run_signatures(layout, source.source_id, resolved)
-        own = time.monotonic() - start
-    if stats["no_signature"]:
-        context.log.info(
-            f"{stats['no_signature']} document(s) have fewer words than shingle_size: no signature, "
-            "only exact dedup can catch them"
-        )
-    return dg.MaterializeResult(
-        data_version=dg.DataVersion(stats["key"]),
-        metadata={
-            **table_metadata(stats["docs"]),
-            "signatures": stats["docs"] - stats["no_signature"],
-            "no_signature": dg.MetadataValue.int(stats["no_signature"]),
-            "documents": stats["docs"],
-            "cached": stats["cached"],
-            "stage_key": stats["key"],
-            **step_seconds(own, stats.get("seconds", 0.0), bool(stats["cached"])),
-        },
-    )
 
 
 def per_source_outcomes(layout, sources: list[str]) -> dict[str, dict[str, int]]:

@@ -31,7 +31,6 @@ from corpus_dagster.defs.units import (
     wire_groups,
 )
 from corpus_dagster.publish import driver
-from corpus_dagster.publish.sources_check import check_sources_in_ledger
 
 DEDUP_COUNTS = ("exact_dropped", "near_dropped", "decontaminated")
 
@@ -151,41 +150,40 @@ def shards_asset(fan_out: int = 1) -> dg.AssetsDefinition:
 shards_and_manifest = shards_asset()
 
 
-def _check(corpus: CorpusConfig, name: str, run) -> dg.AssetCheckResult:
+def _check(corpus: CorpusConfig, name: str) -> dg.AssetCheckResult:
+    """The published-folder check `name`, computed alone by the driver, with what it covered."""
     with corpus_failure(name):
         resolved, layout = corpus.load()
-        report = run(layout, resolved)
-        m = driver.read_manifest(layout)
-        n_bytes = sum((layout.shards / s["name"]).stat().st_size for s in m["shards"])
-        scope = {"checked": ", ".join(s["name"] for s in m["shards"][:3]) + (" ..." if m["n_shards"] > 3 else ""),
-                 "files_checked": m["n_shards"], "rows_checked": dg.MetadataValue.int(m["n_docs"]),
-                 "bytes_checked": dg.MetadataValue.int(n_bytes), "size_checked": size(n_bytes)}
-        return check_result(report, scope)
+        report = driver.publish_check(layout, resolved, name)
+        scope = driver.check_scope(layout)
+        return check_result(report, {**scope, "rows_checked": dg.MetadataValue.int(scope["rows_checked"]),
+                                     "bytes_checked": dg.MetadataValue.int(scope["bytes_checked"]),
+                                     "size_checked": size(scope["bytes_checked"])})
 
 
 @dg.asset_check(asset="shards", blocking=True, description="Column names, order and Arrow types; zstd; row groups within 64 MiB.")
 def shard_schema(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "shard_schema", lambda layout, _r: driver.check_schema(layout))
+    return _check(corpus, "shard_schema")
 
 
 @dg.asset_check(asset="manifest", blocking=True, description="Manifest valid against its schema and consistent with the files.")
 def manifest_consistent(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "manifest_consistent", lambda layout, _r: driver.check_manifest(layout))
+    return _check(corpus, "manifest_consistent")
 
 
 @dg.asset_check(asset="shards", blocking=True, description="Ids strictly increasing in byte order across shards.")
 def ids_sorted(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "ids_sorted", lambda layout, _r: driver.check_ids_sorted(layout))
+    return _check(corpus, "ids_sorted")
 
 
 @dg.asset_check(asset="shards", blocking=True, description="split recomputed from sha256 and val_permille.")
 def split_matches_sha256(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "split_matches_sha256", driver.check_split)
+    return _check(corpus, "split_matches_sha256")
 
 
 @dg.asset_check(asset="shards", blocking=True, description="sha256 and n_chars recomputed from text.")
 def hashes_match_text(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "hashes_match_text", lambda layout, _r: driver.check_hashes(layout))
+    return _check(corpus, "hashes_match_text")
 
 
 @dg.asset_check(
@@ -194,19 +192,18 @@ def hashes_match_text(corpus: CorpusConfig) -> dg.AssetCheckResult:
     description="Rebuild shards and manifest into a temporary folder with another worker count; every byte equal.",
 )
 def deterministic_rebuild(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "deterministic_rebuild", driver.check_rebuild)
+    return _check(corpus, "deterministic_rebuild")
 
 
 @dg.asset_check(asset="shards", blocking=True, description="No PII detector fires on the published text.")
 def no_pii_in_shards(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "no_pii_in_shards", driver.check_no_pii)
+    return _check(corpus, "no_pii_in_shards")
 
 
 @dg.asset_check(asset="manifest", blocking=True,
                 description="Every source in the published shards still has a row in the ledger (takedowns took).")
 def sources_in_ledger(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "sources_in_ledger",
-                  lambda layout, _r: check_sources_in_ledger(layout, driver.published_shards(layout)))
+    return _check(corpus, "sources_in_ledger")
 
 
 PUBLISH_CHECKS = [no_pii_in_shards, shard_schema, manifest_consistent, sources_in_ledger, ids_sorted, split_matches_sha256, hashes_match_text, deterministic_rebuild]

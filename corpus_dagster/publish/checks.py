@@ -1,4 +1,5 @@
-"""Independent checks of published shards and manifest: each returns a list of problems (empty = pass)."""
+"""Independent checks of published shards and manifest: each returns a CheckReport (passed, problems, metadata),
+from the problems it lists (at most MAX_PROBLEMS of them)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_dagster.core.checks import sample_order, sample_units
+from corpus_dagster.core.checks import CheckReport, report_of, sample_order, sample_units
 from corpus_dagster.core.documents import SHARD_SCHEMA, shard_name
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.hashing import sha256_file
@@ -85,7 +86,7 @@ def iter_batches(paths: list[Path], columns: list[str], problems: list[str] | No
             problems.append(str(exc))
 
 
-def check_schema(paths: list[Path]) -> list[str]:
+def check_schema(paths: list[Path]) -> CheckReport:
     """Column names, order and Arrow types of every shard equal the contract; row groups within 64 MiB."""
     problems = []
     for path in paths:
@@ -108,18 +109,23 @@ def check_schema(paths: list[Path]) -> list[str]:
         col = pf.metadata.row_group(0).column(1) if pf.num_row_groups else None
         if col is not None and col.compression.lower() != "zstd":
             problems.append(f"{path.name}: compression {col.compression}, want ZSTD")
-    return problems[:MAX_PROBLEMS]
+    return report_of(problems[:MAX_PROBLEMS], shards=len(paths))
 
 
-def check_manifest(folder: Path, manifest_path: Path) -> list[str]:
+def check_manifest(folder: Path, manifest_path: Path) -> CheckReport:
     """Manifest valid against its schema and consistent with the files actually on disk."""
+    return report_of(manifest_problems(folder, manifest_path)[:MAX_PROBLEMS])
+
+
+def manifest_problems(folder: Path, manifest_path: Path) -> list[str]:
+    """What `check_manifest` finds: schema violations first (and only them when there are any), then files."""
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         return [f"{manifest_path}: unreadable: {exc}"]
     problems = manifest_violations(manifest)
     if problems:
-        return problems[:MAX_PROBLEMS]
+        return problems
     paths = shard_paths(folder)
     listed = [s["name"] for s in manifest["shards"]]
     expected = [shard_name(i, manifest["n_shards"]) for i in range(manifest["n_shards"])]
@@ -152,12 +158,16 @@ def check_manifest(folder: Path, manifest_path: Path) -> list[str]:
             problems.append(f"{entry['name']}: {rows} rows != manifest {entry['rows']}")
     if rows_read != manifest["n_docs"]:
         problems.append(f"rows actually read {rows_read} != n_docs {manifest['n_docs']}")
-    return problems[:MAX_PROBLEMS]
+    return problems
 
 
-def check_ids_sorted(paths: list[Path]) -> list[str]:
+def check_ids_sorted(paths: list[Path]) -> CheckReport:
     """Ids strictly increasing in byte order across all shards (so also unique)."""
-    problems = []
+    return report_of(_unsorted_ids(paths), shards=len(paths))
+
+
+def _unsorted_ids(paths: list[Path]) -> list[str]:
+    problems: list[str] = []
     prev: bytes | None = None
     for path, batch in iter_batches(paths, ["id"], problems):
         ids = [s.encode("utf-8") for s in batch.column(0).to_pylist()]
@@ -170,9 +180,9 @@ def check_ids_sorted(paths: list[Path]) -> list[str]:
     return problems
 
 
-def check_split(paths: list[Path], val_permille: int) -> list[str]:
+def check_split(paths: list[Path], val_permille: int) -> CheckReport:
     """split recomputed from sha256 equals the stored split."""
-    problems = []
+    problems: list[str] = []
     for path, batch in iter_batches(paths, ["id", "sha256", "split"], problems):
         want = split_column(batch.column(1), val_permille)
         bad = pc.invert(pc.equal(want, batch.column(2))).to_numpy(zero_copy_only=False)
@@ -180,12 +190,16 @@ def check_split(paths: list[Path], val_permille: int) -> list[str]:
             problems.append(f"{path.name}: {batch.column(0)[i]}: split {batch.column(2)[i]} != {want[i]}")
         if len(problems) >= MAX_PROBLEMS:
             break
-    return problems
+    return report_of(problems)
 
 
-def check_hashes(paths: list[Path]) -> list[str]:
+def check_hashes(paths: list[Path]) -> CheckReport:
     """sha256 and n_chars recomputed from text equal the stored columns."""
-    problems = []
+    return report_of(_hash_mismatches(paths))
+
+
+def _hash_mismatches(paths: list[Path]) -> list[str]:
+    problems: list[str] = []
     for path, batch in iter_batches(paths, ["id", "text", "sha256", "n_chars"], problems):
         ids, texts, shas, nchars = (batch.column(i).to_pylist() for i in range(4))
         for doc_id, text, sha, n in zip(ids, texts, shas, nchars, strict=True):
@@ -215,16 +229,19 @@ def pii_sample(paths: list[Path], sample_docs: int, seed: str, sample_chars: int
     return np.sort(order)
 
 
-@unreadable_is_a_problem
 def check_no_pii(paths: list[Path], pii_cfg: dict, sample_docs: int = 0, seed: str = "",
-                 sample_chars: int = 0) -> list[str]:
+                 sample_chars: int = 0) -> CheckReport:
     """No enabled PII detector finds anything in the published text (the scrub is idempotent).
 
     `sample_docs` > 0 scans a seeded sample of at most that many documents and `sample_chars` characters
     (see pii_sample); 0 scans every document. Pair it with `check_published_text_scrubbed`, which covers
     every document.
     """
-    return scan_for_pii(paths, pii_cfg, pii_sample(paths, sample_docs, seed, sample_chars))
+    try:
+        picked = pii_sample(paths, sample_docs, seed, sample_chars)
+    except UnreadableShard as exc:
+        return report_of([str(exc)], docs_scanned=0)
+    return report_of(scan_for_pii(paths, pii_cfg, picked), docs_scanned="all" if picked is None else len(picked))
 
 
 @unreadable_is_a_problem
@@ -249,11 +266,15 @@ def scan_for_pii(paths: list[Path], pii_cfg: dict, picks: np.ndarray | None) -> 
     return problems
 
 
-def check_published_text_scrubbed(paths: list[Path], scrubbed: list[Path]) -> list[str]:
+def check_published_text_scrubbed(paths: list[Path], scrubbed: list[Path]) -> CheckReport:
     """Every published document's (id, sha256) is a row of the scrub stage's output: no text reached the
     shards except byte for byte as the scrub wrote it (`hashes_match_text` ties sha256 to the text).
 
     Memory ~ the ids and hashes of the corpus (a hash join), never its text."""
+    return report_of(_unscrubbed_texts(paths, scrubbed))
+
+
+def _unscrubbed_texts(paths: list[Path], scrubbed: list[Path]) -> list[str]:
     import polars as pl
 
     if not paths:
@@ -285,7 +306,7 @@ def compare_folders(a: Path, b: Path) -> list[str]:
 def check_rebuild_sample(
     sources: list[SourceDocs], annotations: Annotations, published: Path, scratch: Path, resolved: dict,
     workers: int, sample_shards: int, seed: str,
-) -> list[str]:
+) -> CheckReport:
     """Rebuild a seeded sample of shards into `scratch` with `workers` processes; each must equal its published bytes.
 
     The plan (every id sorted across sources, clusters, shard boundaries) is recomputed in full, so which
@@ -298,10 +319,10 @@ def check_rebuild_sample(
     on_disk = sorted(p.name for p in shard_paths(published))
     planned = [job[4].name for job in jobs]
     if on_disk != planned:
-        return [f"published shards {on_disk[:3]}... != planned {planned[:3]}... ({len(on_disk)} vs {len(planned)})"]
+        return report_of([f"published shards {on_disk[:3]}... != planned {planned[:3]}... ({len(on_disk)} vs {len(planned)})"])
     picks = sample_units(len(jobs), sample_shards if sample_shards > 0 else len(jobs), seed)
     problems = []
     for i, entry in zip(picks, ordered_map(write_shard, [jobs[i] for i in picks], workers), strict=True):
         if sha256_file(published / entry["name"]) != entry["sha256"]:
             problems.append(f"{entry['name']} (shard {i}): bytes differ from a rebuild with workers={workers}")
-    return problems[:MAX_PROBLEMS]
+    return report_of(problems[:MAX_PROBLEMS])

@@ -18,29 +18,28 @@ record. `run_publish` runs the three in one process. The work folder:
     jobs/<unit>.npy          int64 [3, rows]: file index, row index in that file, minhash_cluster
     units/<unit>.parquet     the shard a unit wrote
     units/<unit>.json        its done-marker, written last: its manifest entry (name, sha256, rows), seconds
+
+What a unit does inside the work folder is `publish.units`; the rebuild check's comparison `publish.rebuild`.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from corpus_dagster.clean.driver import clean_record, filter_and_repair_counts
 from corpus_dagster.core import records
-from corpus_dagster.core.atomic import atomic_dir, atomic_path, atomic_write_bytes
-from corpus_dagster.core.checks import CheckReport, report_of, sample_units
+from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes
+from corpus_dagster.core.checks import CheckReport
 from corpus_dagster.core.config import config_sha256, output_settings
-from corpus_dagster.core.errors import CorpusError, UpstreamMissing
-from corpus_dagster.core.hashing import sha256_file
+from corpus_dagster.core.errors import UpstreamMissing
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import ledger_sha256, load_ledger
 from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
@@ -52,13 +51,18 @@ from corpus_dagster.dedup.driver import clusters, dedup_record, dedup_sources, d
 from corpus_dagster.ingest.driver import selection_counts
 from corpus_dagster.publish import checks
 from corpus_dagster.publish.manifest import build_manifest, ledger_ref_of, manifest_bytes
-from corpus_dagster.publish.shards import (
-    Annotations,
-    ShardsResult,
-    SourceDocs,
-    ordered_files,
-    shard_jobs,
-    write_shard,
+from corpus_dagster.publish.rebuild import rebuild_problems
+from corpus_dagster.publish.shards import Annotations, ShardsResult, SourceDocs, ordered_files, shard_jobs
+from corpus_dagster.publish.sources_check import check_sources_in_ledger
+from corpus_dagster.publish.units import (
+    SHARD,
+    PublishUnitError,
+    job_files,
+    link_or_move,
+    shard_entries,
+    stored_path,
+    write_jobs,
+    write_planned_unit,
 )
 from corpus_dagster.scrub.driver import pii_counts, scrub_record, scrubbed_files
 
@@ -66,12 +70,6 @@ STAGE = "publish"
 CODE_VERSION = "2"
 PUBLISH = Stage(STAGE, CODE_VERSION)
 MANIFEST = "_MANIFEST.json"
-JOBS = "jobs"  # the plan's job file of each unit
-SHARD = "parquet"  # a unit's output (`WorkFolder.unit_path(unit, SHARD)`)
-
-
-class PublishUnitError(CorpusError):
-    """A publish unit or the finish step cannot run: its plan or a unit's output is missing or damaged."""
 
 
 @dataclass
@@ -129,12 +127,6 @@ def _work_prefix(layout: Layout) -> str:
     return f".{layout.version}.work-"
 
 
-def unit_names(count: int) -> list[str]:
-    """`shard-00000`, ...: one unit per shard, names that sort in shard order."""
-    width = max(5, len(str(max(count - 1, 0))))
-    return [f"shard-{i:0{width}d}" for i in range(count)]
-
-
 def write_plan(layout: Layout, resolved: dict[str, Any], work: WorkFolder, shards_key: str,
                heal: bool = False) -> dict[str, Any]:
     """Plan every shard (global id order, clusters, boundaries) and write the jobs and plan.json into `work`.
@@ -149,72 +141,16 @@ def write_plan(layout: Layout, resolved: dict[str, Any], work: WorkFolder, shard
     sources = [SourceDocs(sid, scrubbed_files(layout, sid, upstream)) for sid in source_ids]
     files = ordered_files(sources)
     jobs = shard_jobs(sources, Annotations(clusters=clusters(layout, upstream)), Path(), resolved)
-    units = unit_names(len(jobs))
-    planned = []
-    for unit, (_, file_idx, row_idx, mc, out_path, *_) in zip(units, jobs, strict=True):
-        with atomic_path(work.path / JOBS / f"{unit}.npy") as tmp:  # a full disk names the file
-            np.save(tmp, np.stack([file_idx.astype(np.int64), row_idx.astype(np.int64), mc.astype(np.int64)]))
-        planned.append({"unit": unit, "shard": out_path.name, "rows": len(file_idx)})
+    planned = write_jobs(work, jobs)
     pub = resolved["publish"]
     plan = {
         "shards_key": shards_key, "sources": source_ids,
-        "files": [stored_path(layout, f) for f in files],
+        "files": [stored_path(layout.root, f) for f in files],
         "units": planned, "n_docs": sum(u["rows"] for u in planned),
         "val_permille": resolved["val_permille"], "row_group_max_bytes": pub["row_group_max_bytes"],
         "zstd_level": pub["zstd_level"], "seconds": round(time.monotonic() - start, 3),
     }
-    return work.write_plan(plan, files=[f"{JOBS}/{u}.npy" for u in units])
-
-
-def stored_path(layout: Layout, path: Path) -> str:
-    """A path as plan.json stores it: relative to the artifacts root (so any machine mounting it can read
-    it, wherever it is mounted) when inside it, else absolute."""
-    path = Path(path).resolve()
-    try:
-        return path.relative_to(layout.root.resolve()).as_posix()
-    except ValueError:
-        return str(path)
-
-
-def planned_unit(plan: dict[str, Any], unit: str, work: WorkFolder) -> dict[str, Any]:
-    """The plan's entry of one unit (its shard name and rows); PublishUnitError for a unit it does not plan."""
-    for entry in plan["units"]:
-        if entry["unit"] == unit:
-            return entry
-    raise PublishUnitError(f"{work.plan_path()} plans no unit {unit!r} (units: {[u['unit'] for u in plan['units']][:3]}...)")
-
-
-def write_planned_unit(root: Path, work: WorkFolder, unit: str) -> None:
-    """Write one planned shard and then its done-marker (its manifest entry) into `work`, each atomically;
-    nothing when done.
-
-    Memory ~ one shard: the unit reads only its job and the row groups of its own rows.
-    """
-    plan = work.read_plan()
-    entry = planned_unit(plan, unit, work)
-    if work.done(unit) is not None:
-        return
-    start = time.monotonic()
-    job_path = work.path / JOBS / f"{unit}.npy"
-    try:
-        job = np.load(job_path)
-    except (OSError, ValueError) as exc:
-        raise PublishUnitError(f"cannot read the job of unit {unit!r} at {job_path} ({exc}); run plan_publish again") from exc
-    files = [Path(root) / f for f in plan["files"]]
-    result = write_shard(files, job[0].astype(np.int32), job[1], job[2], work.unit_path(unit, SHARD),
-                         plan["val_permille"], plan["row_group_max_bytes"], plan["zstd_level"])
-    work.mark_done(unit, [SHARD], name=entry["shard"], sha256=result["sha256"], rows=result["rows"],
-                   seconds=round(time.monotonic() - start, 3))
-
-
-def link_or_move(src: Path, dst: Path) -> None:
-    """Hard-link src at dst (the work folder keeps its copy until the swap succeeded); move where links fail."""
-    try:
-        os.link(src, dst)
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS):
-            raise
-        os.replace(src, dst)
+    return work.write_plan(plan, files=job_files(planned))
 
 
 # --- The three entries of the stage (plan, unit, finish) and the one-process run ----------------------------
@@ -307,7 +243,7 @@ def finish_publish(layout: Layout, resolved: dict[str, Any], key: str, log: Log 
     plan = work.read_plan()
     units = [u["unit"] for u in plan["units"]]
     entries = work.require_done(units, verify=False)  # sizes here; the sha256 once, below, as the record needs it
-    shards = [{"name": e["name"], "sha256": e["sha256"], "rows": e["rows"]} for e in entries]
+    shards = shard_entries(entries)
     manifest = manifest_for(layout, resolved, shards, plan["sources"])
     names = [s["name"] for s in shards] + [MANIFEST]
     with atomic_dir(layout.shards) as tmp:
@@ -379,28 +315,6 @@ def verified_shards(layout: Layout) -> list[Path]:
 
 # --- Checks (each returns a CheckReport; the Dagster layer only translates it) ------------------------------
 
-def check_schema(layout: Layout) -> CheckReport:
-    paths = published_shards(layout)
-    return report_of(checks.check_schema(paths), shards=len(paths))
-
-
-def check_manifest(layout: Layout) -> CheckReport:
-    return report_of(checks.check_manifest(layout.shards, layout.manifest))
-
-
-def check_ids_sorted(layout: Layout) -> CheckReport:
-    paths = published_shards(layout)
-    return report_of(checks.check_ids_sorted(paths), shards=len(paths))
-
-
-def check_split(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
-    return report_of(checks.check_split(published_shards(layout), resolved["val_permille"]))
-
-
-def check_hashes(layout: Layout) -> CheckReport:
-    return report_of(checks.check_hashes(published_shards(layout)))
-
-
 def check_no_pii(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
     """Every published text is the scrub's output byte for byte (all documents, by sha256), and no PII
     detector fires on a seeded sample of `publish.pii_check_docs` documents within `publish.pii_check_chars`
@@ -410,13 +324,9 @@ def check_no_pii(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
     scrubbed = [p for sid in dedup_sources(layout) for p in scrubbed_files(layout, sid)]
     sample, budget = int(resolved["publish"]["pii_check_docs"]), int(resolved["publish"]["pii_check_chars"])
     seed = records.require_record(layout.stage(STAGE), "shards").key
-    problems = checks.check_published_text_scrubbed(paths, scrubbed)
-    try:
-        picked = checks.pii_sample(paths, sample, seed, budget)
-    except checks.UnreadableShard as exc:
-        return report_of([*problems, str(exc)], docs_scanned=0)
-    problems += checks.scan_for_pii(paths, resolved["pii"], picked)
-    return report_of(problems, docs_scanned="all" if picked is None else len(picked))
+    text = checks.check_published_text_scrubbed(paths, scrubbed)
+    pii = checks.check_no_pii(paths, resolved["pii"], sample, seed, budget)
+    return CheckReport(metadata=pii.metadata).extend(text.problems + pii.problems)
 
 
 def check_rebuild(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
@@ -437,37 +347,37 @@ def check_rebuild(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
         work = WorkFolder(tmp, seed, "shards rebuild check", "check_rebuild", "write_planned_unit", error=PublishUnitError)
         work.path.mkdir()
         plan = write_plan(layout, resolved, work, "")
-        problems = rebuild_problems(layout, resolved, plan, work, sample, seed, other_workers)
+        problems = rebuild_problems(layout.shards, layout.root, plan, work, sample, seed, other_workers,
+                                    lambda shards: manifest_for(layout, resolved, shards, plan["sources"]))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     n_shards = len(plan["units"])
     rebuilt = n_shards if sample <= 0 else min(sample, n_shards)  # what sample_units draws: at most every shard
-    return report_of(problems, rebuild_workers=other_workers, build_workers=resolved["workers"],
-                     shards_rebuilt=rebuilt, shards_total=n_shards, manifest_rebuilt=sample <= 0)
+    return CheckReport(metadata={"rebuild_workers": other_workers, "build_workers": resolved["workers"],
+                                 "shards_rebuilt": rebuilt, "shards_total": n_shards,
+                                 "manifest_rebuilt": sample <= 0}).extend(problems)
 
 
-def rebuild_problems(layout: Layout, resolved: dict[str, Any], plan: dict[str, Any], work: WorkFolder, sample: int,
-                     seed: str, workers: int) -> list[str]:
-    """Differences between the published folder and a rebuild of (a sample of) the units of `plan` in `work`."""
-    units = plan["units"]
-    on_disk = sorted(p.name for p in checks.shard_paths(layout.shards))
-    planned = [u["shard"] for u in units]
-    if on_disk != planned:
-        return [f"published shards {on_disk[:3]}... != planned {planned[:3]}... ({len(on_disk)} vs {len(planned)})"]
-    picks = sample_units(len(units), sample if sample > 0 else len(units), seed)
-    run_units(write_planned_unit, (layout.root, work), [units[i]["unit"] for i in picks], workers)
-    if sample == 0:  # every shard and the manifest, byte for byte, in a folder named as the published one
-        entries = work.require_done([u["unit"] for u in units], verify=False)
-        shards = [{"name": e["name"], "sha256": e["sha256"], "rows": e["rows"]} for e in entries]
-        rebuilt = work.path.parent / "rebuilt"
-        rebuilt.mkdir()
-        for u, s in zip(units, shards, strict=True):
-            os.replace(work.unit_path(u["unit"], SHARD), rebuilt / s["name"])
-        (rebuilt / MANIFEST).write_bytes(manifest_bytes(manifest_for(layout, resolved, shards, plan["sources"])))
-        return checks.compare_folders(layout.shards, rebuilt)
-    problems = []
-    for i in picks:
-        name = units[i]["shard"]
-        if sha256_file(layout.shards / name) != sha256_file(work.unit_path(units[i]["unit"], SHARD)):
-            problems.append(f"{name} (shard {i}): bytes differ from a rebuild with workers={workers}")
-    return problems[: checks.MAX_PROBLEMS]
+CHECKS: dict[str, Callable[[Layout, dict[str, Any]], CheckReport]] = {
+    "shard_schema": lambda layout, _: checks.check_schema(published_shards(layout)),
+    "manifest_consistent": lambda layout, _: checks.check_manifest(layout.shards, layout.manifest),
+    "ids_sorted": lambda layout, _: checks.check_ids_sorted(published_shards(layout)),
+    "split_matches_sha256": lambda layout, r: checks.check_split(published_shards(layout), r["val_permille"]),
+    "hashes_match_text": lambda layout, _: checks.check_hashes(published_shards(layout)),
+    "no_pii_in_shards": check_no_pii,
+    "sources_in_ledger": lambda layout, _: check_sources_in_ledger(layout, published_shards(layout)),
+    "deterministic_rebuild": check_rebuild,
+}
+
+
+def publish_check(layout: Layout, resolved: dict[str, Any], name: str) -> CheckReport:
+    """One blocking check of the published folder (a name of CHECKS, the asset check's name), computed alone."""
+    return CHECKS[name](layout, resolved)
+
+
+def check_scope(layout: Layout) -> dict[str, Any]:
+    """What every published-folder check covers, from the manifest: the first shard names, files, rows, bytes."""
+    m = read_manifest(layout)
+    n_bytes = sum((layout.shards / s["name"]).stat().st_size for s in m["shards"])
+    return {"checked": ", ".join(s["name"] for s in m["shards"][:3]) + (" ..." if m["n_shards"] > 3 else ""),
+            "files_checked": m["n_shards"], "rows_checked": m["n_docs"], "bytes_checked": n_bytes}

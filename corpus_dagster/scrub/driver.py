@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
 from corpus_dagster.core.progress import Log, Progress, interval_of
 from corpus_dagster.core.records import StageRecord
-from corpus_dagster.core.stage import Stage
+from corpus_dagster.core.stage import CachedUnit, Outputs, Stage, run_cached_many
 from corpus_dagster.dedup.driver import dedup_sources, dropped_ids
 from corpus_dagster.scrub.api import PII_TYPES, scrub_texts
 
@@ -80,17 +79,6 @@ def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str
     }
 
 
-@dataclass
-class _Pending:
-    """A source whose scrub output is not cached: where its files go, and its part stats as they arrive."""
-
-    key: str
-    inputs: dict[str, Any]
-    settings: dict[str, Any]
-    folder: Path
-    parts: list[dict[str, Any] | None]
-
-
 def _scrub_key(layout: Layout, source_id: str, resolved: dict[str, Any], drop: list[str]) -> tuple[str, dict, dict]:
     inputs = {"clean": clean_record(layout, source_id).key, "dropped_ids": sha256_hex("\n".join(drop).encode())}
     settings = output_settings(resolved, "pii")
@@ -104,46 +92,46 @@ def scrub_sources(layout: Layout, source_ids: list[str], resolved: dict[str, Any
     The files of all those sources go through one pool of `workers`, largest first, so a corpus of many
     one-file sources scrubs in parallel too; each source's record is committed once all its files are
     written. Every source's lock is held throughout (taken in sorted order, so two runs cannot deadlock).
-
-    Each source is cached, begun and committed as `core.stage.run_cached` does it, but not through it:
-    run_cached computes one unit between its begin and its commit, while this pool needs every changed
-    source begun before it starts and commits them only after it ends.
+    Each source is one unit of `core.stage.run_cached_many`: cached sources are skipped, the others are all
+    begun before the pool starts and committed after it ends.
     """
-    out: dict[str, dict[str, Any]] = {}
-    pending: dict[str, _Pending] = {}
-    jobs: list[tuple[str, int, tuple]] = []
     with contextlib.ExitStack() as locks:
         for sid in sorted(source_ids):
             locks.enter_context(records.stage_lock(layout.root, f"scrub.{sid}", resolved, what=f"scrub ({sid})"))
+        units = []
         for sid in source_ids:
             key, inputs, settings = _scrub_key(layout, sid, resolved, drop.get(sid, []))
             folder = layout.stage(STAGE, sid)
-            done = records.cached(folder, key)
-            if done is not None:
-                out[sid] = {**done.stats, "cached": True, "key": key}
-                continue
-            records.begin(folder)
-            (folder / key).mkdir(parents=True, exist_ok=True)
-            records.begin(folder / key)
-            files = clean_doc_files(layout, sid, resolved)
-            pending[sid] = _Pending(key, inputs, settings, folder, [None] * len(files))
-            jobs += [(sid, i, (path, folder / key / f"docs-{i:05d}.parquet", drop.get(sid, []), resolved["pii"]))
-                     for i, path in enumerate(files)]
-        jobs.sort(key=lambda job: -job[2][0].stat().st_size)  # stable: equal sizes stay in source, file order
-        results = ordered_map(scrub_file, [job for _, _, job in jobs], resolved["workers"]) if jobs else iter(())
-        for (sid, i, _), part in zip(jobs, results, strict=True):
-            pending[sid].parts[i] = part
-            if progress is not None:
-                progress.update(part["docs"] + part["dropped"], part["bytes"])
-        for sid, p in pending.items():
-            stats = summarize([part for part in p.parts if part is not None])
-            names = [f"{p.key}/docs-{i:05d}.parquet" for i in range(len(p.parts))]
-            records.commit(p.folder, StageRecord(
-                stage=STAGE, key=p.key, code_version=CODE_VERSION, inputs=p.inputs, settings=p.settings,
-                outputs=records.describe_outputs(p.folder, names), files={"docs": names}, stats=stats,
-            ))
-            out[sid] = {**stats, "cached": False, "key": p.key}
-    return {sid: out[sid] for sid in source_ids}
+            units.append(CachedUnit(folder, SCRUB, inputs, settings, key, clear=(folder / key,)))
+        runs = run_cached_many(units, lambda pending: _scrub_together(
+            layout, resolved, drop, progress, [(source_ids[i], key) for i, key in pending]))
+    return {sid: run.summary() for sid, run in zip(source_ids, runs, strict=True)}
+
+
+def _scrub_together(layout: Layout, resolved: dict[str, Any], drop: dict[str, list[str]], progress: Progress | None,
+                    pending: list[tuple[str, str]]) -> list[Outputs]:
+    """Scrub the files of every (source, key) in `pending` through one pool, largest file first; returns each
+    source's Outputs in the order of `pending`."""
+    parts: dict[str, list[dict[str, Any] | None]] = {}
+    jobs: list[tuple[str, int, tuple]] = []
+    for sid, key in pending:
+        out_dir = layout.stage(STAGE, sid) / key
+        files = clean_doc_files(layout, sid, resolved)
+        parts[sid] = [None] * len(files)
+        jobs += [(sid, n, (path, out_dir / f"docs-{n:05d}.parquet", drop.get(sid, []), resolved["pii"]))
+                 for n, path in enumerate(files)]
+    jobs.sort(key=lambda job: -job[2][0].stat().st_size)  # stable: equal sizes stay in source, file order
+    results = ordered_map(scrub_file, [job for _, _, job in jobs], resolved["workers"]) if jobs else iter(())
+    for (sid, n, _), part in zip(jobs, results, strict=True):
+        parts[sid][n] = part
+        if progress is not None:
+            progress.update(part["docs"] + part["dropped"], part["bytes"])
+    outputs = []
+    for sid, key in pending:
+        names = [f"{key}/docs-{n:05d}.parquet" for n in range(len(parts[sid]))]
+        outputs.append(Outputs(names, files={"docs": names},
+                               stats=summarize([part for part in parts[sid] if part is not None])))
+    return outputs
 
 
 def summarize(parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -135,7 +135,7 @@ def test_token_counts_of_the_streams_are_reused(tmp_path):
 
 def test_dedup_signature_files_are_reused(tmp_path):
     from corpus_dagster.analysis.planted import planted_corpus
-    from corpus_dagster.dedup import compute_signatures
+    from corpus_dagster.minhash import compute_signatures
     from verify.rescore_sample import check_duplicates_sample
 
     p = planted_corpus(300, seed=3, near_share=0.3)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_dedup_support import dedup_cfg, make_sources, random_doc
+from dedup_factory import dedup_cfg, make_sources, random_doc
 
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup import run_dedup

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_dedup_support import random_doc, shingle_set
+from dedup_factory import random_doc, shingle_set
 
 from corpus_dagster.dedup.components import cluster_keepers
 from corpus_dagster.lib.jaccard import ShingleStore, concat_ranges, shingle_sets

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from test_dedup_support import dedup_cfg, make_sources, mutate, random_doc, true_jaccard, write_clean_docs
+from dedup_factory import dedup_cfg, make_sources, mutate, random_doc, true_jaccard, write_clean_docs
 
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup import (
@@ -15,9 +15,9 @@ from corpus_dagster.dedup import (
     DROPPED_SCHEMA,
     PAIRS_SCHEMA,
     DedupSource,
-    compute_signatures,
     run_dedup,
 )
+from corpus_dagster.minhash import compute_signatures
 
 TARGETS = [0.5, 0.65, 0.75, 0.8, 0.85, 0.87, 0.9, 0.92, 0.95, 0.98]
 

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from test_dedup_support import mutate, random_doc, write_clean_docs
+from dedup_factory import mutate, random_doc, write_clean_docs
 
 from corpus_dagster.core import records
 from corpus_dagster.core.config import load_config

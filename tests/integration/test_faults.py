@@ -27,9 +27,10 @@ from corpus_dagster.core.errors import SourceError, StageOutputError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source, load_ledger
 from corpus_dagster.core.locks import lock_path, read_holder
-from corpus_dagster.dedup.driver import dedup_tables, run_global_dedup, run_signatures, signature_file
+from corpus_dagster.dedup.driver import dedup_tables, run_global_dedup
 from corpus_dagster.ingest import raw_parts as raw_parts_module
 from corpus_dagster.ingest.driver import fetch_source
+from corpus_dagster.minhash.driver import run_signatures, signature_file
 from corpus_dagster.publish.driver import run_publish
 from corpus_dagster.scrub.driver import run_scrub, scrubbed_files
 from corpus_dagster.tokenize.driver import run_token_streams

@@ -212,13 +212,14 @@ def test_checks_name_a_damaged_shard_instead_of_raising(first_build, tmp_path):
     frame = undecodable.read_bytes().find(ZSTD_MAGIC, start, start + size)
     assert frame > 0
     flip_bit(undecodable, frame)  # a zstd frame header: the page cannot be decompressed
-    manifest = publish.check_manifest(layout).problems
+    manifest = publish.publish_check(layout, resolved, "manifest_consistent").problems
     for shard in (edited, undecodable):
         assert any(p.startswith(f"{shard.name}: sha256 differs from _MANIFEST.json") for p in manifest), manifest
-    problems = publish.check_hashes(layout).problems
+    problems = publish.publish_check(layout, resolved, "hashes_match_text").problems
     assert any(p.startswith(f"{edited.name}: ") and "sha256 does not match its text" in p for p in problems), problems
     assert f"{undecodable.name}: cannot be read: OSError: ZSTD decompression failed" in "\n".join(problems), problems
-    for report in (publish.check_ids_sorted(layout), publish.check_schema(layout), publish.check_no_pii(layout, resolved)):
+    for name in ("ids_sorted", "shard_schema", "no_pii_in_shards"):
+        report = publish.publish_check(layout, resolved, name)
         assert all(isinstance(p, str) for p in report.problems)  # a problem naming the shard, never an OSError
     with pytest.raises(StageOutputDamaged, match=f"stage 'publish': .*{edited.name} is damaged.*materialize shards"):
         publish.verified_shards(layout)

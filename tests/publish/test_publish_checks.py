@@ -44,38 +44,38 @@ def rewrite(path, fn):
 
 def test_clean_output_passes_every_check(published):
     paths = verify.shard_paths(published)
-    assert verify.check_schema(paths) == []
-    assert verify.check_manifest(published, published / "_MANIFEST.json") == []
-    assert verify.check_ids_sorted(paths) == []
-    assert verify.check_split(paths, 100) == []
-    assert verify.check_hashes(paths) == []
+    assert verify.check_schema(paths).passed
+    assert verify.check_manifest(published, published / "_MANIFEST.json").passed
+    assert verify.check_ids_sorted(paths).passed
+    assert verify.check_split(paths, 100).passed
+    assert verify.check_hashes(paths).passed
 
 
 def test_schema_check_catches_wrong_type_and_order(copy):
     rewrite(first_shard(copy), lambda t: t.set_column(6, "n_chars", t["n_chars"].cast(pa.int64())))
-    assert any("n_chars is int64" in p for p in verify.check_schema(verify.shard_paths(copy)))
+    assert any("n_chars is int64" in p for p in verify.check_schema(verify.shard_paths(copy)).problems)
     rewrite(first_shard(copy), lambda t: t.select(["text", "id", *t.column_names[2:]]))
-    assert any("columns" in p for p in verify.check_schema(verify.shard_paths(copy)))
+    assert any("columns" in p for p in verify.check_schema(verify.shard_paths(copy)).problems)
 
 
 def test_manifest_check_catches_changed_bytes_rows_and_schema(copy):
     rewrite(first_shard(copy), lambda t: t.slice(1))
-    problems = verify.check_manifest(copy, copy / "_MANIFEST.json")
+    problems = verify.check_manifest(copy, copy / "_MANIFEST.json").problems
     assert any("sha256" in p for p in problems) and any("rows" in p for p in problems)
     manifest = json.loads((copy / "_MANIFEST.json").read_text())
     del manifest["pii"]
     (copy / "_MANIFEST.json").write_text(json.dumps(manifest))
-    assert any("'pii' is a required property" in p for p in verify.check_manifest(copy, copy / "_MANIFEST.json"))
+    assert any("'pii' is a required property" in p for p in verify.check_manifest(copy, copy / "_MANIFEST.json").problems)
 
 
 def test_manifest_check_catches_extra_file(copy):
     shutil.copy(first_shard(copy), copy / "shard-00009-of-00009.parquet")
-    assert any("files on disk" in p for p in verify.check_manifest(copy, copy / "_MANIFEST.json"))
+    assert any("files on disk" in p for p in verify.check_manifest(copy, copy / "_MANIFEST.json").problems)
 
 
 def test_ids_check_catches_disorder(copy):
     rewrite(first_shard(copy), lambda t: t.take(pa.array(list(range(t.num_rows))[::-1])))
-    assert verify.check_ids_sorted(verify.shard_paths(copy))
+    assert not verify.check_ids_sorted(verify.shard_paths(copy)).passed
 
 
 def test_split_check_catches_flipped_split(copy):
@@ -84,7 +84,7 @@ def test_split_check_catches_flipped_split(copy):
         return t.set_column(10, "split", flipped)
 
     rewrite(first_shard(copy), flip)
-    assert verify.check_split(verify.shard_paths(copy), 100)
+    assert not verify.check_split(verify.shard_paths(copy), 100).passed
 
 
 def test_hash_check_catches_edited_text(copy):
@@ -94,7 +94,7 @@ def test_hash_check_catches_edited_text(copy):
         return t.set_column(1, "text", pa.array(texts))
 
     rewrite(first_shard(copy), edit)
-    problems = verify.check_hashes(verify.shard_paths(copy))
+    problems = verify.check_hashes(verify.shard_paths(copy)).problems
     assert any("sha256" in p for p in problems) and any("n_chars" in p for p in problems)
 
 

@@ -91,11 +91,11 @@ def test_pii_scan_of_a_seeded_sample_finds_only_what_it_scans(tmp_path: Path) ->
     paths = [_docs_file(tmp_path / "a.parquet", [f"s:{i}" for i in range(20)], texts[:20]),
              _docs_file(tmp_path / "b.parquet", [f"s:{i}" for i in range(20, 40)], texts[20:])]
     cfg = default_pii_config()
-    assert any("s:29: emails" in p for p in check_no_pii(paths, cfg, 0, "k"))  # 0: every document
+    assert any("s:29: emails" in p for p in check_no_pii(paths, cfg, 0, "k").problems)  # 0: every document
     hit = next(seed for seed in map(str, range(100)) if 29 in sample_units(40, 5, seed))
     miss = next(seed for seed in map(str, range(100)) if 29 not in sample_units(40, 5, seed))
-    assert any("s:29: emails" in p for p in check_no_pii(paths, cfg, 5, hit))
-    assert check_no_pii(paths, cfg, 5, miss) == []
+    assert any("s:29: emails" in p for p in check_no_pii(paths, cfg, 5, hit).problems)
+    assert check_no_pii(paths, cfg, 5, miss).passed
 
 
 def test_published_text_must_be_the_scrubbed_text_of_its_id(tmp_path: Path) -> None:
@@ -103,11 +103,11 @@ def test_published_text_must_be_the_scrubbed_text_of_its_id(tmp_path: Path) -> N
 
     scrubbed = [_docs_file(tmp_path / "s.parquet", ["s:0", "s:1", "s:2"], ["a <EMAIL>", "b", "c"])]
     good = _docs_file(tmp_path / "p.parquet", ["s:0", "s:2"], ["a <EMAIL>", "c"])  # s:1 deduplicated away
-    assert check_published_text_scrubbed([good], scrubbed) == []
+    assert check_published_text_scrubbed([good], scrubbed).passed
     leaked = _docs_file(tmp_path / "q.parquet", ["s:0", "s:2"], ["a jean.roy@fastmail.fr", "c"])
-    assert [p.split(":")[0] + ":" + p.split(":")[1] for p in check_published_text_scrubbed([leaked], scrubbed)] == ["s:0"]
+    assert [p.split(":")[0] + ":" + p.split(":")[1] for p in check_published_text_scrubbed([leaked], scrubbed).problems] == ["s:0"]
     stranger = _docs_file(tmp_path / "r.parquet", ["t:9"], ["c"])  # same text, an id the scrub never wrote
-    assert len(check_published_text_scrubbed([stranger], scrubbed)) == 1
+    assert check_published_text_scrubbed([stranger], scrubbed).n_problems == 1
 
 
 def test_no_pii_check_catches_unscrubbed_text_outside_its_sample(built: Path) -> None:

@@ -18,8 +18,9 @@ from corpus_dagster.core.config import load_config
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
-from corpus_dagster.dedup.driver import run_global_dedup, run_signatures
+from corpus_dagster.dedup.driver import run_global_dedup
 from corpus_dagster.ingest.driver import fetch_source
+from corpus_dagster.minhash.driver import run_signatures
 from corpus_dagster.publish import driver
 from corpus_dagster.scrub.driver import run_scrub
 

@@ -10,13 +10,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_dedup_support import dedup_cfg, random_doc, write_clean_docs
+from dedup_factory import dedup_cfg, random_doc, write_clean_docs
 
 from corpus_dagster.core.errors import DedupInputError
-from corpus_dagster.dedup import compute_signatures
-from corpus_dagster.dedup.signatures import signature_settings
 from corpus_dagster.lib.minhash import shingle_input_hash
 from corpus_dagster.lib.text import byte_batches, words
+from corpus_dagster.minhash import compute_signatures
+from corpus_dagster.minhash.signatures import signature_settings
 
 
 def _texts(n: int = 50, seed: int = 0) -> list[str]:
@@ -104,7 +104,7 @@ def test_input_without_text_column_is_refused(tmp_path: Path) -> None:
 
 
 def test_failure_midway_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import corpus_dagster.dedup.signatures as mod
+    import corpus_dagster.minhash.signatures as mod
 
     docs = write_clean_docs(tmp_path / "docs.parquet", "s", _texts(30), row_group_size=5)
     calls = {"n": 0}

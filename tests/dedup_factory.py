@@ -1,4 +1,4 @@
-"""Helpers for the dedup tests: clean document files, planted near-duplicates, reference Jaccard."""
+"""Helpers for the dedup and minhash tests: clean document files, planted near-duplicates, reference Jaccard."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pyarrow.parquet as pq
 
 from corpus_dagster.clean.driver import CLEAN_DOC_SCHEMA
 from corpus_dagster.core.config import load_config
-from corpus_dagster.dedup import DedupSource, compute_signatures
+from corpus_dagster.dedup import DedupSource
 from corpus_dagster.lib.text import words
+from corpus_dagster.minhash.signatures import compute_signatures
 
 
 def dedup_cfg(**overrides) -> dict:
@@ -97,18 +98,3 @@ def true_jaccard(x: str, y: str, k: int = 5) -> float:
     """Reference Jaccard of two texts' shingle sets."""
     a, b = shingle_set(x, k), shingle_set(y, k)
     return len(a & b) / len(a | b) if a | b else 0.0
-
-
-def test_write_clean_docs_follows_the_clean_schema(tmp_path: Path) -> None:
-    path = write_clean_docs(tmp_path / "d.parquet", "s", ["one two", "three"])
-    table = pq.read_table(path)
-    assert table.schema.equals(CLEAN_DOC_SCHEMA)
-    assert table.column("id").to_pylist() == ["s:0", "s:1"]
-    assert table.column("sha256")[0].as_py() == hashlib.sha256(b"one two").digest()
-
-
-def test_mutate_reaches_the_planned_jaccard_range() -> None:
-    rng = random.Random(3)
-    base = random_doc(rng, 200)
-    assert true_jaccard(base, base) == 1.0
-    assert 0.6 < true_jaccard(base, mutate(rng, base, 10)) < 0.9

@@ -1,0 +1,150 @@
+"""The files of one global dedup key's work folder: their names, the unit names, and reading and writing
+the arrays the plan leaves for the units and the finish (ids and numbers as .npy, never text).
+
+    plan.json             the plan, written last: sources, bands, contamination details, scan jobs
+    ids.arrow             document ids in gid order
+    status.npy, matched.npy, gid_of_scan.npy
+    band_hashes.npy       (bands, participants) uint64, one row per LSH unit; band_gids.npy their gids
+    candidates.npy        the merged candidate pairs; pair_nodes.npy the same as node numbers
+    shingles.u64, store_offset.npy, store_length.npy   the shingle store of the pairs' documents
+    verify.json           the verification plan, written last: pairs, chunk size, unit count
+    units/lsh-band-NNN.pairs.npy      an LSH unit's pairs, packed (gid_a << 32 | gid_b)
+    units/verify-NNNNN.jaccard.npy    a verification unit's Jaccard values
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from corpus_dagster.core.atomic import atomic_path
+from corpus_dagster.core.errors import CorpusError
+from corpus_dagster.core.work import WorkFolder
+from corpus_dagster.dedup.corpus_dedup import Prepared, StepTimer
+from corpus_dagster.lib.jaccard import ShingleStore
+
+VERIFY = "verify"  # the verification plan (`WorkFolder.write_plan(..., name=VERIFY)`)
+IDS = "ids.arrow"
+BAND_HASHES = "band_hashes.npy"  # (bands, participants) uint64, band-major
+BAND_GIDS = "band_gids.npy"
+CANDIDATES = "candidates.npy"
+PAIR_NODES = "pair_nodes.npy"
+SHINGLES = "shingles.u64"
+PREPARED_FILES = (IDS, "status.npy", "matched.npy", "gid_of_scan.npy", BAND_HASHES, BAND_GIDS)
+LSH_UNIT = "lsh-band-"
+VERIFY_UNIT = "verify-"
+PAIRS = "pairs.npy"  # an LSH unit's output
+JACCARD = "jaccard.npy"  # a verification unit's output
+
+
+class DedupWorkError(CorpusError):
+    """A dedup unit or step ran without the work-folder files an earlier step writes; names the path."""
+
+
+def lsh_unit(band: int) -> str:
+    """Name of the LSH unit of one band."""
+    return f"{LSH_UNIT}{band:03d}"
+
+
+def verify_unit(chunk: int) -> str:
+    """Name of the verification unit of one chunk of candidate pairs."""
+    return f"{VERIFY_UNIT}{chunk:05d}"
+
+
+def unit_number(unit: str, prefix: str, count: int) -> int:
+    """The band or chunk number of a unit name; DedupWorkError for one the plan does not have."""
+    tail = unit[len(prefix):]
+    if not tail.isdigit() or int(tail) >= count:
+        raise DedupWorkError(f"unknown dedup unit {unit!r}: this plan has {count} {prefix}NNN unit(s)")
+    return int(tail)
+
+
+def verify_files(units: int) -> list[str]:
+    """The files a complete verification plan wrote (the shingle store only when there is something to verify)."""
+    return [CANDIDATES, PAIR_NODES] + ([SHINGLES, "store_offset.npy", "store_length.npy"] if units else [])
+
+
+def save_array(path: Path, array: np.ndarray) -> None:
+    """One array as .npy, atomically."""
+    with atomic_path(path) as tmp:
+        np.save(tmp, array)
+
+
+def write_prepared(path: Path, prep: Prepared) -> None:
+    """The arrays of a prepared corpus the units and the finish read (PREPARED_FILES), each atomically."""
+    save_array(path / "status.npy", prep.status)
+    save_array(path / "matched.npy", prep.matched)
+    save_array(path / "gid_of_scan.npy", prep.gid_of_scan)
+    save_array(path / BAND_HASHES, np.ascontiguousarray(prep.band_keys.T))  # band-major: one row per unit
+    save_array(path / BAND_GIDS, prep.band_gids)
+    with atomic_path(path / IDS) as tmp, pa.ipc.new_file(str(tmp), pa.schema([("id", pa.string())])) as writer:
+        writer.write_table(pa.table({"id": prep.ids}))
+
+
+def read_prepared(path: Path, meta: dict[str, Any]) -> Prepared:
+    """The prepared corpus the finish needs back from the work folder and its plan (`meta`): ids, status,
+    exact matches, contamination details, the band gids; not the band hashes or scan jobs the units used."""
+    with pa.ipc.open_file(str(path / IDS)) as reader:
+        ids = reader.read_all().column("id").combine_chunks()
+    return Prepared(
+        ids=ids,
+        status=np.load(path / "status.npy"),
+        matched=np.load(path / "matched.npy"),
+        detail={int(gid): text for gid, text in meta["detail"]},
+        by_set={name: n for name, n in meta["by_set"]},
+        band_keys=np.zeros((0, meta["bands"]), np.uint64),
+        band_gids=np.load(path / BAND_GIDS, mmap_mode="r"),
+        no_signature=meta["no_signature"],
+        jobs=[],
+        gid_of_scan=np.zeros(0, np.int64),
+    )
+
+
+def open_store(work: WorkFolder) -> ShingleStore:
+    """The shingle store the verification plan built."""
+    offset = np.load(work.path / "store_offset.npy")
+    length = np.load(work.path / "store_length.npy")
+    return ShingleStore.open(work.path / SHINGLES, offset, length)
+
+
+def steps_timer(meta: dict[str, Any], plan: dict[str, Any], band_markers: list[dict[str, Any]],
+                verified: list[dict[str, Any]]) -> StepTimer:
+    """A timer holding every step timed before the finish: the plan's and the verification plan's steps,
+    then each LSH (`band_markers`) and verification unit (`verified`) by its done-marker."""
+    timer = StepTimer()
+    for step_seconds, step_rss in ((meta["seconds"], meta["peak_rss_mb"]), (plan["seconds"], plan["peak_rss_mb"])):
+        for name, seconds in step_seconds.items():
+            timer.add(name, seconds, step_rss[name])
+    for step, markers in (("lsh", band_markers), ("verify", verified)):
+        for marker in markers:
+            if "seconds" in marker:
+                timer.add(step, marker["seconds"], marker["peak_rss_mb"])
+    return timer
+
+
+def relative(root: Path, path: str) -> str:
+    """A clean file's path relative to the artifacts root when it lies under it (another machine may mount
+    the root elsewhere), else absolute."""
+    try:
+        return Path(path).resolve().relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def absolute(root: Path, path: str) -> str:
+    """A path `relative` stored, back under this machine's artifacts root."""
+    return str(root / path) if not Path(path).is_absolute() else path
+
+
+def jsonable(value: Any) -> Any:
+    """Stats as plain JSON values (numpy scalars become Python numbers)."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        return value.item()
+    return value
