@@ -28,19 +28,41 @@ edit. Logic reads these fields; stage keys and config_sha256 keep hashing the re
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
-from types import MappingProxyType
 from typing import Any
 
 
-def _frozen_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A read-only copy of a free-form mapping."""
-    return MappingProxyType(dict(value))
+class FrozenMapping(Mapping[str, Any]):
+    """A read-only free-form mapping that pickles (section objects travel to worker processes)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        self._data = dict(data or {})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"FrozenMapping({self._data!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self._data
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._data = state
 
 
-def _empty_mapping() -> Mapping[str, Any]:
-    return MappingProxyType({})
+def as_settings(config: Settings | Mapping[str, Any]) -> Settings:
+    """Typed settings of a resolved config dict, or the settings themselves: what a driver entry accepts."""
+    return config if isinstance(config, Settings) else Settings.from_resolved(config)
 
 
 def _or_none(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -141,7 +163,7 @@ class Generator:
         elif kind == "object":
             extra = schema.get("additionalProperties")
             value = self.annotation(extra, path)[0] if isinstance(extra, dict) else "Any"
-            ann, convert = f"Mapping[str, {value}]", "_frozen_mapping"
+            ann, convert = f"Mapping[str, {value}]", "FrozenMapping"
         elif kind == "array":
             items = schema.get("items", {})
             item_ann, item_convert = self.annotation(items, [*path[:-1], path[-1] + "[]"]) if items else ("Any", None)
@@ -165,7 +187,7 @@ class Generator:
             if ann.startswith("Mapping"):
                 if value:
                     raise ValueError(f"non-empty free-form default {value!r} is not supported")
-                return "field(default_factory=_empty_mapping)", False
+                return "field(default_factory=FrozenMapping)", False
             return f"field(default_factory={ann.split(' ')[0]})", False
         if isinstance(value, list):
             return repr(tuple(value)), False

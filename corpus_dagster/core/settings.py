@@ -8,19 +8,41 @@ edit. Logic reads these fields; stage keys and config_sha256 keep hashing the re
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
-from types import MappingProxyType
 from typing import Any
 
 
-def _frozen_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A read-only copy of a free-form mapping."""
-    return MappingProxyType(dict(value))
+class FrozenMapping(Mapping[str, Any]):
+    """A read-only free-form mapping that pickles (section objects travel to worker processes)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        self._data = dict(data or {})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"FrozenMapping({self._data!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self._data
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._data = state
 
 
-def _empty_mapping() -> Mapping[str, Any]:
-    return MappingProxyType({})
+def as_settings(config: Settings | Mapping[str, Any]) -> Settings:
+    """Typed settings of a resolved config dict, or the settings themselves: what a driver entry accepts."""
+    return config if isinstance(config, Settings) else Settings.from_resolved(config)
 
 
 def _or_none(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -1063,7 +1085,7 @@ class ReleaseSettings(_Section):
     #: Most documents one source contributes to one bucket; the kept ones are chosen with the seed.
     per_bucket_cap: int = 6000
     #: Per-bucket cap per source id, overriding per_bucket_cap for that source.
-    per_source_cap: Mapping[str, int] = field(default_factory=_empty_mapping)
+    per_source_cap: Mapping[str, int] = field(default_factory=FrozenMapping)
     #: Seed of every random choice (segment sizes, capped selection, shuffle within a bucket): same seed, same
     #: bytes.
     seed: int = 1234
@@ -1108,7 +1130,7 @@ class ReleaseSettings(_Section):
             "max_tokens": None,
             "max_segments": None,
             "per_bucket_cap": None,
-            "per_source_cap": _frozen_mapping,
+            "per_source_cap": FrozenMapping,
             "seed": None,
             "part_tokens": None,
             "zstd_level": None,

@@ -1,4 +1,5 @@
 import dataclasses
+import pickle
 from collections.abc import Mapping
 
 import pytest
@@ -55,6 +56,7 @@ def test_sections_are_typed_and_read_only():
     assert isinstance(settings.release.per_source_cap, Mapping)
     with pytest.raises(TypeError):
         settings.release.per_source_cap["web"] = 4
+    assert pickle.loads(pickle.dumps(settings)) == settings
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.clean.gopher.min_words = 1
     assert settings.to_dict()["release"]["per_source_cap"] == {"web": 3}

@@ -71,7 +71,7 @@ ids = [s.source_id for s in sources]
 for s in sources:
     fetch_source(s, layout, resolved["ingest"], now=dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
 for sid in ids:
-    run_clean_source(layout, sid, resolved)
+    run_clean_source(layout, resolved, sid)
 for sid in ids:
     run_signatures(layout, sid, resolved)
 run_global_dedup(layout, resolved, ids)

@@ -38,7 +38,7 @@ def upstream(tmp_path_factory) -> Path:
         fetch_source(src, layout, resolved["ingest"], now=NOW)
         ids.append(src.source_id)
     for sid in ids:
-        run_clean_source(layout, sid, resolved)
+        run_clean_source(layout, resolved, sid)
         run_signatures(layout, sid, resolved)
     run_global_dedup(layout, resolved, ids)
     run_scrub(layout, resolved)
