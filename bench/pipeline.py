@@ -253,6 +253,7 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
     from corpus_dagster.analysis import driver as analysis
     from corpus_dagster.clean import driver as clean
     from corpus_dagster.core.ledger import load_ledger
+    from corpus_dagster.core.settings import Settings
     from corpus_dagster.dedup import driver as dedup
     from corpus_dagster.ingest import driver as ingest
     from corpus_dagster.publish import driver as publish
@@ -283,7 +284,7 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
         return run
 
     return {
-        "ingest": (lambda: [ingest.fetch_source(sources[s], layout, resolved["ingest"]) for s in sids], raw_in),
+        "ingest": (lambda: [ingest.fetch_source(sources[s], layout, Settings.from_resolved(resolved).ingest) for s in sids], raw_in),
         "clean": (lambda: [clean.run_clean_source(layout, resolved, s) for s in sids], raw_in),
         "minhash": (lambda: [dedup.run_signatures(layout, s, resolved) for s in sids], kept_in),
         "dedup": (lambda: dedup.run_global_dedup(layout, resolved, sids), kept_in),

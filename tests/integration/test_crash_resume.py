@@ -69,7 +69,7 @@ layout = Layout.from_config(resolved)
 sources = load_ledger(layout.ledger)
 ids = [s.source_id for s in sources]
 for s in sources:
-    fetch_source(s, layout, resolved["ingest"], now=dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
+    fetch_source(s, layout, Settings.from_resolved(resolved).ingest, now=dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
 for sid in ids:
     run_clean_source(layout, resolved, sid)
 for sid in ids:

@@ -21,6 +21,7 @@ from corpus_dagster.core.errors import ConfigError, LedgerError, SourceError, St
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source, parse_ledger_lines
 from corpus_dagster.core.locks import LockTimeout, hold_lock, lock_path, read_holder
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.ingest.driver import QUARANTINE_FILE, fetch_source, raw_parts
 from corpus_dagster.ingest.files import resolve_files
 from corpus_dagster.ingest.raw_parts import read_raw_part
@@ -36,7 +37,7 @@ def env(tmp_path):
 
 
 def fetch(layout, resolved, source):
-    return fetch_source(source, layout, resolved["ingest"], now=NOW)
+    return fetch_source(source, layout, Settings.from_resolved(resolved).ingest, now=NOW)
 
 
 def texts(layout, sid):

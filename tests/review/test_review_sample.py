@@ -17,6 +17,7 @@ from corpus_dagster.clean.driver import REASON_CODES, clean_doc_files, run_clean
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.dedup.driver import dedup_tables, run_global_dedup
 from corpus_dagster.defs import ASSETS
 from corpus_dagster.defs.resources import CorpusConfig
@@ -181,7 +182,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Layout]:
     resolved = load_config(config)
     layout = Layout.from_config(resolved)
     for source in load_ledger(layout.ledger):
-        fetch_source(source, layout, resolved["ingest"])
+        fetch_source(source, layout, Settings.from_resolved(resolved).ingest)
         run_clean_source(layout, resolved, source.source_id)
     run_global_dedup(layout, resolved, ["alpha", "beta", "gamma"])
     run_scrub(layout, resolved)
