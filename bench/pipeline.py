@@ -404,13 +404,15 @@ def child_component_floors(config: str) -> None:
     from corpus_dagster.core.config import load_config
     from corpus_dagster.core.layout import Layout
     from corpus_dagster.core.ledger import load_ledger
+    from corpus_dagster.core.settings import Settings
     from corpus_dagster.lib.tokenizers import load_tokenizer
     from corpus_dagster.publish.driver import published_shards
 
     resolved = load_config(config)
+    settings = Settings.from_resolved(resolved)
     layout = Layout.from_config(resolved)
     out: dict[str, Any] = {}
-    lang_cfg = resolved["clean"]["lang"]
+    lang_cfg = settings.clean.lang
     model = langid._model()  # noqa: SLF001 - the clean stage's own fastText model
     samples, docs, nbytes = [], 0, 0
     for sid in [s.source_id for s in load_ledger(layout.ledger)]:
@@ -423,9 +425,9 @@ def child_component_floors(config: str) -> None:
             samples += prose_samples(text, lang_cfg).get_column("sample").to_list()
     cpu0 = _cpu()
     for sample in dict.fromkeys(samples):  # every distinct sample once, as the clean stage predicts them
-        model.predict(sample, k=int(lang_cfg["top_k"]), on_unicode_error="replace")
+        model.predict(sample, k=int(lang_cfg.top_k), on_unicode_error="replace")
     out["language ID (fastText predict)"] = {"cpu": _cpu() - cpu0, "docs": docs, "bytes": nbytes}
-    tok = load_tokenizer(resolved["tokenize"])
+    tok = load_tokenizer(settings.tokenize)
     texts, nbytes = [], 0
     for shard in published_shards(layout):
         col = pq.read_table(shard, columns=["text"]).column("text").to_pylist()
