@@ -97,7 +97,8 @@ def test_an_id_without_a_document_number_is_refused() -> None:
 
 
 def test_every_clean_reason_code_names_its_config_keys_and_values() -> None:
-    cfg = load_config(None, {"clean": {"gopher": {"min_words": 77}, "repeated": {"max_repeated_char_ratio": 0.42}}})["clean"]
+    overrides = {"clean": {"gopher": {"min_words": 77}, "repeated": {"max_repeated_char_ratio": 0.42}}}
+    cfg = Settings.from_resolved(load_config(None, overrides)).clean
     assert "clean.gopher.min_words = 77" in clean_threshold("gopher_word_count", cfg)
     assert "value > clean.repeated.max_repeated_char_ratio = 0.42" == clean_threshold("repeated", cfg)
     assert clean_threshold("table_dump", cfg).startswith("no single threshold")
