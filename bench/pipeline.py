@@ -305,7 +305,8 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
         "publish sampled check": (checks(("sample", lambda: not _sampled_publish_check(layout, resolved, sids))),
                                   shards_in),
         "tokens sampled check": (checks(("sample", lambda: tokens_checks.check_rebuild_sample(
-            layout.shards, layout.tokens, resolved["tokenize"], resolved["workers"], SAMPLE_BATCHES, "bench"))),
+            layout.shards, layout.tokens, Settings.from_resolved(resolved).tokenize, resolved["workers"], SAMPLE_BATCHES,
+            "bench"))),
                                  shards_in),
         "analysis": (lambda: analysis.run_analysis_stage(layout, resolved, sids), kept_in),
         "analysis checks": (checks(*[(w, lambda w=w: analysis.verify_analysis(layout, resolved, w))
