@@ -58,6 +58,7 @@ from corpus_dagster.clean.driver import run_clean_source
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.dedup.driver import run_global_dedup, run_signatures
 from corpus_dagster.ingest.driver import fetch_source
 from corpus_dagster.publish.driver import run_publish
