@@ -25,6 +25,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 os.environ.setdefault("POLARS_MAX_THREADS", "1")  # per-core numbers: one polars thread
 
@@ -33,6 +34,9 @@ OUT_DIR = BENCH_DIR / "out"
 ROOT = BENCH_DIR.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH_DIR))
+
+if TYPE_CHECKING:
+    from corpus_dagster.core.settings import CleanSettings
 
 # ---------------------------------------------------------------- real text on this machine
 
@@ -319,7 +323,7 @@ def timed(fn, *args):
     return out, time.process_time() - t0
 
 
-def run_ours(texts: list[str], cfg: dict, end_to_end_cfg: dict) -> dict:
+def run_ours(texts: list[str], cfg: CleanSettings, end_to_end_cfg: CleanSettings) -> dict:
     """Time every sub-step over all documents, batch by batch, and clean_texts end to end.
 
     Like a datatrove pipeline, where the repetition filter reuses the quality filter's (cached) words,
@@ -334,8 +338,8 @@ def run_ours(texts: list[str], cfg: dict, end_to_end_cfg: dict) -> dict:
     from corpus_dagster.clean.word_tokens import tokenize_chunk
     from corpus_dagster.clean.words import split_words
 
-    (repaired, repairs, series), t_repair = timed(repair_texts, texts, cfg["repair"])
-    lang_result, t_lang = timed(detect_languages, series, cfg["lang"])
+    (repaired, repairs, series), t_repair = timed(repair_texts, texts, cfg.repair)
+    lang_result, t_lang = timed(detect_languages, series, cfg.lang)
     langs = lang_result.lang
     fired: Counter = Counter()
     secs = {"repair": t_repair, "lang": t_lang, "words": 0.0, "gopher": 0.0, "repetition": 0.0, "rules": 0.0}
@@ -350,14 +354,14 @@ def run_ours(texts: list[str], cfg: dict, end_to_end_cfg: dict) -> dict:
     tokenize_chunk.cache_clear()
     for start in range(0, len(repaired), BATCH_DOCS):
         batch = DocBatch(repaired[start:start + BATCH_DOCS], series.slice(start, BATCH_DOCS))
-        v, t = timed(gopher.gopher_quality, batch, cfg["gopher"])
+        v, t = timed(gopher.gopher_quality, batch, cfg.gopher)
         secs["gopher"] += t
         q_reason += v.reason.tolist()
-        v, t = timed(repetition.gopher_repetition, batch, cfg["repetition"])
+        v, t = timed(repetition.gopher_repetition, batch, cfg.repetition)
         secs["repetition"] += t
         r_reason += v.reason.tolist()
         for fn, key in rule_fns:
-            v, t = timed(fn, batch, cfg[key])
+            v, t = timed(fn, batch, getattr(cfg, key))
             secs["rules"] += t
             fired.update(r for r in v.reason.tolist() if r is not None)
     tokenize_chunk.cache_clear()
@@ -383,14 +387,15 @@ def main() -> None:
 
     from corpus_dagster.clean.cleaner import reason_counts
     from corpus_dagster.core.config import load_config
+    from corpus_dagster.core.settings import Settings
 
     mb = args.mb or (20 if args.quick else 200)
     t0 = time.time()
     texts = pq.read_table(corpus_file(mb, args.seed)).column("text").to_pylist()
     total_mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     print(f"corpus: {len(texts):,} docs, {total_mb:.1f} MB (built/loaded in {time.time() - t0:.0f}s)")
-    cfg = load_config(overrides={"clean": {"fineweb": {"enabled": True}}})["clean"]
-    default_cfg = load_config()["clean"]
+    cfg = Settings.from_resolved(load_config(overrides={"clean": {"fineweb": {"enabled": True}}})).clean
+    default_cfg = Settings.from_resolved(load_config()).clean
     ours = run_ours(texts, cfg, default_cfg)
     theirs = run_datatrove(ours["repaired"], f"{mb}mb-s{args.seed}", args.datatrove_procs)
 

@@ -36,6 +36,7 @@ from corpus_dagster.clean import clean_texts  # noqa: E402
 from corpus_dagster.clean.cleaner import RULE_ORDER  # noqa: E402
 from corpus_dagster.clean.langid import detect_languages  # noqa: E402
 from corpus_dagster.core.config import load_config  # noqa: E402
+from corpus_dagster.core.settings import CleanSettings, Settings  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "langid" / "langid.jsonl.gz"
 TARGETS = {"en": 0.98, "fr": 0.97, "de": 0.97, "es": 0.97}
@@ -49,12 +50,12 @@ def load(path: Path) -> list[dict]:
         return [json.loads(line) for line in fh]
 
 
-def lang_only_config(allowed: list[str] | None) -> dict:
+def lang_only_config(allowed: list[str] | None) -> CleanSettings:
     """The default `clean` section with every rule but `lang` switched off."""
     overrides: dict = {key: {"enabled": False} for key in RULE_ORDER if key != "lang"}
     if allowed is not None:
         overrides["lang"] = {"allowed": allowed}
-    return load_config(overrides={"clean": overrides})["clean"]
+    return Settings.from_resolved(load_config(overrides={"clean": overrides})).clean
 
 
 def labels_of(result: object) -> list[str]:
@@ -75,14 +76,14 @@ def main() -> None:
     nbytes = sum(len(t.encode("utf-8")) for t in texts)
 
     series = pl.Series("text", texts, dtype=pl.String)
-    detect_languages(series.head(50), cfg["lang"])  # warm-up: load the model
+    detect_languages(series.head(50), cfg.lang)  # warm-up: load the model
     t0 = time.process_time()
-    result = detect_languages(series, cfg["lang"])
+    result = detect_languages(series, cfg.lang)
     cpu = time.process_time() - t0
     labels = labels_of(result)
     reasons = clean_texts(texts, cfg, "bench").reason
 
-    allowed = cfg["lang"]["allowed"]
+    allowed = None if cfg.lang.allowed is None else list(cfg.lang.allowed)
     print(f"lang rule at the default settings, allowed={allowed}; {len(docs)} documents, {nbytes / 1e6:.1f} MB")
     print(f"{'lang':5} {'source':8} {'docs':>5} {'label ok':>9} {'kept':>6} {'dropped':>8} {'target':>7}  labels seen")
     groups = sorted({(d["lang"], d["source"]) for d in docs}, key=lambda g: (g[0] != "en", g))

@@ -253,6 +253,7 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
     from corpus_dagster.analysis import driver as analysis
     from corpus_dagster.clean import driver as clean
     from corpus_dagster.core.ledger import load_ledger
+    from corpus_dagster.core.settings import Settings
     from corpus_dagster.dedup import driver as dedup
     from corpus_dagster.ingest import driver as ingest
     from corpus_dagster.minhash import driver as minhash
@@ -284,8 +285,8 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
         return run
 
     return {
-        "ingest": (lambda: [ingest.fetch_source(sources[s], layout, resolved["ingest"]) for s in sids], raw_in),
-        "clean": (lambda: [clean.run_clean_source(layout, s, resolved) for s in sids], raw_in),
+        "ingest": (lambda: [ingest.fetch_source(sources[s], layout, Settings.from_resolved(resolved).ingest) for s in sids], raw_in),
+        "clean": (lambda: [clean.run_clean_source(layout, resolved, s) for s in sids], raw_in),
         "minhash": (lambda: [minhash.run_signatures(layout, s, resolved) for s in sids], kept_in),
         "dedup": (lambda: dedup.run_global_dedup(layout, resolved, sids), kept_in),
         "scrub": (lambda: scrub.run_scrub(layout, resolved), kept_in),
@@ -305,7 +306,8 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
         "publish sampled check": (checks(("sample", lambda: _sampled_publish_check(layout, resolved, sids))),
                                   shards_in),
         "tokens sampled check": (checks(("sample", lambda: tokens_checks.check_rebuild_sample(
-            layout.shards, layout.tokens, resolved["tokenize"], resolved["workers"], SAMPLE_BATCHES, "bench"))),
+            layout.shards, layout.tokens, Settings.from_resolved(resolved).tokenize, resolved["workers"], SAMPLE_BATCHES,
+            "bench"))),
                                  shards_in),
         "analysis": (lambda: analysis.run_analysis_stage(layout, resolved, sids), kept_in),
         "analysis checks": (checks(*[(w, lambda w=w: analysis.verify_analysis(layout, resolved, w))
@@ -404,13 +406,15 @@ def child_component_floors(config: str) -> None:
     from corpus_dagster.core.config import load_config
     from corpus_dagster.core.layout import Layout
     from corpus_dagster.core.ledger import load_ledger
+    from corpus_dagster.core.settings import Settings
     from corpus_dagster.lib.tokenizers import load_tokenizer
     from corpus_dagster.publish.driver import published_shards
 
     resolved = load_config(config)
+    settings = Settings.from_resolved(resolved)
     layout = Layout.from_config(resolved)
     out: dict[str, Any] = {}
-    lang_cfg = resolved["clean"]["lang"]
+    lang_cfg = settings.clean.lang
     model = langid._model()  # noqa: SLF001 - the clean stage's own fastText model
     samples, docs, nbytes = [], 0, 0
     for sid in [s.source_id for s in load_ledger(layout.ledger)]:
@@ -423,9 +427,9 @@ def child_component_floors(config: str) -> None:
             samples += prose_samples(text, lang_cfg).get_column("sample").to_list()
     cpu0 = _cpu()
     for sample in dict.fromkeys(samples):  # every distinct sample once, as the clean stage predicts them
-        model.predict(sample, k=int(lang_cfg["top_k"]), on_unicode_error="replace")
+        model.predict(sample, k=int(lang_cfg.top_k), on_unicode_error="replace")
     out["language ID (fastText predict)"] = {"cpu": _cpu() - cpu0, "docs": docs, "bytes": nbytes}
-    tok = load_tokenizer(resolved["tokenize"])
+    tok = load_tokenizer(settings.tokenize)
     texts, nbytes = [], 0
     for shard in published_shards(layout):
         col = pq.read_table(shard, columns=["text"]).column("text").to_pylist()

@@ -21,10 +21,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from corpus_dagster.core.settings import ReleaseSettings
 
 WORDS = (
     "the of and to in is was for on that with as by at from this be are have an which or not it had his but "
@@ -42,7 +46,7 @@ def _pool(rng: np.random.Generator, tok, size: int = 512) -> tuple[list[str], np
     return paras, counts
 
 
-def synthesize(folder: Path, n_docs: int, settings: dict, tok, seed: int = 0, shard_rows: int = 20000) -> Path:
+def synthesize(folder: Path, n_docs: int, settings: ReleaseSettings, tok, seed: int = 0, shard_rows: int = 20000) -> Path:
     """Shards + _MANIFEST.json + token_counts.parquet + _TOKENS.json for n_docs documents."""
     from corpus_dagster.core.documents import SHARD_SCHEMA, shard_name
 
@@ -50,7 +54,7 @@ def synthesize(folder: Path, n_docs: int, settings: dict, tok, seed: int = 0, sh
     paras, pcounts = _pool(rng, tok)
     sep_tokens = len(tok.encode_texts([SEP])[0])
     # log-normal lengths centred between min_tokens and max_tokens; about 2% over max_tokens
-    lo, hi = settings["min_tokens"], settings["max_tokens"]
+    lo, hi = settings.min_tokens, settings.max_tokens
     targets = np.exp(rng.normal(np.log(np.sqrt(lo * hi)), 0.9, n_docs)).astype(np.int64)
     shards_dir = folder / "corpus" / "bench" / "v1"
     shards_dir.mkdir(parents=True, exist_ok=True)
@@ -98,13 +102,15 @@ def synthesize(folder: Path, n_docs: int, settings: dict, tok, seed: int = 0, sh
 def run_one(n_docs: int, workers: int, settings_json: str) -> dict:
     """Synthesize and build one size in this process; returns the measurements."""
     from corpus_dagster.core.config import fill_defaults, load_schema
+    from corpus_dagster.core.settings import ReleaseSettings, TokenizeSettings
     from corpus_dagster.release.build import build_release
     from corpus_dagster.release.inputs import release_tokenizer_cfg
     from corpus_dagster.release.jobs import tokenizer
 
     full = fill_defaults({}, load_schema("corpus-config.schema.json"))
-    settings = full["release"] | json.loads(settings_json)
-    tok = tokenizer(release_tokenizer_cfg(settings, full["tokenize"]))
+    settings = ReleaseSettings.from_dict(full["release"] | json.loads(settings_json))
+    tokenize_cfg = TokenizeSettings.from_dict(full["tokenize"])
+    tok = tokenizer(release_tokenizer_cfg(settings, tokenize_cfg))
     with tempfile.TemporaryDirectory(prefix="bench-release-") as tmp:
         root = Path(tmp)
         t = time.perf_counter()
@@ -113,7 +119,7 @@ def run_one(n_docs: int, workers: int, settings_json: str) -> dict:
         sources = [{"source_id": f"s{i}", "license_spdx": "CC-BY-4.0", "url_field": "url"} for i in range(7)]
         t = time.perf_counter()
         stats = build_release(shards_dir=shards, out_dir=root / "release", settings=settings,
-                              tokenize_cfg=full["tokenize"], sources=sources,
+                              tokenize_cfg=tokenize_cfg, sources=sources,
                               token_counts=root / "tokens" / "token_counts.parquet", workers=workers)
         total = time.perf_counter() - t
         size = sum(p.stat().st_size for p in (root / "release").rglob("*") if p.is_file())

@@ -28,6 +28,7 @@ os.environ["RAYON_NUM_THREADS"] = str(CORES)  # before `tokenizers` starts its p
 import numpy as np  # noqa: E402
 
 from corpus_dagster.core.config import load_config  # noqa: E402
+from corpus_dagster.core.settings import Settings, TokenizeSettings  # noqa: E402
 from corpus_dagster.lib.tokenizers import bpe_openai_available, load_tokenizer  # noqa: E402
 from corpus_dagster.tokenize.sample import sample_texts, train_sample_bpe, write_sample_shards  # noqa: E402
 from corpus_dagster.tokenize.streams import build_token_streams  # noqa: E402
@@ -120,7 +121,7 @@ def plain_loop(tok) -> Callable[[list[str]], int]:
     return lambda texts: sum(len(impl.enc.encode(t, disallowed_special=())) for t in texts)
 
 
-def bench_encode(label: str, cfg: dict, texts: list[str], mb: float, batch_docs: int) -> None:
+def bench_encode(label: str, cfg: TokenizeSettings, texts: list[str], mb: float, batch_docs: int) -> None:
     tok = load_tokenizer(cfg, threads=CORES)
     dtype = np.dtype(np.uint16 if tok.info.vocab_size < 65500 else np.int32)
     loop = plain_loop(tok)
@@ -140,7 +141,7 @@ def bench_encode(label: str, cfg: dict, texts: list[str], mb: float, batch_docs:
     record(label, f"batch path + framing, {threads} thread(s)", mb, wall, cpu, n, base)
 
 
-def bench_build(label: str, cfg: dict, shards: Path, mb: float, workers: int) -> Path:
+def bench_build(label: str, cfg: TokenizeSettings, shards: Path, mb: float, workers: int) -> Path:
     out = OUT / f"streams-{label.replace(' ', '-')}-w{workers}"
     result = None
 
@@ -266,8 +267,8 @@ def main() -> None:
         bpe = train_sample_bpe(texts[: max(200, len(texts) // 8)], bpe, vocab_size=32000)
         print(f"trained a 32k byte-level BPE in {time.perf_counter() - t0:.1f}s", flush=True)
 
-    def cfg(**over) -> dict:
-        return load_config(None, {"tokenize": over})["tokenize"]
+    def cfg(**over) -> TokenizeSettings:
+        return Settings.from_resolved(load_config(None, {"tokenize": over})).tokenize
 
     kinds = [("cl100k tiktoken", cfg(engine="tiktoken"))]
     if bpe_openai_available():

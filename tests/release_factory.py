@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from corpus_dagster.core.config import fill_defaults, load_schema
 from corpus_dagster.core.documents import SHARD_SCHEMA, shard_name
+from corpus_dagster.core.settings import ReleaseSettings, TokenizeSettings
 
 WORDS = (
     "river mountain library signal garden engine harbor silver winter market theory pattern lantern orbit "
@@ -93,16 +94,16 @@ def write_shards(folder: Path, docs: list[dict[str, Any]], shard_rows: int = 40,
     return folder
 
 
-def settings(**overrides: Any) -> dict[str, Any]:
+def settings(**overrides: Any) -> ReleaseSettings:
     """The resolved release section with small buckets (64-token width from 64 to 512)."""
     full = fill_defaults({}, load_schema("corpus-config.schema.json"))
     s = full["release"] | {"bucket_width": 64, "min_tokens": 64, "max_tokens": 512, "max_segments": 3,
                            "per_bucket_cap": 12, "part_tokens": 3000}
-    return s | overrides
+    return ReleaseSettings.from_dict(s | overrides)
 
 
-def tokenize_cfg() -> dict[str, Any]:
-    return fill_defaults({}, load_schema("corpus-config.schema.json"))["tokenize"]
+def tokenize_cfg() -> TokenizeSettings:
+    return TokenizeSettings.from_dict(fill_defaults({}, load_schema("corpus-config.schema.json"))["tokenize"])
 
 
 def build_kwargs(root: Path, docs: list[dict[str, Any]] | None = None, **overrides: Any) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from corpus_dagster.clean import driver as clean_driver
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.dedup import driver as dedup_driver
 from corpus_dagster.ingest import driver as ingest_driver
 from corpus_dagster.minhash import driver as minhash_driver
@@ -24,8 +25,8 @@ def run_all(config_path: Path) -> dict[str, bool]:
     sources = load_ledger(layout.ledger)
     ran = dict.fromkeys(STAGES, False)
     for src in sources:
-        ran["ingest"] |= not ingest_driver.fetch_source(src, layout, resolved["ingest"]).unchanged
-        ran["clean"] |= not clean_driver.run_clean_source(layout, src.source_id, resolved)["cached"]
+        ran["ingest"] |= not ingest_driver.fetch_source(src, layout, Settings.from_resolved(resolved).ingest).unchanged
+        ran["clean"] |= not clean_driver.run_clean_source(layout, resolved, src.source_id)["cached"]
         ran["minhash"] |= not minhash_driver.run_signatures(layout, src.source_id, resolved)["cached"]
     ran["dedup"] = not dedup_driver.run_global_dedup(layout, resolved, [s.source_id for s in sources])["cached"]
     ran["scrub"] = any(not s["cached"] for s in scrub_driver.run_scrub(layout, resolved).values())

@@ -12,6 +12,7 @@ from corpus_dagster.analysis.runner import plan_analysis, run_analysis
 from corpus_dagster.analysis.steps import STEPS
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.errors import CorpusError
+from corpus_dagster.core.settings import Settings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         overrides = {"analysis": {"tokenizers": args.tokenizer}} if args.tokenizer else None
-        cfg = load_config(args.config, overrides)["analysis"]
+        cfg = Settings.from_resolved(load_config(args.config, overrides)).analysis
         corpus = corpus_from_dir(args.corpus_dir, exclude=args.out_dir)
         if args.dry_run:
             print_plan(plan_analysis(corpus, cfg, workers=args.workers), args.step)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.errors import AnalysisError, CorpusError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.settings import Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.minhash.driver import signature_file
 from corpus_dagster.publish.driver import read_manifest, verified_shards
@@ -60,20 +61,22 @@ def _graph_inputs(layout: Layout, source_ids: list[str]) -> tuple[CorpusFiles, C
 
 
 @records.locked(lambda a: "analysis")
-def run_analysis_stage(layout: Layout, resolved: dict[str, Any], source_ids: list[str], log: Callable | None = None) -> dict[str, Any]:
+def run_analysis_stage(layout: Layout, resolved: Settings | Mapping[str, Any], source_ids: list[str],
+                       log: Callable | None = None) -> dict[str, Any]:
     """Analyse the clean (pre-dedup) documents of `source_ids` and the published shards into analysis/<ds>/<ver>/.
 
     Cached under a key of the clean keys, the shard hashes, the token counts and the `analysis` settings.
     """
 
+    settings = as_settings(resolved)
     documents, lengths, signatures, counts, inputs = _graph_inputs(layout, source_ids)
     out = layout.analysis
     folder = layout.stage(STAGE)
     ran: list[str] = []
 
     def compute(_key: str) -> Outputs:
-        result = run_analysis(documents, out, resolved[STAGE], length_documents=lengths, signature_files=signatures,
-                              token_counts=counts, workers=resolved["workers"], log=log)
+        result = run_analysis(documents, out, settings.analysis, length_documents=lengths, signature_files=signatures,
+                              token_counts=counts, workers=settings.workers, log=log)
         ran.extend(result.get("ran", []))
         names = sorted(str(p.relative_to(out)) for p in out.rglob("*")
                        if p.is_file() and p.relative_to(out).parts[0] not in INTERNAL)
@@ -81,7 +84,7 @@ def run_analysis_stage(layout: Layout, resolved: dict[str, Any], source_ids: lis
         stats = json.loads(json.dumps(stats, default=str))
         return Outputs(names, {"analysis": names}, {**stats, "sources": sorted(source_ids)})
 
-    run = run_cached(folder, ANALYSIS, inputs, output_settings(resolved, STAGE), compute,
+    run = run_cached(folder, ANALYSIS, inputs, output_settings(settings.resolved, STAGE), compute,
                      output_dir=os.path.relpath(out, folder))
     return run.summary() if run.cached else {**run.summary(), "ran": ran}
 
@@ -101,7 +104,7 @@ def _verify_module(name: str) -> Any:
         raise AnalysisError(f"the independent verification scripts (verify/{name}.py) are not importable: {exc}") from exc
 
 
-def verify_analysis(layout: Layout, resolved: dict[str, Any], which: str) -> Any:
+def verify_analysis(layout: Layout, resolved: Settings | Mapping[str, Any], which: str) -> Any:
     """Run one independent verification of the last analysis: `clusters`, `exact_groups` or `duplicates_sample`.
 
     The samples (clusters recomputed within `verify_cluster_bytes`, records re-scored) are seeded by
@@ -109,23 +112,23 @@ def verify_analysis(layout: Layout, resolved: dict[str, Any], which: str) -> Any
 
     record = analysis_record(layout)
     files = [p for sid in record.stats["sources"] for p in clean_doc_files(layout, sid)]
-    cfg = resolved[STAGE]
+    cfg = as_settings(resolved).analysis
     out = layout.analysis
-    seed = f"{cfg['verify_seed']}:{record.key}"  # each new build draws other samples
+    seed = f"{cfg.verify_seed}:{record.key}"  # each new build draws other samples
     reports = []
     if which == "clusters":
         mod = _verify_module("cluster_jaccard")
-        thresholds = cfg["cluster_thresholds"]
+        thresholds = cfg.cluster_thresholds
         results = mod.check_cluster_files(files, [(out / cluster_file(t), t) for t in thresholds],
-                                          max_pairs=cfg["verify_cluster_pairs"], seed=seed,
-                                          max_bytes=cfg["verify_cluster_bytes"])
+                                          max_pairs=cfg.verify_cluster_pairs, seed=seed,
+                                          max_bytes=cfg.verify_cluster_bytes)
         reports += [(f"t{tag(t)[1:]}", r) for t, r in zip(thresholds, results, strict=True)]
     elif which == "exact_groups":
         reports.append(("exact", _verify_module("exact_groups").check_exact_groups(files, out / GROUPS_FILE)))
     elif which == "duplicates_sample":
         mod = _verify_module("rescore_sample")
-        reports.append(("sample", mod.check_duplicates_sample(files, out / duplicates_dir_name(cfg), cfg["pair_threshold"],
-                                                               cfg["verify_sample"], seed)))
+        reports.append(("sample", mod.check_duplicates_sample(files, out / duplicates_dir_name(cfg), cfg.pair_threshold,
+                                                               cfg.verify_sample, seed)))
     else:
         raise AnalysisError(f"unknown verification {which!r}")
     report = CheckReport()

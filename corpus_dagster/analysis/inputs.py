@@ -26,6 +26,7 @@ from corpus_dagster.analysis.outputs import GROUPS_FILE, cluster_file, duplicate
 from corpus_dagster.core.errors import AnalysisError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.records import RECORD, read_record
+from corpus_dagster.core.settings import AnalysisSettings
 
 INPUTS_FILE = "_INPUTS.json"
 DOCS_KIND = "docs"  # the record's list of document files (clean, scrub); rejects sit beside them
@@ -218,7 +219,7 @@ def _input_list(corpus: CorpusFiles, out: Path, old: dict[str, Any] | None) -> d
     return {"corpus_dir": Path(os.path.relpath(Path(root).resolve(), out.resolve())).as_posix(), "files": entries}
 
 
-def write_inputs(out: Path, key: str, documents: CorpusFiles, lengths: CorpusFiles, cfg: dict[str, Any]) -> None:
+def write_inputs(out: Path, key: str, documents: CorpusFiles, lengths: CorpusFiles, cfg: AnalysisSettings) -> None:
     """`_INPUTS.json`: the files this analysis read and the thresholds its tables were cut at, so a check
     given only the out dir verifies against exactly them. Rehashed only when the run key changed."""
     old = read_inputs(out)
@@ -227,10 +228,10 @@ def write_inputs(out: Path, key: str, documents: CorpusFiles, lengths: CorpusFil
         "key": key,
         "documents": _input_list(documents, out, old.get("documents") if same_key else None),
         "lengths": _input_list(lengths, out, old.get("lengths") if same_key else None),
-        "settings": {"pair_threshold": cfg["pair_threshold"], "cluster_thresholds": cfg["cluster_thresholds"],
-                     "shingle_size": cfg["shingle_size"],
+        "settings": {"pair_threshold": cfg.pair_threshold, "cluster_thresholds": list(cfg.cluster_thresholds),
+                     "shingle_size": cfg.shingle_size,
                      "duplicates": duplicates_dir_name(cfg), "groups": GROUPS_FILE,
-                     "clusters": {tag(t): cluster_file(t) for t in cfg["cluster_thresholds"]}},
+                     "clusters": {tag(t): cluster_file(t) for t in cfg.cluster_thresholds}},
     }
     if value != old:
         write_json(out / INPUTS_FILE, value)

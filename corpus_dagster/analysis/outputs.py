@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.parquet import ParquetSettings, write_parquet
+from corpus_dagster.core.settings import AnalysisSettings
 
 CODE_VERSION = "4"  # 2: near_duplicates carry intersection/union, jaccard rounded up; 3: _INPUTS.json; 4: near_dup/
 # Analysis tables: written whole, one row group unless a size is given (fixed settings, same bytes every run).
@@ -36,9 +37,9 @@ def tag(threshold: float) -> str:
     return f"t{round(threshold * 100):02d}"
 
 
-def duplicates_dir_name(cfg: dict[str, Any]) -> str:
+def duplicates_dir_name(cfg: AnalysisSettings) -> str:
     """doc_duplicates_t70 for pair_threshold 0.7."""
-    return f"doc_duplicates_{tag(cfg['pair_threshold'])}"
+    return f"doc_duplicates_{tag(cfg.pair_threshold)}"
 
 
 def cluster_file(threshold: float) -> str:

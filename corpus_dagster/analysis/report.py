@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from corpus_dagster.core.settings import AnalysisSettings
+
 
 def _pct(x: float) -> str:
     return f"{x:.2f}%"
@@ -11,7 +13,7 @@ def _pct(x: float) -> str:
 
 def render_report(
     *,
-    cfg: dict[str, Any],
+    cfg: AnalysisSettings,
     views: list[dict[str, Any]],
     lengths: list[dict[str, Any]],
     stats: dict[str, dict[str, Any]],
@@ -24,11 +26,11 @@ def render_report(
     lines = ["# Corpus analysis report", ""]
     lines += [
         f"- Documents: {scan['docs']:,} in {scan['files']} file(s), {scan['text_bytes']:,} bytes of UTF-8 text.",
-        f"- Documents with fewer than {cfg['shingle_size']} normalized words (no shingles; only exact "
+        f"- Documents with fewer than {cfg.shingle_size} normalized words (no shingles; only exact "
         f"duplication can see them): {scan['no_shingle_docs']:,}.",
-        f"- Near duplicates: exact Jaccard over sets of normalized {cfg['shingle_size']}-word shingles; "
-        f"candidates from MinHash LSH with {cfg['bands']} bands x {cfg['rows']} rows (a pair at Jaccard "
-        f"{cfg['pair_threshold']} becomes a candidate with probability "
+        f"- Near duplicates: exact Jaccard over sets of normalized {cfg.shingle_size}-word shingles; "
+        f"candidates from MinHash LSH with {cfg.bands} bands x {cfg.rows} rows (a pair at Jaccard "
+        f"{cfg.pair_threshold} becomes a candidate with probability "
         f"{stats['candidates']['p_candidate_at_pair_threshold']}); every reported Jaccard is exact, never estimated.",
         "",
         "## Headline",
@@ -61,7 +63,7 @@ def render_report(
         )
     cl = stats["clusters"]
     lines += ["", "## Clusters", ""]
-    for t in cfg["cluster_thresholds"]:
+    for t in cfg.cluster_thresholds:
         tg = f"t{round(t * 100):02d}"
         lines.append(
             f"- Jaccard >= {t}: {cl[f'clusters_{tg}']:,} clusters (largest {cl[f'largest_cluster_{tg}']:,} "
@@ -71,7 +73,7 @@ def render_report(
     lines += [
         f"- Exact groups: {stats['exact']['exact_groups']:,} (`duplicate_groups.jsonl`).",
         f"- Candidate pairs {jc['candidate_pairs']:,}, of which {jc['verified_pairs']:,} at exact Jaccard >= "
-        f"{cfg['pair_threshold']} (`{duplicates_dir}/`: {stats['duplicates']['rows']:,} documents).",
+        f"{cfg.pair_threshold} (`{duplicates_dir}/`: {stats['duplicates']['rows']:,} documents).",
         "",
         "## Token lengths",
         "",

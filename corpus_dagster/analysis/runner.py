@@ -27,6 +27,7 @@ from corpus_dagster.core import config, records
 from corpus_dagster.core.atomic import remove_stale_temps
 from corpus_dagster.core.errors import AnalysisError
 from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
+from corpus_dagster.core.settings import AnalysisSettings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 
 SECTION = "analysis"
@@ -39,24 +40,24 @@ STATE_DIR = "_state"  # one stage record per finished step
 INTERNAL = (STATE_DIR, WORK_DIR)  # step records and intermediate arrays: not part of the published analysis
 
 
-def check_cfg(cfg: dict[str, Any]) -> None:
+def check_cfg(cfg: AnalysisSettings) -> None:
     """Refuse settings whose outputs would contradict each other."""
-    thresholds = cfg["cluster_thresholds"]
-    if cfg["pair_threshold"] > min(thresholds) + 1e-12:
+    thresholds = cfg.cluster_thresholds
+    if cfg.pair_threshold > min(thresholds) + 1e-12:
         raise AnalysisError(
-            f"analysis.pair_threshold ({cfg['pair_threshold']}) exceeds the smallest cluster threshold "
+            f"analysis.pair_threshold ({cfg.pair_threshold}) exceeds the smallest cluster threshold "
             f"({min(thresholds)}); lower it so every cluster pair is among the verified pairs"
         )
     if len({tag(t) for t in thresholds}) != len(thresholds):
         raise AnalysisError(f"analysis.cluster_thresholds: two thresholds share a file tag: {thresholds}")
 
 
-def run_settings(cfg: dict[str, Any]) -> dict[str, Any]:
+def run_settings(cfg: AnalysisSettings) -> dict[str, Any]:
     """The settings the run key hashes."""
-    return {k: v for k, v in cfg.items() if k not in EXECUTION_KEYS or k in RUN_KEY_ALSO}
+    return {k: v for k, v in cfg.to_dict().items() if k not in EXECUTION_KEYS or k in RUN_KEY_ALSO}
 
 
-def run_key(inputs: dict[str, Any], cfg: dict[str, Any]) -> str:
+def run_key(inputs: dict[str, Any], cfg: AnalysisSettings) -> str:
     """The key of one analysis run: its input fingerprints, its settings and the code version."""
     blob = json.dumps({"code": CODE_VERSION, "cfg": run_settings(cfg), "inputs": inputs}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -103,7 +104,7 @@ def _written(out: Path, paths: Sequence[str]) -> list[str]:
 def run_analysis(
     documents: CorpusFiles,
     out_dir: str | Path,
-    cfg: dict[str, Any],
+    cfg: AnalysisSettings,
     *,
     length_documents: CorpusFiles | None = None,
     signature_files: Sequence[Path] = (),
@@ -170,7 +171,7 @@ def run_analysis(
 
 def plan_analysis(
     documents: CorpusFiles,
-    cfg: dict[str, Any],
+    cfg: AnalysisSettings,
     *,
     length_documents: CorpusFiles | None = None,
     workers: int = 1,
@@ -183,7 +184,7 @@ def plan_analysis(
     steps = []
     for step in STEPS:
         d, b = (l_docs, l_bytes) if step == "lengths" else (docs, text_bytes)
-        steps.append({"step": step, **costs.estimate(step, d, b, len(cfg["tokenizers"]), workers)})
+        steps.append({"step": step, **costs.estimate(step, d, b, len(cfg.tokenizers), workers)})
     return {
         "docs": docs,
         "text_bytes": text_bytes,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from corpus_dagster.clean.filters import FILTER_KEYS, FILTERS, REASON_CODES, RUL
 from corpus_dagster.clean.langid import LangResult, detect_languages, iso639_1, lang_dropped
 from corpus_dagster.clean.repair import REPAIR_KINDS, repair_texts
 from corpus_dagster.clean.verdict import Verdict
+from corpus_dagster.core.settings import CleanSettings
 
 __all__ = [
     "BATCH_DOCS", "FILTER_KEYS", "REASON_CODES", "REPAIR_KINDS", "RULE_ORDER", "CleanOutcome", "clean_texts",
@@ -45,18 +46,27 @@ class CleanOutcome:
     value: list[float | None]  # the measured value that tripped the rule; None when kept
 
 
-def in_scope(rule_cfg: dict[str, Any], source_id: str) -> bool:
+class ScopedRule(Protocol):
+    """A filter's section: every one can be switched off and limited to some sources."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    @property
+    def sources(self) -> tuple[str, ...] | None: ...
+
+
+def in_scope(rule: ScopedRule, source_id: str) -> bool:
     """Whether a rule is switched on for this source (`sources` null = every source)."""
-    sources = rule_cfg.get("sources")
-    return bool(rule_cfg["enabled"]) and (sources is None or source_id in sources)
+    return bool(rule.enabled) and (rule.sources is None or source_id in rule.sources)
 
 
-def clean_texts(texts: list[str], cfg: dict[str, Any], source_id: str) -> CleanOutcome:
-    """Repair, identify the language of and filter `texts` of one source with the resolved `clean` config."""
-    if in_scope(cfg["ppl"], source_id):
-        ppl.load_model(cfg["ppl"]["model_path"])  # fail before any work when kenlm or the model is missing
-    out, repairs, series = repair_texts(texts, cfg["repair"])
-    langs = detect_languages(series, cfg["lang"])
+def clean_texts(texts: list[str], cfg: CleanSettings, source_id: str) -> CleanOutcome:
+    """Repair, identify the language of and filter `texts` of one source with the `clean` settings."""
+    if in_scope(cfg.ppl, source_id):
+        ppl.load_model(cfg.ppl.model_path)  # fail before any work when kenlm or the model is missing
+    out, repairs, series = repair_texts(texts, cfg.repair)
+    langs = detect_languages(series, cfg.lang)
     n = len(out)
     reason: np.ndarray = np.full(n, None, dtype=object)
     value = np.full(n, np.nan)
@@ -91,12 +101,12 @@ def batch_bounds(sizes: list[int], max_docs: int, max_chars: int) -> list[tuple[
     return bounds
 
 
-def _filter_batch(batch: DocBatch, langs: LangResult, cfg: dict[str, Any], source_id: str) -> Verdict:
+def _filter_batch(batch: DocBatch, langs: LangResult, cfg: CleanSettings, source_id: str) -> Verdict:
     """First-match verdict of every rule group over one batch."""
     verdict = Verdict(len(batch))
     current, index = batch, np.arange(len(batch))
     for flt in FILTERS:
-        rule_cfg = cfg[flt.name]
+        rule_cfg = getattr(cfg, flt.name)
         if not in_scope(rule_cfg, source_id):
             continue
         if flt.verdict is None:  # lang: decided for the whole batch from its language ID

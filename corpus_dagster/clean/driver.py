@@ -13,6 +13,7 @@ import hashlib
 import json
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
 from corpus_dagster.core.records import StageRecord
+from corpus_dagster.core.settings import CleanSettings, Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.ingest.driver import raw_parts, read_raw_part
 
@@ -59,7 +61,7 @@ REJECT_SCHEMA = pa.schema(
 )
 
 
-def clean_part(raw_path: Path, first_k: int, source_id: str, clean_cfg: dict[str, Any], out_dir: Path, index: int) -> dict:
+def clean_part(raw_path: Path, first_k: int, source_id: str, clean_cfg: CleanSettings, out_dir: Path, index: int) -> dict:
     """Clean one raw part into docs-<i>.parquet and rejects-<i>.parquet; returns the part's stats."""
     docs_path = out_dir / f"docs-{index:05d}.parquet"
     rejects_path = out_dir / f"rejects-{index:05d}.parquet"
@@ -122,30 +124,31 @@ def clean_part(raw_path: Path, first_k: int, source_id: str, clean_cfg: dict[str
 CLEAN = Stage(STAGE, CODE_VERSION)
 
 
-def clean_key(layout: Layout, source_id: str, resolved: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def clean_key(layout: Layout, source_id: str, resolved: Settings | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """(key, key inputs) of a source's clean output: raw part content hashes, clean settings, code version."""
     _paths, _docs, raw = raw_parts(layout, source_id)
     inputs = {"raw_parts": [[name, raw.outputs[name]["sha256"]] for name in raw.files["parts"]]}
-    return CLEAN.key(inputs, output_settings(resolved, "clean")), inputs
+    return CLEAN.key(inputs, output_settings(as_settings(resolved).resolved, "clean")), inputs
 
 
 @records.locked(lambda a: f"clean.{a['source_id']}")
-def run_clean_source(layout: Layout, source_id: str, resolved: dict[str, Any], log: Any = None) -> dict[str, Any]:
+def run_clean_source(layout: Layout, resolved: Settings | Mapping[str, Any], source_id: str,
+                     log: Any = None) -> dict[str, Any]:
     """Clean every raw part of a source (in parallel over parts), resuming parts that already completed.
 
     Returns the stage stats plus `cached` (True when the key was unchanged and nothing ran) and `key`.
     """
+    settings = as_settings(resolved)
     parts, part_docs, _raw = raw_parts(layout, source_id)
-    key, inputs = clean_key(layout, source_id, resolved)
+    key, inputs = clean_key(layout, source_id, settings)
     folder = layout.stage(STAGE, source_id)
 
     def compute(key: str) -> Outputs:
         out_dir = folder / key
-        clean_cfg = resolved["clean"]
         offsets = [sum(part_docs[:i]) for i in range(len(part_docs))]
-        jobs = [(p, offsets[i], source_id, clean_cfg, out_dir, i) for i, p in enumerate(parts)]
+        jobs = [(p, offsets[i], source_id, settings.clean, out_dir, i) for i, p in enumerate(parts)]
         per_part = []
-        for i, stats in enumerate(ordered_map(clean_part, jobs, resolved["workers"])):
+        for i, stats in enumerate(ordered_map(clean_part, jobs, settings.workers)):
             per_part.append(stats)
             if log:
                 log.info(f"{source_id}: part {i + 1}/{len(jobs)} cleaned "
@@ -155,7 +158,7 @@ def run_clean_source(layout: Layout, source_id: str, resolved: dict[str, Any], l
         return Outputs(docs + rejects, {"docs": docs, "rejects": rejects}, summarize(per_part))
 
     # committing also drops the outputs of older configs and fetches
-    return run_cached(folder, CLEAN, inputs, output_settings(resolved, "clean"), compute, key=key,
+    return run_cached(folder, CLEAN, inputs, output_settings(settings.resolved, "clean"), compute, key=key,
                       clear=[folder / key]).summary()
 
 
@@ -188,20 +191,20 @@ def clean_record(layout: Layout, source_id: str) -> StageRecord:
     return records.require_record(layout.stage(STAGE, source_id), "clean_documents", source_id)
 
 
-def clean_doc_files(layout: Layout, source_id: str, resolved: dict[str, Any] | None = None) -> list[Path]:
+def clean_doc_files(layout: Layout, source_id: str, resolved: Settings | Mapping[str, Any] | None = None) -> list[Path]:
     """The clean document files of one source, in k order (schema CLEAN_DOC_SCHEMA), checked against the
     clean record. With `resolved`, a damaged file is rebuilt here (the clean stage reruns for that source)."""
     return records.record_files(layout.stage(STAGE, source_id), clean_record(layout, source_id), "docs",
                                 _rebuild(layout, source_id, resolved))
 
 
-def reject_files(layout: Layout, source_id: str, resolved: dict[str, Any] | None = None) -> list[Path]:
+def reject_files(layout: Layout, source_id: str, resolved: Settings | Mapping[str, Any] | None = None) -> list[Path]:
     """The rejects files of one source, in k order (schema REJECT_SCHEMA); `resolved` as in clean_doc_files."""
     return records.record_files(layout.stage(STAGE, source_id), clean_record(layout, source_id), "rejects",
                                 _rebuild(layout, source_id, resolved))
 
 
-def _rebuild(layout: Layout, source_id: str, resolved: dict[str, Any] | None) -> Any:
+def _rebuild(layout: Layout, source_id: str, resolved: Settings | Mapping[str, Any] | None) -> Any:
     """The clean stage of one source as a rebuild for `records.record_files`, when its key is unchanged (a
     changed raw input or config is not this reader's to rebuild: the damage is refused instead)."""
     if resolved is None:
@@ -209,7 +212,7 @@ def _rebuild(layout: Layout, source_id: str, resolved: dict[str, Any] | None) ->
 
     def rebuild() -> None:
         if clean_key(layout, source_id, resolved)[0] == clean_record(layout, source_id).key:
-            run_clean_source(layout, source_id, resolved)
+            run_clean_source(layout, resolved, source_id)
 
     return rebuild
 

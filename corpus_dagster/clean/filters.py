@@ -22,15 +22,15 @@ __all__ = [
     "Limit", "Reason", "filter_key", "find_reason",
 ]
 
-BatchVerdict = Callable[[DocBatch, dict[str, Any]], Verdict]
+BatchVerdict = Callable[[DocBatch, Any], Verdict]  # (batch, the filter's settings section)
 
 
 @dataclass(frozen=True)
 class Limit:
-    """One threshold test: a document is dropped when `value <op> section[key]` (a null key switches it off)."""
+    """One threshold test: a document is dropped when `value <op> section.key` (a null key switches it off)."""
 
     op: str  # "<", "<=", ">" or ">="
-    key: str  # config key in the filter's section
+    key: str  # config key (and settings field) in the filter's section
 
 
 @dataclass(frozen=True)

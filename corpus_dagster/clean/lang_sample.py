@@ -24,9 +24,9 @@ The result is a frame of (doc, sample text); the classifier weighs each sample b
 
 from __future__ import annotations
 
-from typing import Any
-
 import polars as pl
+
+from corpus_dagster.core.settings import CleanLangSettings
 
 # A token that is not a word: it holds a digit or a character of code, paths, markup or formulas. One match
 # per such token (\S* takes the whole token).
@@ -36,14 +36,14 @@ _UNSPACED = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar
 _FLAG_TOKEN = r"(?:^|\s)[-+‐]{1,2}\p{L}"
 
 
-def prose_samples(texts: pl.Series, cfg: dict[str, Any]) -> pl.DataFrame:
+def prose_samples(texts: pl.Series, cfg: CleanLangSettings) -> pl.DataFrame:
     """(doc, sample) rows: up to `samples` prose samples per document (fallback: one head sample).
 
     Documents with no letters at all get no row. `doc` is the position in `texts`.
     """
-    n_win = int(cfg["samples"])
-    scan = int(cfg["scan_chars"])
-    sample_chars = int(cfg["sample_chars"])
+    n_win = int(cfg.samples)
+    scan = int(cfg.scan_chars)
+    sample_chars = int(cfg.sample_chars)
     per_sample = max(1, sample_chars // n_win)
     docs = pl.DataFrame({"text": texts}).with_row_index("doc").with_columns(
         pl.col("text").fill_null("").str.len_chars().alias("n"))
@@ -65,13 +65,13 @@ def prose_samples(texts: pl.Series, cfg: dict[str, Any]) -> pl.DataFrame:
         .explode("line")
         # cheapest tests first: most non-prose lines (blank, headers, flags alone) are short, and a line of
         # n words has at least 2n - 1 bytes
-        .filter(pl.col("line").str.len_bytes() >= 2 * cfg["min_line_words"] - 1)
+        .filter(pl.col("line").str.len_bytes() >= 2 * cfg.min_line_words - 1)
         .with_columns((pl.col("line").str.count_matches(r"\S+") + pl.col("line").str.count_matches(_UNSPACED) // 2)
                       .alias("words"))
-        .filter(pl.col("words") >= cfg["min_line_words"])
+        .filter(pl.col("words") >= cfg.min_line_words)
         .with_columns(pl.col("line").str.strip_chars())
         .filter(pl.col("line").str.count_matches(_NOISY_TOKEN) + pl.col("line").str.count_matches(_FLAG_TOKEN)
-                <= cfg["max_line_noise"] * pl.col("words"))
+                <= cfg.max_line_noise * pl.col("words"))
         .filter(pl.col("line").str.count_matches(r"\p{Lu}") <= 0.5 * pl.col("line").str.count_matches(r"\p{L}"))
         .with_columns((pl.col("line").str.len_chars() + 1).alias("len"))
         .with_columns(pl.col("len").cum_sum().over(["doc", "w"]).alias("upto"))

@@ -36,6 +36,7 @@ from iso639 import Lang
 from iso639.exceptions import DeprecatedLanguageValue, InvalidLanguageValue
 
 from corpus_dagster.clean.lang_sample import head_sample, prose_samples
+from corpus_dagster.core.settings import CleanLangSettings
 
 UNDETERMINED = "und"
 _PREFIX = len("__label__")
@@ -106,7 +107,7 @@ def language_samples(texts: pl.Series, sample_chars: int) -> list[str]:
     return pl.select(head_sample(pl.lit(texts), sample_chars)).to_series().to_list()
 
 
-def detect_languages(texts: list[str] | pl.Series, cfg: dict[str, Any]) -> LangResult:
+def detect_languages(texts: list[str] | pl.Series, cfg: CleanLangSettings) -> LangResult:
     """Label, score and sample size of every text (see the module docstring for how they are made)."""
     series = texts if isinstance(texts, pl.Series) else pl.Series("text", texts, dtype=pl.String)
     n = len(series)
@@ -120,7 +121,7 @@ def detect_languages(texts: list[str] | pl.Series, cfg: dict[str, Any]) -> LangR
     texts_ = samples.get_column("sample").to_list()
     lengths = samples.get_column("sample").str.len_chars().to_list()
     model = _model()
-    k = int(cfg["top_k"])
+    k = int(cfg.top_k)
     predicted = _predict_each(model, texts_, k)
     i = 0
     m = len(doc_ids)
@@ -156,19 +157,19 @@ def _predict_each(model: Any, samples: list[str], k: int) -> list[Any]:
     return out
 
 
-def lang_dropped(result: LangResult, cfg: dict[str, Any]) -> np.ndarray:
+def lang_dropped(result: LangResult, cfg: CleanLangSettings) -> np.ndarray:
     """Which documents the `lang` rule drops: label not allowed and (for a language) score >= min_score.
 
     A label is allowed when it, or its ISO 639-1 code, is in `allowed` (users write 639-1 codes; a
     language without one is listed by its lid.176 label). `und` in `allowed` admits only documents with
     no language evidence, not the languages whose 639-1 code is `und`.
     """
-    allowed = cfg["allowed"]
+    allowed = cfg.allowed
     if allowed is None:
         return np.zeros(len(result.lang), dtype=bool)
     lang = np.array(result.lang, dtype=object)
     score = np.asarray(result.score, dtype=np.float64)
     codes = np.array([iso639_1(lab) for lab in result.lang], dtype=object)
     not_allowed = ~np.isin(lang, list(allowed)) & ~(np.isin(codes, list(allowed)) & (codes != UNDETERMINED))
-    strong = (score >= cfg["min_score"]) | (lang == UNDETERMINED)
+    strong = (score >= cfg.min_score) | (lang == UNDETERMINED)
     return not_allowed & strong

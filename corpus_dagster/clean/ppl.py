@@ -18,6 +18,7 @@ import numpy as np
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.verdict import Verdict
 from corpus_dagster.core.errors import PerplexityModelError
+from corpus_dagster.core.settings import CleanPplSettings
 
 _DIGITS = re.compile(r"\d")
 _MODELS: dict[str, Any] = {}
@@ -65,11 +66,11 @@ def doc_perplexity(text: str, model: Any, normalize: bool = True) -> float | Non
     return float(10.0 ** (-log_score / length))
 
 
-def perplexity_filter(batch: DocBatch, cfg: dict[str, Any]) -> Verdict:
+def perplexity_filter(batch: DocBatch, cfg: CleanPplSettings) -> Verdict:
     """Drop documents whose perplexity is over `max_perplexity`."""
-    model = load_model(cfg["model_path"])
-    values = [doc_perplexity(t, model, cfg["normalize"]) for t in batch.texts]
+    model = load_model(cfg.model_path)
+    values = [doc_perplexity(t, model, cfg.normalize) for t in batch.texts]
     ppl = np.array([np.nan if x is None else x for x in values], dtype=np.float64)
     v = Verdict(len(batch))
-    v.apply("ppl", ~np.isnan(ppl) & (ppl > cfg["max_perplexity"]), ppl)
+    v.apply("ppl", ~np.isnan(ppl) & (ppl > cfg.max_perplexity), ppl)
     return v

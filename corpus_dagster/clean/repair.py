@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any
 
 import ftfy
 import polars as pl
+
+from corpus_dagster.core.settings import CleanRepairSettings
 
 REPAIR_KINDS = ("nul", "control", "mojibake")
 
@@ -84,9 +85,9 @@ def repair_one(text: str, fix_mojibake: bool = True) -> tuple[str, list[str]]:
     return text, done
 
 
-def repair_texts(texts: list[str], cfg: dict[str, Any]) -> tuple[list[str], list[list[str]], pl.Series]:
+def repair_texts(texts: list[str], cfg: CleanRepairSettings) -> tuple[list[str], list[list[str]], pl.Series]:
     """Repair every document; returns texts, repairs per document and the repaired texts as a series."""
-    fix_mojibake = bool(cfg["mojibake"])
+    fix_mojibake = bool(cfg.mojibake)
     out = list(texts)
     repairs: list[list[str]] = [[] for _ in texts]
     try:

@@ -12,7 +12,6 @@ earlier in the same document.
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -21,6 +20,7 @@ from corpus_dagster.clean.batch import DocBatch, Lines
 from corpus_dagster.clean.groups import Groups
 from corpus_dagster.clean.verdict import Verdict, ratio
 from corpus_dagster.clean.words import flatten
+from corpus_dagster.core.settings import CleanRepetitionSettings
 
 TOP_NGRAMS = (2, 3, 4)
 DUP_NGRAMS = (5, 6, 7, 8, 9, 10)
@@ -135,22 +135,22 @@ def _dup_ngram_chars(ng: _Ngrams, pos: np.ndarray, groups: Groups, n_docs: int) 
     return out
 
 
-def gopher_repetition(batch: DocBatch, cfg: dict[str, Any]) -> Verdict:
+def gopher_repetition(batch: DocBatch, cfg: CleanRepetitionSettings) -> Verdict:
     """First failing repetition rule per document (reason None when all pass)."""
     n_docs = len(batch)
     v = Verdict(n_docs)
     s = batch.series
     n_chars = batch.n_chars
-    if cfg["max_dup_para_ratio"] is not None or cfg["max_dup_para_char_ratio"] is not None:
+    if cfg.max_dup_para_ratio is not None or cfg.max_dup_para_char_ratio is not None:
         paras = s.str.strip_chars().str.replace_all(r"\n{2,}", _SEP).str.split(_SEP)
         _apply_dups(v, "repetition_dup_para", duplicate_stats(paras), n_chars,
-                    cfg["max_dup_para_ratio"], cfg["max_dup_para_char_ratio"])
-    if cfg["max_dup_line_ratio"] is not None or cfg["max_dup_line_char_ratio"] is not None:
+                    cfg.max_dup_para_ratio, cfg.max_dup_para_char_ratio)
+    if cfg.max_dup_line_ratio is not None or cfg.max_dup_line_char_ratio is not None:
         lines = s.str.replace_all(r"\n+", "\n").str.split("\n")
         _apply_dups(v, "repetition_dup_line", duplicate_stats(lines), n_chars,
-                    cfg["max_dup_line_ratio"], cfg["max_dup_line_char_ratio"])
-    thresholds = {n: cfg[f"max_top_{n}gram_char_ratio"] for n in TOP_NGRAMS}
-    thresholds |= {n: cfg[f"max_dup_{n}gram_char_ratio"] for n in DUP_NGRAMS}
+                    cfg.max_dup_line_ratio, cfg.max_dup_line_char_ratio)
+    thresholds = {n: getattr(cfg, f"max_top_{n}gram_char_ratio") for n in TOP_NGRAMS}
+    thresholds |= {n: getattr(cfg, f"max_dup_{n}gram_char_ratio") for n in DUP_NGRAMS}
     last = max((n for n, t in thresholds.items() if t is not None), default=0)
     index = v.open_index()
     if not last or not len(index):

@@ -11,6 +11,7 @@ the BMP, and the rare token with an astral code point is classified by polars it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,7 +97,7 @@ def _stats(data, str_off, list_off, cls, ps_bit, l_bit, stop_keys, stop_index, s
     return n_words, word_chars, n_alpha, n_stop, astral
 
 
-def token_stats(words: pa.Array, stop_words: list[str]) -> TokenStats:
+def token_stats(words: pa.Array, stop_words: Sequence[str]) -> TokenStats:
     """The Gopher token statistics of every document of a list<string> array of tokens (one list per
     document); `stop_words` are matched exactly, each counted once per document."""
     data, str_off, list_off = _buffers(words)

@@ -115,7 +115,7 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
         source = source_for_partition(layout, context.partition_key)
         sid = source.source_id
         start = time.monotonic()
-        stats = driver.run_clean_source(layout, sid, resolved, log=context.log)
+        stats = driver.run_clean_source(layout, resolved, sid, log=context.log)
         own = time.monotonic() - start
         kept = kept_preview(layout, sid)
         rejected = rejected_preview(layout, sid, resolved["clean"], stats["reasons"])

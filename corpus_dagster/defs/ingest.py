@@ -32,7 +32,7 @@ def raw_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg
     with corpus_failure(f"raw_documents[{context.partition_key}]"):
         resolved, layout = corpus.load()
         source = source_for_partition(layout, context.partition_key)
-        result = driver.run_fetch(source, layout, resolved, log=context.log)
+        result = driver.run_fetch(layout, resolved, source, log=context.log)
     folder = layout.raw_source(source.source_id) / result.date
     quarantined = sum(result.quarantined.values())
     if quarantined:

@@ -15,6 +15,7 @@ import os
 import shutil
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,9 @@ from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
 from corpus_dagster.core.parquet import TABLE, write_parquet
-from corpus_dagster.core.progress import Progress, interval_of
+from corpus_dagster.core.progress import Progress
 from corpus_dagster.core.records import StageRecord
+from corpus_dagster.core.settings import IngestSettings, Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.ingest.documents import LocalFile, stream_documents
 from corpus_dagster.ingest.download import download
@@ -80,14 +82,15 @@ def load_record(path: Path) -> dict[str, Any] | None:
 
 
 @records.locked(lambda a: f"ingest.{a['source'].source_id}")
-def run_fetch(source: Source, layout: Layout, resolved: dict[str, Any], log: Any = None) -> FetchResult:
+def run_fetch(layout: Layout, resolved: Settings | Mapping[str, Any], source: Source, log: Any = None) -> FetchResult:
     """`fetch_source` as the graph runs it: the config's ingest section and progress interval, under the
     source's ingest lock (a second run on the same root waits, then finds the parts unchanged)."""
-    return fetch_source(source, layout, resolved["ingest"], log=log, progress_interval_s=interval_of(resolved))
+    settings = as_settings(resolved)
+    return fetch_source(source, layout, settings.ingest, log=log, progress_interval_s=float(settings.progress.interval_s))
 
 
 def fetch_source(
-    source: Source, layout: Layout, ingest_cfg: dict[str, Any], now: dt.datetime | None = None, log: Any = None,
+    source: Source, layout: Layout, ingest_cfg: IngestSettings, now: dt.datetime | None = None, log: Any = None,
     progress_interval_s: float | None = None,
 ) -> FetchResult:
     """Fetch one source into corpus/raw/<source_id>/<yyyymmdd>/ parts. Resumable and atomic.
@@ -105,11 +108,11 @@ def fetch_source(
     fetched_at = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     record_path = layout.fetch_record(source.source_id)
     record = load_record(record_path) or {}
-    files = resolve_files(source, ingest_cfg["timeout_s"])
+    files = resolve_files(source, ingest_cfg.timeout_s)
     result = FetchResult(source.source_id, date, files=len(files))
     locals_ = _make_local(source, files, layout, record, result, log)
 
-    settings = output_settings({"ingest": ingest_cfg}, "ingest", SETTINGS)
+    settings = output_settings({"ingest": ingest_cfg.to_dict()}, "ingest", SETTINGS)
     file_entries = [{"url": rf.url, "sha256": sha, "bytes": _size(lp), "ukey": uk} for rf, lp, sha, uk in locals_]
     raw_dir = layout.raw_source(source.source_id)
 
@@ -117,12 +120,12 @@ def fetch_source(
         """Stream every document into parts inside a temp folder, renamed into place at the end."""
         quarantined: Counter[str] = Counter()
         with atomic_dir(raw_dir / date) as tmp:
-            writer = PartWriter(tmp, ingest_cfg["part_max_bytes"], ingest_cfg["part_max_docs"])
+            writer = PartWriter(tmp, ingest_cfg.part_max_bytes, ingest_cfg.part_max_docs)
             with open(tmp / QUARANTINE_FILE, "w", encoding="utf-8", errors="backslashreplace") as qfh:
                 progress = Progress(log.info if log and progress_interval_s else None, f"fetch {source.source_id}",
                                     interval_s=progress_interval_s or 0.0)
                 stream_documents(
-                    locals_, source, selection, ingest_cfg["max_doc_bytes"], fetched_at, writer, qfh, quarantined,
+                    locals_, source, selection, ingest_cfg.max_doc_bytes, fetched_at, writer, qfh, quarantined,
                     progress,
                 )
                 progress.finish()

@@ -27,6 +27,7 @@ import numpy as np
 
 from corpus_dagster.core.errors import TokenizerLoadError
 from corpus_dagster.core.hashing import sha256_file
+from corpus_dagster.core.settings import ReleaseTokenizerSettings, TokenizeSettings
 
 KINDS = ("tiktoken", "huggingface")
 ENGINES = ("auto", "tiktoken", "bpe-openai")
@@ -379,12 +380,16 @@ ENCODING_ALIASES = {"cl100k": "cl100k_base", "cl100k_base": "cl100k_base", "o200
                     "o200k_base": "o200k_base"}
 
 
-def tokenizer_from_config(cfg: Mapping[str, Any], threads: int = 1, section: str = "tokenize") -> Tokenizer:
-    """The text tokenizer a config section describes (`kind`, `encoding` or `path`, `engine`, `name`).
+def tokenizer_from_config(cfg: Mapping[str, Any] | TokenizeSettings | ReleaseTokenizerSettings, threads: int = 1,
+                          section: str = "tokenize") -> Tokenizer:
+    """The text tokenizer a config section describes (`kind`, `encoding` or `path`, `engine`, `name`), given
+    as its settings object or as a dict (a tokenizer named by one string, see tokenizer_spec_config).
 
     `section` names the config section in messages (`tokenize`, `release.tokenizer`), so an error points at
     the key to fix. An encoding may be given by its short name (`cl100k`, see ENCODING_ALIASES).
     """
+    if not isinstance(cfg, Mapping):
+        cfg = cfg.to_dict()
     kind = cfg["kind"]
     if kind == "tiktoken":
         encoding = ENCODING_ALIASES.get(cfg["encoding"], cfg["encoding"])
@@ -411,21 +416,21 @@ def tokenizer_spec_config(spec: str) -> dict[str, Any] | None:
 
 
 def load_tokenizer(
-    cfg: dict[str, Any], threads: int = 1, info: TokenizerInfo | None = None
+    cfg: TokenizeSettings, threads: int = 1, info: TokenizerInfo | None = None
 ) -> LoadedTokenizer:
     """Load the tokenizer of the resolved `tokenize` config section, with its BOS/EOD ids checked.
 
     Worker processes pass the `info` the parent already resolved, so they skip building lookup tables
     they do not need for encoding.
     """
-    kind = cfg["kind"]
+    kind = cfg.kind
     impl = tokenizer_from_config(cfg, threads)
     if info is not None:
         return LoadedTokenizer(impl, info)
-    eod_id = _special_id(impl, cfg["eod_token"], "eod_token")
-    bos_token = cfg.get("bos_token")
+    eod_id = _special_id(impl, cfg.eod_token, "eod_token")
+    bos_token = cfg.bos_token
     bos_id = None
-    if cfg.get("prepend_bos"):
+    if cfg.prepend_bos:
         if not bos_token:
             raise TokenizerLoadError("tokenize.prepend_bos is true but tokenize.bos_token is not set")
         bos_id = _special_id(impl, bos_token, "bos_token")
@@ -434,7 +439,7 @@ def load_tokenizer(
         name=impl.name,
         vocab_size=impl.vocab_size,
         source=impl.source,
-        eod_token=cfg["eod_token"],
+        eod_token=cfg.eod_token,
         eod_id=eod_id,
         bos_token=bos_token if bos_id is not None else None,
         bos_id=bos_id,

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from corpus_dagster.core.errors import ConfigError
+from corpus_dagster.core.settings import ReleaseSettings
 
 BELOW = -1  # shorter than min_tokens: left out and counted
 ABOVE = -2  # longer than max_tokens: cut into segments (never written whole)
@@ -22,8 +22,8 @@ class Buckets:
     width: int
 
     @classmethod
-    def from_settings(cls, settings: dict[str, Any]) -> Buckets:
-        b = cls(int(settings["min_tokens"]), int(settings["max_tokens"]), int(settings["bucket_width"]))
+    def from_settings(cls, settings: ReleaseSettings) -> Buckets:
+        b = cls(int(settings.min_tokens), int(settings.max_tokens), int(settings.bucket_width))
         if b.max_tokens <= b.min_tokens:
             raise ConfigError(
                 "release", [f"$.release.max_tokens: {b.max_tokens} must be above min_tokens {b.min_tokens}"]

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes
 from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.core.settings import ReleaseSettings, TokenizeSettings
 from corpus_dagster.release import card as card_mod
 from corpus_dagster.release.buckets import Buckets
 from corpus_dagster.release.card_info import card_build_info, cleaning_rows, release_info
@@ -56,7 +57,7 @@ from corpus_dagster.release.units import (
 STATS_NAME = "_RELEASE.json"
 
 
-def plan_build(inp: Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any]], settings: Mapping[str, Any],
+def plan_build(inp: Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any]], settings: ReleaseSettings,
                doc_info: Sequence[str | Path | pa.Table]) -> tuple[pl.DataFrame, dict[str, Any], list[str], list[tuple[int, int, int]]]:
     """The plan (with gpart and seq), its counts, the kept fields and the parts, from counted docs and units."""
     buckets = inp.buckets
@@ -113,7 +114,7 @@ def part_path(buckets: Buckets, bucket: int, part: int) -> str:
 
 
 def scatter_write(plan: pl.DataFrame, parts: Sequence[tuple[int, int, int]], inp: Inputs, keep_fields: list[str],
-                  settings: Mapping[str, Any], spill_dir: Path, out: Path, workers: int,
+                  settings: ReleaseSettings, spill_dir: Path, out: Path, workers: int,
                   only: Sequence[int] | None = None, texts: Mapping[int, SelectedTexts] | None = None,
                   ) -> tuple[list[dict[str, Any]], float, float]:
     """Write the parts (all, or the global part indexes `only`) under `out`; returns their files entries
@@ -142,7 +143,7 @@ def scatter_write(plan: pl.DataFrame, parts: Sequence[tuple[int, int, int]], inp
         b, p, _ = parts[i]
         part_plan = by_part[(i,)].sort("row").select(plan_cols).to_arrow()
         jobs.append((spills[i], part_plan, str(out / part_path(inp.buckets, b, p)), inp.tok.name, keep_fields,
-                     int(settings["zstd_level"])))
+                     int(settings.zstd_level)))
     files = [
         {"path": str(Path(job[2]).relative_to(out)), "rows": rows, "sha256": digest}
         for job, (rows, digest) in zip(jobs, ordered_map(write_job, jobs, workers), strict=True)
@@ -150,7 +151,7 @@ def scatter_write(plan: pl.DataFrame, parts: Sequence[tuple[int, int, int]], inp
     return files, scatter_s, time.perf_counter() - t
 
 
-def release_record(inp: Inputs, settings: Mapping[str, Any], plan: pl.DataFrame, plan_counts: Mapping[str, Any],
+def release_record(inp: Inputs, settings: ReleaseSettings, plan: pl.DataFrame, plan_counts: Mapping[str, Any],
                    units: Sequence[Mapping[str, Any]], selection_excluded: Mapping[str, int] | None,
                    files: list[dict[str, Any]], build: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The statistics record (_RELEASE.json): card info (with the build's counts, stage runs and
@@ -163,7 +164,7 @@ def release_record(inp: Inputs, settings: Mapping[str, Any], plan: pl.DataFrame,
     summary = summary_frame(plan["bucket"].to_numpy(), plan["source_id"], plan["n_tokens"].to_numpy(),
                             (plan["segment"] >= 0).to_numpy())
     data = data_stats(summary, inp.buckets, inp.facts)
-    name = settings.get("name") or inp.manifest["dataset"]
+    name = settings.name or inp.manifest["dataset"]
     info = release_info(name, inp.manifest["version"], inp.tok.name, plan, inp.facts, settings)
     info |= card_build_info(inp.manifest, build)
     cleaning = cleaning_rows(inp.manifest, selection_excluded or {}, plan_counts, no_segment, tails)
@@ -179,8 +180,8 @@ def build_release(
     *,
     shards_dir: str | Path,
     out_dir: str | Path,
-    settings: Mapping[str, Any],
-    tokenize_cfg: Mapping[str, Any],
+    settings: ReleaseSettings,
+    tokenize_cfg: TokenizeSettings,
     sources: Sequence[Any],
     token_counts: str | Path | None = None,
     doc_info: Sequence[str | Path | pa.Table] = (),
@@ -196,7 +197,6 @@ def build_release(
     written there too, for the sampled rebuild check (`rebuild.check_rebuild_sample`); stats["units"] holds its sha256.
     `build` (see `driver.build_info`): the stage runs and counts of the corpus build, for the card's headline,
     Construction and Reproduce sections; without it the card has the manifest's counts and the release alone."""
-    settings = dict(settings)
     shards_dir, out_dir = Path(shards_dir), Path(out_dir)
     seconds: dict[str, float] = {}
     t = time.perf_counter()
@@ -282,7 +282,7 @@ def build_release(
 
 
 def attach_metadata(
-    plan: pl.DataFrame, facts: Mapping[str, Mapping[str, Any]], info_frames: list[pl.DataFrame], settings: Mapping[str, Any]
+    plan: pl.DataFrame, facts: Mapping[str, Mapping[str, Any]], info_frames: list[pl.DataFrame], settings: ReleaseSettings
 ) -> tuple[pl.DataFrame, list[str]]:
     """Columns the rows need beyond the plan: source_type, created_at, source_file, parent_id, extras."""
     keep_fields: list[str] = []
@@ -291,7 +291,7 @@ def attach_metadata(
         keep_fields += [c for c in extra if c not in keep_fields]
         cols = [c for c in f.columns if c == "id" or c not in plan.columns]
         plan = plan.join(f.select(cols).rename({"id": "doc_id"}), on="doc_id", how="left", maintain_order="left")
-    fallback = datetime.fromisoformat(settings["created_at_fallback"].replace("Z", "+00:00")).astimezone(UTC)
+    fallback = datetime.fromisoformat(settings.created_at_fallback.replace("Z", "+00:00")).astimezone(UTC)
     fetched = pl.col("fetched_at") if "fetched_at" in plan.columns else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
     hub = {sid: f.get("hub_dataset") or sid for sid, f in facts.items()}
     by_file = {sid for sid, f in facts.items() if not f.get("url_field")}

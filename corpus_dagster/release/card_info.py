@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from corpus_dagster.core.records import StageRecord
+from corpus_dagster.core.settings import ReleaseSettings, Settings
 from corpus_dagster.release import card as card_mod
 from corpus_dagster.release.rows import length_column
 
@@ -19,27 +20,28 @@ PACKAGE = "corpus_dagster"  # the distribution name in pyproject.toml
 
 
 def release_info(name: str, version: str, tokenizer: str, plan: pl.DataFrame, facts: Mapping[str, Mapping[str, Any]],
-                 settings: Mapping[str, Any]) -> dict[str, Any]:
+                 settings: ReleaseSettings) -> dict[str, Any]:
     """The card's facts of the release itself, from the plan: languages by document count, the build date
     (configured, else the newest document's), the licence and the settings that decided the buckets."""
+    plain = settings.to_dict()  # the card shows the values as the config spells them
     langs = plan.filter(pl.col("lang") != "und").group_by("lang").len().sort(["len", "lang"], descending=[True, False])
-    build_date = settings.get("build_date")
+    build_date = settings.build_date
     if not build_date:
-        build_date = plan["created_at"].max().date().isoformat() if plan.height else settings["created_at_fallback"][:10]
+        build_date = plan["created_at"].max().date().isoformat() if plan.height else settings.created_at_fallback[:10]
     licenses = [facts[s]["license_spdx"] for s in sorted(set(plan["source_id"].to_list()))]
     return {
         "name": name,
         "version": version,
-        "pretty_name": settings.get("pretty_name") or name,
+        "pretty_name": settings.pretty_name or name,
         "tokenizer": tokenizer,
         "length_column": length_column(tokenizer),
         "build_date": str(build_date),
-        "license": settings.get("license") or card_mod.hub_license(licenses),
+        "license": settings.license or card_mod.hub_license(licenses),
         "languages": langs["lang"].to_list(),
-        "task_categories": list(settings["task_categories"]),
-        "tags": list(settings["tags"]),
-        "settings": {k: settings[k] for k in ("bucket_width", "min_tokens", "max_tokens", "max_segments",
-                                                "per_bucket_cap", "per_source_cap", "seed", "part_tokens")},
+        "task_categories": list(settings.task_categories),
+        "tags": list(settings.tags),
+        "settings": {k: plain[k] for k in ("bucket_width", "min_tokens", "max_tokens", "max_segments",
+                                             "per_bucket_cap", "per_source_cap", "seed", "part_tokens")},
     }
 
 
@@ -115,7 +117,7 @@ def _enabled(settings: Mapping[str, Any]) -> list[str]:
 
 
 def construction_step(stage: str, source: str | None, record: StageRecord, manifest: Mapping[str, Any],
-          resolved: Mapping[str, Any]) -> dict[str, Any]:
+          resolved: Settings) -> dict[str, Any]:
     """One Construction row from a stage record: its counts and the settings that decided its output."""
     st, cfg = record.stats, record.settings if isinstance(record.settings, Mapping) else {}
     counts: dict[str, Any]
@@ -141,7 +143,7 @@ def construction_step(stage: str, source: str | None, record: StageRecord, manif
         settings = {"detectors": _enabled(cfg)}
     elif stage == "publish":
         counts = {"documents": manifest.get("n_docs", 0), "shards": manifest.get("n_shards", 0)}
-        settings = {"shard_rows": resolved["shard_rows"], "val_permille": resolved["val_permille"]}
+        settings = {"shard_rows": resolved.shard_rows, "val_permille": resolved.val_permille}
     elif stage == "tokens":
         counts = {"documents": st.get("n_docs", 0), "tokens": st.get("n_tokens", 0)}
         settings = {"tokenizer": cfg.get("name") or cfg.get("encoding") or cfg.get("path"),

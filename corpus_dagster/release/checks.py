@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from corpus_dagster.core.checks import CheckReport, report_of
 from corpus_dagster.core.errors import ReleaseError
+from corpus_dagster.core.settings import ReleaseSettings
 from corpus_dagster.release import card as card_mod
 from corpus_dagster.release.buckets import Buckets
 from corpus_dagster.release.build import STATS_NAME
@@ -48,7 +49,7 @@ def check_bucket_bounds(rows: pl.DataFrame, buckets: Buckets, foreign: Sequence[
     return report_of(problems, rows=rows.height)
 
 
-def check_source_caps(rows: pl.DataFrame, settings: Mapping[str, Any]) -> CheckReport:
+def check_source_caps(rows: pl.DataFrame, settings: ReleaseSettings) -> CheckReport:
     """No source has more rows than its cap in any bucket (`rows`: bucket, source_id)."""
     g = rows.group_by("bucket", "source_id").len().sort("bucket", "source_id")
     problems = [
@@ -105,7 +106,7 @@ class ReleaseContents:
     (file, bucket, source_id, n_tokens, segmented), the release ids, and part files outside any bucket."""
 
     folder: Path
-    settings: Mapping[str, Any]
+    settings: ReleaseSettings
     buckets: Buckets
     record: dict[str, Any]
     rows: pl.DataFrame
@@ -113,7 +114,7 @@ class ReleaseContents:
     foreign: list[str]
 
 
-def read_release(release_dir: str | Path, settings: Mapping[str, Any]) -> ReleaseContents:
+def read_release(release_dir: str | Path, settings: ReleaseSettings) -> ReleaseContents:
     """Read the record and every part file's ids, metadata and length column, once for any checks."""
     release_dir = Path(release_dir)
     stats_path = release_dir / STATS_NAME
@@ -175,7 +176,7 @@ RELEASE_CHECKS: dict[str, Callable[[ReleaseContents], CheckReport]] = {
 }
 
 
-def check_release(release_dir: str | Path, settings: Mapping[str, Any],
+def check_release(release_dir: str | Path, settings: ReleaseSettings,
                   names: Iterable[str] = tuple(RELEASE_CHECKS)) -> dict[str, CheckReport]:
     """The named blocking checks (default: all) of a written release, computed from one read of its files."""
     names = list(names)

@@ -26,6 +26,7 @@ from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.records import StageRecord
+from corpus_dagster.core.settings import Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.dedup.driver import dedup_sources
 from corpus_dagster.ingest import driver as ingest_driver
@@ -46,9 +47,10 @@ BUILD_STAGES = ("ingest", "clean", "minhash", "dedup", "scrub", "publish", "toke
 PER_SOURCE = {"ingest", "clean", "minhash", "scrub"}
 
 
-def release_name(resolved: Mapping[str, Any]) -> str:
+def release_name(resolved: Settings | Mapping[str, Any]) -> str:
     """The release's folder name: `release.name`, else the dataset name."""
-    return resolved["release"]["name"] or resolved["dataset"]
+    settings = as_settings(resolved)
+    return settings.release.name or settings.dataset
 
 
 def _document_info(layout: Layout, source_ids: list[str]) -> list[pa.Table]:
@@ -79,26 +81,28 @@ def _stage_runs(layout: Layout, source_ids: list[str]) -> list[tuple[str, str | 
     return runs
 
 
-def build_info(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, Any]:
+def build_info(layout: Layout, resolved: Settings | Mapping[str, Any]) -> dict[str, Any]:
     """What the card tells of the whole build, from the stage records and the manifest (see card_build_info):
     documents fetched, the stage runs, code versions, the release path (relative). No stage key: after ingest
     they follow the fetch time, and the card of a refetch of the same bytes must not change."""
+    settings = as_settings(resolved)
     source_ids = dedup_sources(layout)
     manifest = read_manifest(layout)
     runs = _stage_runs(layout, source_ids)
     versions = {stage: rec.code_version for stage, _, rec in runs} | {STAGE: CODE_VERSION}
-    release_dir = layout.release(release_name(resolved))
+    release_dir = layout.release(release_name(settings))
     return {
         "fetched": sum(int(rec.stats.get("docs", 0)) for stage, _, rec in runs if stage == "ingest"),
-        "steps": [construction_step(stage, sid, rec, manifest, resolved) for stage, sid, rec in runs],
+        "steps": [construction_step(stage, sid, rec, manifest, settings) for stage, sid, rec in runs],
         "code_versions": versions,
         "release_path": release_dir.relative_to(layout.root).as_posix(),
         "ledger_sha256": sha256_file(layout.ledger) if layout.ledger.is_file() else "",
     }
 
 
-def release_kwargs(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, Any]:
+def release_kwargs(layout: Layout, resolved: Settings | Mapping[str, Any]) -> dict[str, Any]:
     """The keyword arguments of `build_release` for the published corpus (also what the rebuild check reuses)."""
+    settings = as_settings(resolved)
     source_ids = dedup_sources(layout)
     ledger = {s.source_id: s for s in load_ledger(layout.ledger)}
     missing = [sid for sid in source_ids if sid not in ledger]
@@ -110,19 +114,19 @@ def release_kwargs(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, Any
         counts = None
     return {
         "shards_dir": layout.shards,
-        "out_dir": layout.release(release_name(resolved)),
-        "settings": resolved["release"],
-        "tokenize_cfg": resolved["tokenize"],
+        "out_dir": layout.release(release_name(settings)),
+        "settings": settings.release,
+        "tokenize_cfg": settings.tokenize,
         "sources": [ledger[sid] for sid in source_ids],
         "token_counts": counts,
         "doc_info": _document_info(layout, source_ids),
         "selection_excluded": ingest_driver.selection_counts(layout, source_ids),
-        "workers": resolved["workers"],
-        "build": build_info(layout, resolved),
+        "workers": settings.workers,
+        "build": build_info(layout, settings),
     }
 
 
-def release_key(layout: Layout, resolved: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def release_key(layout: Layout, resolved: Settings | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """(key, inputs): the published manifest, token counts, ledger facts, ingest and clean keys, the keys of the
     stage runs the card names (its Construction section), release settings."""
     source_ids = dedup_sources(layout)
@@ -138,7 +142,8 @@ def release_key(layout: Layout, resolved: Mapping[str, Any]) -> tuple[str, dict[
                     for sid in source_ids],
         "stages": [[stage, sid, rec.key] for stage, sid, rec in _stage_runs(layout, source_ids)],
     }
-    settings = {"release": output_settings(resolved, "release"), "tokenize": output_settings(resolved, "tokenize")}
+    plain = as_settings(resolved).resolved
+    settings = {"release": output_settings(plain, "release"), "tokenize": output_settings(plain, "tokenize")}
     return RELEASE.key(inputs, settings), inputs
 
 
@@ -148,39 +153,42 @@ def units_path(layout: Layout, key: str) -> Path:
 
 
 @records.locked(lambda a: "release")
-def run_release_stage(layout: Layout, resolved: Mapping[str, Any]) -> dict[str, Any]:
+def run_release_stage(layout: Layout, resolved: Settings | Mapping[str, Any]) -> dict[str, Any]:
     """Build the release folder unless its key is unchanged; returns build_release's stats plus cached and key.
 
     The record lives in the stage folder, the release folder it describes is published beside the corpus
     (output_dir points there); a cached run also needs the build's units, which the rebuild check reads."""
-    key, inputs = release_key(layout, resolved)
+    settings = as_settings(resolved)
+    key, inputs = release_key(layout, settings)
     folder = layout.stage(STAGE)
-    out = layout.release(release_name(resolved))
+    out = layout.release(release_name(settings))
 
     def compute(key: str) -> Outputs:
         verified_shards(layout)  # the shards build_release reads, checked against the publish record
-        kwargs = release_kwargs(layout, resolved)
+        kwargs = release_kwargs(layout, settings)
         stats = build_release(**kwargs, units_file=units_path(layout, key))
         names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
         return Outputs(names, {"release": names}, json.loads(json.dumps(stats, default=str)))
 
-    return run_cached(folder, RELEASE, inputs, output_settings(resolved, "release"), compute, key=key,
+    return run_cached(folder, RELEASE, inputs, output_settings(settings.resolved, "release"), compute, key=key,
                       clear=[out.parent], output_dir=os.path.relpath(out, folder),
                       needs=[units_path(layout, key)]).summary()
 
 
-def release_check(layout: Layout, resolved: Mapping[str, Any], name: str) -> CheckReport:
+def release_check(layout: Layout, resolved: Settings | Mapping[str, Any], name: str) -> CheckReport:
     """One blocking check of the built release (a name of checks.RELEASE_CHECKS), computed alone."""
-    return check_release(layout.release(release_name(resolved)), resolved["release"], [name])[name]
+    settings = as_settings(resolved)
+    return check_release(layout.release(release_name(settings)), settings.release, [name])[name]
 
 
-def release_rebuild_check(layout: Layout, resolved: Mapping[str, Any]) -> CheckReport:
+def release_rebuild_check(layout: Layout, resolved: Settings | Mapping[str, Any]) -> CheckReport:
     """Rebuild with another worker count and compare bytes: a seeded sample of units and output files, the
     plan, README.md and _RELEASE.json (`release.rebuild_check_units`, seeded by the stage key), or with 0
     everything into a temp folder (see rebuild.check_rebuild_sample)."""
-    kwargs = release_kwargs(layout, resolved)
-    other = 2 if resolved["workers"] == 1 else 1
-    sample = int(resolved["release"]["rebuild_check_units"])
+    settings = as_settings(resolved)
+    kwargs = release_kwargs(layout, settings)
+    other = 2 if settings.workers == 1 else 1
+    sample = int(settings.release.rebuild_check_units)
     record = records.require_record(layout.stage(STAGE), STAGE)
     units = record.stats.get("units") or {}
     report = check_rebuild_sample(kwargs["out_dir"], kwargs, other, units_path(layout, record.key),

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus_dagster.core.errors import ReleaseError
+from corpus_dagster.core.settings import ReleaseSettings, TokenizeSettings
 from corpus_dagster.ingest import driver as ingest_driver
 from corpus_dagster.release.buckets import Buckets
 from corpus_dagster.release.ids import row_ids
@@ -26,10 +27,11 @@ SHARD_COLUMNS = ["id", "source_id", "url", "license_spdx", "lang", "n_chars", "s
 INFO_COLUMNS = ("id", "fetched_at", "repairs", "cleaned", "source_file")
 
 
-def release_tokenizer_cfg(settings: Mapping[str, Any], tokenize_cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The tokenize section with the release's tokenizer overrides (non-null keys) applied."""
-    cfg = dict(tokenize_cfg)
-    for key, value in (settings.get("tokenizer") or {}).items():
+def release_tokenizer_cfg(settings: ReleaseSettings, tokenize_cfg: TokenizeSettings) -> dict[str, Any]:
+    """The tokenize section with the release's tokenizer overrides (non-null keys) applied, as a dict: the
+    tokenizer's identity, which keys the per-process tokenizer cache and travels to the counting jobs."""
+    cfg = tokenize_cfg.to_dict()
+    for key, value in (settings.tokenizer.to_dict() if settings.tokenizer is not None else {}).items():
         if value is not None:
             cfg[key] = value
     return cfg
@@ -169,7 +171,7 @@ class Inputs:
     info: list[pl.DataFrame]  # per-document extras (doc_info), grouped by column set
 
 
-def read_inputs(shards_dir: Path, settings: Mapping[str, Any], tokenize_cfg: Mapping[str, Any], sources: Sequence[Any],
+def read_inputs(shards_dir: Path, settings: ReleaseSettings, tokenize_cfg: TokenizeSettings, sources: Sequence[Any],
                 token_counts: str | Path | None, doc_info: Sequence[str | Path | pa.Table] = ()) -> Inputs:
     """The release's inputs: every published document with its row id and its reusable token count (or
     null), the ledger facts of its source, the kept fields; fails on an empty corpus or an unknown source."""

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.parquet import ParquetSettings, write_parquet
+from corpus_dagster.core.settings import ReleaseSettings
 from corpus_dagster.release.buckets import Buckets
 from corpus_dagster.release.rows import part_table
 from corpus_dagster.release.segment import segment_text
@@ -66,7 +67,7 @@ def shard_texts(source: str | pa.Array) -> pa.Array:
 
 def segment_job(
     source: str | pa.Array, batches: list[tuple[list[int], list[int], list[str], list[list[bool]], list[str]]],
-    settings: dict[str, Any], cfg: dict[str, Any],
+    settings: ReleaseSettings, cfg: dict[str, Any],
 ) -> dict[str, Any]:
     """Segment the long documents of one shard, given as batches (rows, n_tokens, doc_ids, rooms, row ids
     seeding each document's choices; rows index `source`, see shard_texts): one result (rows, no_segment,
@@ -91,8 +92,8 @@ def segment_job(
         tails = 0
         for n, doc_id, room, seed_name in zip(n_tokens, doc_ids, rooms, seeds, strict=True):
             text = next(texts)
-            rng = random.Random(f"{settings['seed']}:segment:{seed_name}")
-            seg = segment_text(text, n, count, buckets, int(settings["max_segments"]), room, rng)
+            rng = random.Random(f"{settings.seed}:segment:{seed_name}")
+            seg = segment_text(text, n, count, buckets, int(settings.max_segments), room, rng)
             if not seg.spans:
                 reasons[seg.stop_reason] = reasons.get(seg.stop_reason, 0) + 1
             elif seg.dropped_chars:

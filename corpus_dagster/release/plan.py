@@ -5,12 +5,12 @@ Every choice is a function of (seed, row id), never of reading order or worker c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from corpus_dagster.core.settings import ReleaseSettings
 from corpus_dagster.release.buckets import BELOW, Buckets
 from corpus_dagster.release.ids import release_ids, seeded_keys
 
@@ -18,17 +18,17 @@ from corpus_dagster.release.ids import release_ids, seeded_keys
 CANDIDATE_COLUMNS = ("doc_id", "source_id", "segment", "char_start", "char_end", "n_tokens", "content_sha256")
 
 
-def source_cap(source_id: str, settings: Mapping[str, Any]) -> int:
+def source_cap(source_id: str, settings: ReleaseSettings) -> int:
     """Per-bucket cap of a source: its per_source_cap override, else per_bucket_cap."""
-    return int(settings["per_source_cap"].get(source_id, settings["per_bucket_cap"]))
+    return int(settings.per_source_cap.get(source_id, settings.per_bucket_cap))
 
 
-def part_rows(buckets: Buckets, k: int, settings: Mapping[str, Any]) -> int:
+def part_rows(buckets: Buckets, k: int, settings: ReleaseSettings) -> int:
     """Rows per part file of bucket k: part_tokens divided by the bucket's upper edge, at least one."""
-    return max(1, int(settings["part_tokens"]) // buckets.high(k))
+    return max(1, int(settings.part_tokens) // buckets.high(k))
 
 
-def room_by_source(docs: pl.DataFrame, buckets: Buckets, settings: Mapping[str, Any]) -> dict[str, list[bool]]:
+def room_by_source(docs: pl.DataFrame, buckets: Buckets, settings: ReleaseSettings) -> dict[str, list[bool]]:
     """Per source, whether each bucket still needs documents from it (whole documents below its cap).
 
     Segments are aimed at these buckets. The snapshot is taken from whole documents only, so every long
@@ -52,7 +52,7 @@ def room_by_source(docs: pl.DataFrame, buckets: Buckets, settings: Mapping[str, 
 
 
 def plan_release(
-    candidates: pl.DataFrame, buckets: Buckets, settings: Mapping[str, Any]
+    candidates: pl.DataFrame, buckets: Buckets, settings: ReleaseSettings
 ) -> tuple[pl.DataFrame, dict[str, Any]]:
     """Select and order the release rows; returns (plan, counts).
 
@@ -61,7 +61,7 @@ def plan_release(
     sorted by (bucket, part, row). Counts: rows below min_tokens, exact duplicates removed, rows over a
     source's cap, per source.
     """
-    seed = int(settings["seed"])
+    seed = int(settings.seed)
     c = candidates.with_columns(pl.Series("bucket", buckets.index(candidates["n_tokens"].to_numpy())))
     below = c.filter(pl.col("bucket") == BELOW)
     c = c.filter(pl.col("bucket") >= 0)

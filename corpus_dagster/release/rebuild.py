@@ -86,7 +86,7 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
     if units is None:
         return report_of([str(why)], mode="sample")
     kw = dict(build_kwargs)
-    settings = dict(kw["settings"])
+    settings = kw["settings"]
     inp = read_inputs(Path(kw["shards_dir"]), settings, kw["tokenize_cfg"], kw["sources"], kw.get("token_counts"),
                       kw.get("doc_info", ()))
     problems: list[str] = []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from corpus_dagster.core.atomic import atomic_write_bytes
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parquet import TABLE, write_parquet
+from corpus_dagster.core.settings import Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.dedup.driver import dedup_record, dedup_sources, dedup_tables
 from corpus_dagster.review.html import render_page
@@ -74,35 +75,37 @@ REVIEW_SCHEMA = pa.schema([
 REVIEW = Stage(STAGE, CODE_VERSION)
 
 
-def review_key(layout: Layout, resolved: dict[str, Any], source_ids: list[str]) -> tuple[str, dict[str, Any]]:
+def review_key(layout: Layout, resolved: Settings | Mapping[str, Any], source_ids: list[str]) -> tuple[str, dict[str, Any]]:
     """(key, inputs) of the review sample: every source's clean and scrub keys, the dedup key, `review` settings."""
     inputs = {
         "clean": [[sid, clean_record(layout, sid).key] for sid in source_ids],
         "dedup": dedup_record(layout).key,
         "scrub": [[sid, scrub_record(layout, sid).key] for sid in source_ids],
     }
-    return REVIEW.key(inputs, output_settings(resolved, STAGE)), inputs
+    return REVIEW.key(inputs, output_settings(as_settings(resolved).resolved, STAGE)), inputs
 
 
 @records.locked(lambda a: "review")
-def run_review_stage(layout: Layout, resolved: dict[str, Any], log: Callable[[str], Any] | None = None) -> dict[str, Any]:
+def run_review_stage(layout: Layout, resolved: Settings | Mapping[str, Any],
+                     log: Callable[[str], Any] | None = None) -> dict[str, Any]:
     """Sample, read back and write the review sample of every source the last dedup covered.
 
     Returns stats: `rows`, `strata` (source_id, stratum, reason, available, sampled per group), `sources`,
     `paths` (parquet, html), `seconds`, plus `cached` and `key`; {"enabled": False, ...} when switched off.
     """
-    cfg = resolved[STAGE]
-    if not cfg["enabled"]:
+    settings = as_settings(resolved)
+    cfg = settings.review
+    if not cfg.enabled:
         return {"enabled": False, "cached": False, "key": "disabled", "rows": 0, "strata": [], "sources": []}
     start = time.monotonic()
     source_ids = sorted(dedup_sources(layout))
-    key, inputs = review_key(layout, resolved, source_ids)
+    key, inputs = review_key(layout, settings, source_ids)
     folder = layout.stage(STAGE)
     out = layout.review
     paths = {"parquet": str(out / SAMPLE_FILE), "html": str(out / HTML_FILE)}
 
     def compute(key: str) -> Outputs:
-        sampler = StratifiedSample(cfg["per_stratum"], cfg["seed"])
+        sampler = StratifiedSample(cfg.per_stratum, cfg.seed)
         for sid in source_ids:
             _offer_rejects(sampler, layout, sid)
             _offer_scrubbed(sampler, layout, sid)
@@ -111,16 +114,16 @@ def run_review_stage(layout: Layout, resolved: dict[str, Any], log: Callable[[st
         _offer_dedup(sampler, layout, set(source_ids))
         chosen = sampler.result(REASON_ORDER)
         strata = sampler.strata(REASON_ORDER)
-        rows = _rows(layout, chosen, resolved)
+        rows = _rows(layout, chosen, settings)
         write_parquet(pa.Table.from_pylist(rows, schema=REVIEW_SCHEMA), out / SAMPLE_FILE, TABLE)
-        settings = {k: cfg[k] for k in ("per_stratum", "seed", "excerpt_chars", "pii_context_chars")}
-        title = f"Review sample: {resolved['dataset']} {resolved['version']}"
-        atomic_write_bytes(out / HTML_FILE, render_page(rows, strata, title, settings).encode("utf-8"))
+        shown = {k: getattr(cfg, k) for k in ("per_stratum", "seed", "excerpt_chars", "pii_context_chars")}
+        title = f"Review sample: {settings.dataset} {settings.version}"
+        atomic_write_bytes(out / HTML_FILE, render_page(rows, strata, title, shown).encode("utf-8"))
         stats = {"rows": len(rows), "strata": strata, "sources": source_ids, "seconds": round(time.monotonic() - start, 3)}
         return Outputs([SAMPLE_FILE, HTML_FILE], {"review": [SAMPLE_FILE, HTML_FILE]}, stats)
 
     # the outputs live in the review folder, named from the record's folder through `output_dir`
-    run = run_cached(folder, REVIEW, inputs, output_settings(resolved, STAGE), compute, key=key, clear=[out],
+    run = run_cached(folder, REVIEW, inputs, output_settings(settings.resolved, STAGE), compute, key=key, clear=[out],
                      output_dir=os.path.relpath(out, folder))
     return {**run.stats, "paths": paths, "cached": run.cached, "key": run.key}
 
@@ -200,10 +203,10 @@ def _source_of(doc_id: str) -> str:
     return doc_id.rsplit(":", 1)[0]
 
 
-def _rows(layout: Layout, chosen: pl.DataFrame, resolved: dict[str, Any]) -> list[dict[str, Any]]:
+def _rows(layout: Layout, chosen: pl.DataFrame, settings: Settings) -> list[dict[str, Any]]:
     """The output rows of the chosen candidates, with texts read back, excerpts, thresholds and windows."""
-    cfg = resolved[STAGE]
-    limit = cfg["excerpt_chars"]
+    cfg = settings.review
+    limit = cfg.excerpt_chars
     picks = chosen.to_dicts()
     by_file: dict[str, list[str]] = {}
     for p in picks:
@@ -232,20 +235,20 @@ def _rows(layout: Layout, chosen: pl.DataFrame, resolved: dict[str, Any]) -> lis
         stratum, reason = p["stratum"], p["reason"]
         if stratum == "clean":
             doc = texts.get((p["file"], p["id"]), {})
-            row.update(threshold=clean_threshold(reason, resolved["clean"]), url=doc.get("url"))
+            row.update(threshold=clean_threshold(reason, settings.clean), url=doc.get("url"))
             _set_text(row, "text", doc.get("text"), limit)
         elif stratum == "dedup":
             doc = clean.get(p["id"], {})
-            row.update(threshold=dedup_threshold(reason, resolved["dedup"]), url=doc.get("url"))
+            row.update(threshold=dedup_threshold(reason, settings.dedup), url=doc.get("url"))
             _set_text(row, "text", doc.get("text"), limit)
             if p["partner_id"] is not None:
                 _set_text(row, "partner_text", clean.get(p["partner_id"], {}).get("text"), limit)
         elif stratum == "pii":
             doc = texts.get((p["file"], p["id"]), {})
             before = clean.get(p["id"], {}).get("text")
-            row.update(threshold=pii_threshold(reason, resolved["pii"]), url=doc.get("url"))
+            row.update(threshold=pii_threshold(reason, settings.pii), url=doc.get("url"))
             if doc.get("text") is not None and before is not None:
-                left, right, total = pii_windows(before, doc["text"], reason, PLACEHOLDERS, cfg["pii_context_chars"], limit)
+                left, right, total = pii_windows(before, doc["text"], reason, PLACEHOLDERS, cfg.pii_context_chars, limit)
                 row.update(text="\n".join(left), text_chars=len(doc["text"]), partner_chars=len(before),
                            partner_text=None if right is None else "\n".join(right),
                            detail=f"{len(left)} of {total} redactions of this type shown")

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from corpus_dagster.clean.driver import find_reason
+from corpus_dagster.core.settings import CleanSettings, DedupSettings, PiiSettings
 
 # Strata in page order: clean drops (reason = clean reason code), dedup drops (exact, near, decontaminated),
 # PII redactions (reason = PII type) and documents that pass everything (reason "kept").
@@ -150,7 +151,7 @@ def _show(value: Any) -> str:
     return "null" if value is None else str(value)
 
 
-def clean_threshold(reason: str, clean_cfg: dict[str, Any]) -> str:
+def clean_threshold(reason: str, clean_cfg: CleanSettings) -> str:
     """The config key(s) and value(s) a clean reason code's measured value was compared with, as text, read
     from the filter's declaration (the recorded value is what its comparisons read)."""
     try:
@@ -158,37 +159,37 @@ def clean_threshold(reason: str, clean_cfg: dict[str, Any]) -> str:
     except ValueError:
         return f"no threshold known for reason code {reason!r}"
     section = flt.name
-    cfg = clean_cfg.get(section, {})
-    fired = [f"value {limit.op} clean.{section}.{limit.key} = {_show(cfg.get(limit.key))}"
-             for limit in declared.limits if cfg.get(limit.key) is not None]
+    cfg = getattr(clean_cfg, section)
+    fired = [f"value {limit.op} clean.{section}.{limit.key} = {_show(getattr(cfg, limit.key))}"
+             for limit in declared.limits if getattr(cfg, limit.key) is not None]
     text = " or ".join(fired) if fired else "threshold switched off (null)"
     if reason == "lang":
-        return (f"dropped when the label is not in clean.lang.allowed = {_show(cfg.get('allowed'))} and {text}"
+        return (f"dropped when the label is not in clean.lang.allowed = {_show(cfg.allowed)} and {text}"
                 " (value = the label's score), or there is no language evidence (und)")
     if declared.also:
-        extra = ", ".join(f"clean.{section}.{k} = {_show(cfg.get(k))}" for k in declared.also)
+        extra = ", ".join(f"clean.{section}.{k} = {_show(getattr(cfg, k))}" for k in declared.also)
         text += f"; also depends on {extra}"
         if not declared.single:
             text = "no single threshold: " + text
     return text
 
 
-def dedup_threshold(reason: str, dedup_cfg: dict[str, Any]) -> str:
+def dedup_threshold(reason: str, dedup_cfg: DedupSettings) -> str:
     """What decided a dedup drop, as text."""
     if reason == "near":
         return (f"in a near-duplicate cluster joined by verified pairs at Jaccard >= dedup.jaccard_threshold = "
-                f"{dedup_cfg.get('jaccard_threshold')}; the cluster keeps its smallest id (jaccard shown: to it)")
+                f"{dedup_cfg.jaccard_threshold}; the cluster keeps its smallest id (jaccard shown: to it)")
     if reason == "exact":
         return "no threshold: the same clean text (SHA-256) as the kept partner, which has the smaller id"
     if reason == "decontaminated":
-        return f"no threshold: shares a dedup.ngram = {dedup_cfg.get('ngram')}-word n-gram with a protected set"
+        return f"no threshold: shares a dedup.ngram = {dedup_cfg.ngram}-word n-gram with a protected set"
     return f"no threshold known for dedup reason {reason!r}"
 
 
-def pii_threshold(kind: str, pii_cfg: dict[str, Any]) -> str:
+def pii_threshold(kind: str, pii_cfg: PiiSettings) -> str:
     """What decides a redaction of one PII type, as text (value = redactions of that type in the document)."""
     return (f"no single threshold: pii.{kind} detector (pattern, validity, cue words within "
-            f"pii.context_chars = {pii_cfg.get('context_chars')}); value = redactions of this type")
+            f"pii.context_chars = {pii_cfg.context_chars}); value = redactions of this type")
 
 
 KEPT_THRESHOLD = "passed every enabled clean rule and dedup; text as published (after the PII scrub)"

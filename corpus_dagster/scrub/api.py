@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -19,6 +19,7 @@ import phonenumbers
 import polars as pl
 
 from corpus_dagster.core.config import fill_defaults, load_schema
+from corpus_dagster.core.settings import PiiSettings
 from corpus_dagster.scrub.cards import CARD_REGION, find_cards
 from corpus_dagster.scrub.emails import EMAIL_REGIONS, find_emails
 from corpus_dagster.scrub.ips import IP_REGIONS, find_ips
@@ -41,6 +42,9 @@ _TYPE_OF = {p: t for t, p in PLACEHOLDERS.items()}
 Span = tuple[str, int, int]
 Placed = list[tuple[str, int]]
 
+# The `pii` section as its settings object or as the resolved dict (both key the same cached plan).
+PiiConfig = PiiSettings | Mapping[str, Any]
+
 
 @dataclass
 class ScrubOutcome:
@@ -61,7 +65,7 @@ Detector = Callable[[str, dict[str, Regions]], list[tuple[int, int]]]
 class _Plan:
     """A resolved `pii` section turned into region patterns (per type) and detector calls."""
 
-    cfg: dict[str, Any]
+    cfg: PiiSettings
     enabled: tuple[str, ...]
     patterns: dict[str, dict[str, str]]
     detectors: dict[str, Detector]
@@ -101,31 +105,32 @@ def _missing_keys(cfg: dict[str, Any], schema: dict[str, Any], prefix: str) -> l
 @lru_cache(maxsize=32)
 def _plan_from_json(cfg_json: str) -> _Plan:
     """Build (once per process and config) the detector plan of a resolved `pii` section."""
-    cfg = json.loads(cfg_json)
-    missing = _missing_keys(cfg, pii_schema(), "pii.")
+    raw = json.loads(cfg_json)
+    missing = _missing_keys(raw, pii_schema(), "pii.")
     if missing:
         raise ValueError(
-            f"pii config lacks {', '.join(missing)}: pass the resolved section (load_config()['pii'])"
+            f"pii config lacks {', '.join(missing)}: pass the resolved section (Settings.pii or load_config()['pii'])"
         )
-    region = cfg["phones"]["default_region"]
-    if cfg["phones"]["enabled"] and region not in phonenumbers.SUPPORTED_REGIONS:
+    cfg = PiiSettings.from_dict(raw)
+    region = cfg.phones.default_region
+    if cfg.phones.enabled and region not in phonenumbers.SUPPORTED_REGIONS:
         raise ValueError(f"pii.phones.default_region {region!r} is not a region libphonenumber knows")
-    ctx = cfg["context_chars"]
+    ctx = cfg.context_chars
     detectors: dict[str, Detector] = {
-        "emails": lambda t, r: find_emails(t, cfg["emails"], r),
-        "phones": lambda t, r: find_phones(t, cfg["phones"], ctx, r),
-        "cards": lambda t, r: find_cards(t, cfg["cards"], ctx, r),
-        "ips": lambda t, r: find_ips(t, cfg["ips"], ctx, r),
-        "keys": lambda t, r: find_keys(t, cfg["keys"], r),
+        "emails": lambda t, r: find_emails(t, cfg.emails, r),
+        "phones": lambda t, r: find_phones(t, cfg.phones, ctx, r),
+        "cards": lambda t, r: find_cards(t, cfg.cards, ctx, r),
+        "ips": lambda t, r: find_ips(t, cfg.ips, ctx, r),
+        "keys": lambda t, r: find_keys(t, cfg.keys, r),
     }
     patterns = {
         "emails": EMAIL_REGIONS,
-        "phones": phone_regions(cfg["phones"]),
-        "cards": {CARD_REGION: phone_regions(cfg["phones"])[CARD_REGION]},
+        "phones": phone_regions(cfg.phones),
+        "cards": {CARD_REGION: phone_regions(cfg.phones)[CARD_REGION]},
         "ips": IP_REGIONS,
         "keys": KEY_REGIONS,
     }
-    enabled = tuple(t for t in PRIORITY if cfg[t]["enabled"])
+    enabled = tuple(t for t in PRIORITY if getattr(cfg, t).enabled)
     used = {t: patterns[t] for t in enabled}
     sealed = all(_placeholder_sealed(p) for per_type in used.values() for p in per_type.values())
     users = {name: tuple(t for t in enabled if name in used[t]) for t in enabled for name in used[t]}
@@ -176,10 +181,12 @@ def _placeholder_sealed(pattern: str) -> bool:
     return not any(re.search(pattern, p) for p in PLACEHOLDERS.values())
 
 
-def _plan(cfg: dict[str, Any]) -> _Plan:
-    """The cached plan of a config dict (keyed by its canonical JSON)."""
+def _plan(cfg: PiiConfig) -> _Plan:
+    """The cached plan of a `pii` section (keyed by the canonical JSON of its dict form)."""
+    if isinstance(cfg, PiiSettings):
+        cfg = cfg.to_dict()
     if not isinstance(cfg, dict):
-        raise TypeError(f"pii config must be a dict (the resolved `pii` section), got {type(cfg).__name__}")
+        raise TypeError(f"pii config must be PiiSettings or the resolved `pii` dict, got {type(cfg).__name__}")
     return _plan_from_json(json.dumps(cfg, sort_keys=True))
 
 
@@ -228,7 +235,7 @@ def _detect(text: str, plan: _Plan, regions: dict[str, Regions]) -> list[Span]:
     return resolve_overlaps(spans) if len(spans) > 1 else spans
 
 
-def find_pii_batch(texts: list[str] | pl.Series, cfg: dict[str, Any]) -> list[list[Span]]:
+def find_pii_batch(texts: list[str] | pl.Series, cfg: PiiConfig) -> list[list[Span]]:
     """(type, start, end) of everything the scrub would redact, per text, sorted by start.
 
     The blocking shard check: every list must be empty for a published shard.
@@ -242,7 +249,7 @@ def find_pii_batch(texts: list[str] | pl.Series, cfg: dict[str, Any]) -> list[li
     return out
 
 
-def find_pii(text: str, cfg: dict[str, Any]) -> list[Span]:
+def find_pii(text: str, cfg: PiiConfig) -> list[Span]:
     """(type, start, end) of everything the scrub would redact in text, sorted by start."""
     if not isinstance(text, str):
         raise TypeError(f"text is {type(text).__name__}, expected str")
@@ -275,7 +282,7 @@ def _shift(placed: Placed, spans: list[Span]) -> Placed:
     return out
 
 
-def scrub_text(text: str, cfg: dict[str, Any]) -> tuple[str, dict[str, int]]:
+def scrub_text(text: str, cfg: PiiConfig) -> tuple[str, dict[str, int]]:
     """Scrub one text; return it with the placeholders inserted per type (see scrub_texts)."""
     outcome = scrub_texts([text], cfg)
     return outcome.text[0], {t: outcome.counts[t][0] for t in PII_TYPES}
@@ -380,7 +387,7 @@ def count_placeholders(text: str) -> dict[str, int]:
     return counts
 
 
-def scrub_texts(texts: list[str] | pl.Series, cfg: dict[str, Any]) -> ScrubOutcome:
+def scrub_texts(texts: list[str] | pl.Series, cfg: PiiConfig) -> ScrubOutcome:
     """Replace every detected PII span with its typed placeholder; counts per type and document.
 
     Deterministic (no randomness, no dependence on batch boundaries except which examples are shown) and
@@ -395,7 +402,7 @@ def scrub_texts(texts: list[str] | pl.Series, cfg: dict[str, Any]) -> ScrubOutco
     todo = list(range(n))
     current = batch
     previous: list[Placed] | None = None
-    for pass_no in range(1, plan.cfg["max_passes"] + 1):
+    for pass_no in range(1, plan.cfg.max_passes + 1):
         # Later passes re-check only the texts the previous pass changed, near what it changed.
         results = _scrub_pass(current, plan, previous)
         if not results:
@@ -406,7 +413,7 @@ def scrub_texts(texts: list[str] | pl.Series, cfg: dict[str, Any]) -> ScrubOutco
             earlier = _shift(placed_by_doc.get(i, []), spans)
             placed_by_doc[i] = sorted(earlier + placed, key=lambda p: p[1])
             new_text[i] = new
-        if pass_no == plan.cfg["max_passes"]:
+        if pass_no == plan.cfg.max_passes:
             break
         # Only changed texts where something is left near a new placeholder can change again.
         again = [k for k in sorted(results) if not plan.sealed or _needs_recheck(results[k][3], results[k][2])]
@@ -419,7 +426,7 @@ def scrub_texts(texts: list[str] | pl.Series, cfg: dict[str, Any]) -> ScrubOutco
     redactions = [0] * n
     found: list[tuple[int, str, int]] = []
     seen_kinds: set[str] = set()
-    limit = plan.cfg["max_examples"]
+    limit = plan.cfg.max_examples
     for i in sorted(placed_by_doc):
         placed = placed_by_doc[i]
         redactions[i] = len(placed)
@@ -434,7 +441,7 @@ def scrub_texts(texts: list[str] | pl.Series, cfg: dict[str, Any]) -> ScrubOutco
         held = batch.series.filter(holding)
         for kind in PII_TYPES:
             preexisting[kind] = int(held.str.count_matches(PLACEHOLDERS[kind], literal=True).sum() or 0)
-    examples = _pick_examples(found, new_text, limit, plan.cfg["example_chars"])
+    examples = _pick_examples(found, new_text, limit, plan.cfg.example_chars)
     changed_idx = sorted(new_text)
     if isinstance(texts, pl.Series):
         out: list[str] | pl.Series = texts.clone()

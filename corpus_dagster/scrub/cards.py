@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from corpus_dagster.core.settings import PiiCardsSettings
 from corpus_dagster.scrub.context import id_context
 from corpus_dagster.scrub.prescreen import Regions, windows
 
@@ -110,7 +111,7 @@ def _candidates(text: str, regions: Regions) -> Iterator[re.Match[str]]:
         yield from _CANDIDATE.finditer(text, lo, hi)
 
 
-def find_cards(text: str, cfg: dict, context_chars: int, regions: dict[str, Regions]) -> list[tuple[int, int]]:
+def find_cards(text: str, cfg: PiiCardsSettings, context_chars: int, regions: dict[str, Regions]) -> list[tuple[int, int]]:
     """Spans of payment-card numbers that the scrub replaces with `<CARD>`."""
     spans: list[tuple[int, int]] = []
     for m in _candidates(text, regions[CARD_REGION]):
@@ -120,7 +121,7 @@ def find_cards(text: str, cfg: dict, context_chars: int, regions: dict[str, Regi
             continue
         if size == len(cand) and cand.isdigit() and id_context(text, m.start(), context_chars, "cards"):
             continue
-        if cfg["keep_test_numbers"] and _DIGIT_ONLY.sub("", cand[:size]) in TEST_NUMBERS:
+        if cfg.keep_test_numbers and _DIGIT_ONLY.sub("", cand[:size]) in TEST_NUMBERS:
             continue
         spans.append((m.start(), m.start() + size))
     return spans

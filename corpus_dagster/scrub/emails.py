@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from corpus_dagster.core.settings import PiiEmailsSettings
 from corpus_dagster.scrub.prescreen import Regions, windows
 from corpus_dagster.scrub.tlds import TLDS
 
@@ -58,20 +59,20 @@ EMAIL_REGIONS = {
 _OB_MARGIN = 320  # an obfuscated address reaches at most this far from one of its at/dot tokens
 
 
-def _domain_ok(domain: str, cfg: dict) -> bool:
+def _domain_ok(domain: str, cfg: PiiEmailsSettings) -> bool:
     """Last label is a real TLD and, if configured, the host is not a documentation domain."""
     labels = domain.lower().split(".")
     if len(labels) < 2 or labels[-1] not in TLDS:
         return False
-    if cfg["keep_documentation_domains"]:
+    if cfg.keep_documentation_domains:
         low = domain.lower()
-        for doc in cfg["documentation_domains"]:
+        for doc in cfg.documentation_domains:
             if low == doc or low.endswith("." + doc):
                 return False
     return True
 
 
-def find_emails(text: str, cfg: dict, regions: dict[str, Regions]) -> list[tuple[int, int]]:
+def find_emails(text: str, cfg: PiiEmailsSettings, regions: dict[str, Regions]) -> list[tuple[int, int]]:
     """Spans of e-mail addresses (plain and obfuscated) that the scrub replaces with `<EMAIL>`."""
     spans: list[tuple[int, int]] = []
     for at, _ in regions["emails"]:
@@ -94,14 +95,14 @@ def find_emails(text: str, cfg: dict, regions: dict[str, Regions]) -> list[tuple
         if not _domain_ok(d.group(), cfg):
             continue
         spans.append((start, end))
-    if cfg["obfuscated"] and regions["emails_obf"]:
+    if cfg.obfuscated and regions["emails_obf"]:
         for lo, hi in windows(regions["emails_obf"], _OB_MARGIN, _OB_MARGIN, len(text)):
             spans.extend(_find_obfuscated(text, cfg, lo, hi))
         spans.sort()
     return spans
 
 
-def _find_obfuscated(text: str, cfg: dict, lo: int, hi: int) -> list[tuple[int, int]]:
+def _find_obfuscated(text: str, cfg: PiiEmailsSettings, lo: int, hi: int) -> list[tuple[int, int]]:
     """Spans in text[lo:hi] of bracketed `at`/`dot` forms and of cued plain `name at host dot tld` forms."""
     out: list[tuple[int, int]] = []
     pos = lo

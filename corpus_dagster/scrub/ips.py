@@ -17,6 +17,7 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from functools import lru_cache
 
+from corpus_dagster.core.settings import PiiIpsSettings
 from corpus_dagster.scrub.context import version_context
 from corpus_dagster.scrub.prescreen import Regions, windows
 
@@ -86,9 +87,9 @@ def ip_category(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
     return "public"
 
 
-def _redact(category: str, cfg: dict) -> bool:
+def _redact(category: str, cfg: PiiIpsSettings) -> bool:
     """Whether the config redacts addresses of this category (public addresses always)."""
-    return category == "public" or bool(cfg.get(f"redact_{category}", False))
+    return category == "public" or bool(getattr(cfg, f"redact_{category}", False))
 
 
 @lru_cache(maxsize=16)
@@ -97,9 +98,9 @@ def _keep_set(addresses: tuple[str, ...]) -> frozenset[ipaddress.IPv4Address | i
     return frozenset(ipaddress.ip_address(a) for a in addresses)
 
 
-def _kept(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, cfg: dict) -> bool:
+def _kept(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, cfg: PiiIpsSettings) -> bool:
     """True for a configured well-known address (public DNS resolvers, the textbook 1.2.3.4)."""
-    return ip in _keep_set(tuple(cfg["keep_addresses"]))
+    return ip in _keep_set(tuple(cfg.keep_addresses))
 
 
 def _v6_shape_ok(cand: str) -> bool:
@@ -134,7 +135,7 @@ def _v6_candidates(text: str, regions: Regions) -> Iterator[re.Match[str]]:
         yield from _V6.finditer(text, lo, hi)
 
 
-def find_ips(text: str, cfg: dict, context_chars: int, regions: dict[str, Regions]) -> list[tuple[int, int]]:
+def find_ips(text: str, cfg: PiiIpsSettings, context_chars: int, regions: dict[str, Regions]) -> list[tuple[int, int]]:
     """Spans of IPv4/IPv6 addresses that the scrub replaces with `<IP>`."""
     spans: list[tuple[int, int]] = []
     for m in _v4_candidates(text, regions["ips4"]):
@@ -142,13 +143,13 @@ def find_ips(text: str, cfg: dict, context_chars: int, regions: dict[str, Region
             ip = ipaddress.IPv4Address(m.group())
         except ValueError:
             continue
-        if cfg["skip_version_context"] and (
+        if cfg.skip_version_context and (
             version_context(text, m.start(), context_chars) or _VERSION_AFTER.match(text, m.end())
         ):
             continue
         if _redact(ip_category(ip), cfg) and not _network_block(text, m.end(), ip) and not _kept(ip, cfg):
             spans.append(m.span())
-    if cfg["ipv6"]:
+    if cfg.ipv6:
         for m in _v6_candidates(text, regions["ips6"]):
             cand = m.group()
             if not _v6_shape_ok(cand):

@@ -36,6 +36,7 @@ import math
 import re
 from collections import Counter
 
+from corpus_dagster.core.settings import PiiKeysSettings
 from corpus_dagster.scrub.prescreen import Regions
 
 _PRIVATE_BEGIN = re.compile(r"-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----")
@@ -179,14 +180,14 @@ def _classes(value: str) -> int:
     )
 
 
-def secret_value_ok(value: str, cfg: dict) -> bool:
+def secret_value_ok(value: str, cfg: PiiKeysSettings) -> bool:
     """Whether an assigned value looks like a real secret rather than a word, variable or placeholder."""
     value = value.rstrip("\\.:;,*")
-    if len(value) < cfg["min_secret_length"] or _classes(value) < 2:
+    if len(value) < cfg.min_secret_length or _classes(value) < 2:
         return False
     if _CALL.match(value) or _PLACEHOLDER.search(value) or _names_only(value):
         return False
-    return shannon_entropy(value) >= cfg["min_entropy"]
+    return shannon_entropy(value) >= cfg.min_entropy
 
 
 def code_name(value: str, after: str = "") -> bool:
@@ -244,20 +245,20 @@ def _jwt_ok(token: str) -> bool:
     return isinstance(data, dict) and ("alg" in data or "typ" in data)
 
 
-def _token_ok(token: str, cfg: dict) -> bool:
+def _token_ok(token: str, cfg: PiiKeysSettings) -> bool:
     """Per-family checks after the prefix regex: JWT header, documented examples, entropy of sk- keys."""
     if token.startswith("eyJ"):
         return _jwt_ok(token)
-    if cfg["keep_documented_examples"] and "EXAMPLE" in token.upper():
+    if cfg.keep_documented_examples and "EXAMPLE" in token.upper():
         return False
     if token.startswith("sk-"):  # kebab-case names also start with sk-: need mixed case or digits
         body = token[3:]
         mixed = any(c.islower() for c in body) + any(c.isupper() for c in body) + any(c.isdigit() for c in body)
-        return mixed >= 2 and shannon_entropy(token) >= cfg["min_entropy"]
+        return mixed >= 2 and shannon_entropy(token) >= cfg.min_entropy
     return True
 
 
-def _private_block(text: str, start: int, cfg: dict) -> tuple[int, int] | None:
+def _private_block(text: str, start: int, cfg: PiiKeysSettings) -> tuple[int, int] | None:
     """Span of the private key block whose BEGIN line starts at `start`: through its END line, or through
     the body when END is missing; None when the body is too short to be a key (docs show `...`)."""
     m = _PRIVATE_BEGIN.match(text, start)
@@ -266,7 +267,7 @@ def _private_block(text: str, start: int, cfg: dict) -> tuple[int, int] | None:
     end_m = _PRIVATE_END.search(text, m.end(), m.end() + _MAX_BLOCK)
     end = end_m.end() if end_m else _PRIVATE_BODY.match(text, m.end()).end()
     body = text[m.end() : end_m.start() if end_m else end]
-    if len(_B64_CHARS.findall(body)) < cfg["private_key_min_body"]:
+    if len(_B64_CHARS.findall(body)) < cfg.private_key_min_body:
         return None
     return start, end
 
@@ -278,11 +279,11 @@ _CUE_IN_VALUE = re.compile(r"(?i)pass(?:word|wd|phrase)|secret|passw")
 _SIMPLE_NAME = re.compile(r"_*(?:[A-Za-z][a-z]*[0-9]*|[A-Z0-9_]+|[a-z0-9]+(?:[._:/\-]+[a-z0-9]+)+)_*|[0-9.\-]+")
 
 
-def cued_value_ok(value: str, cfg: dict, passphrase: bool) -> bool:
+def cued_value_ok(value: str, cfg: PiiKeysSettings, passphrase: bool) -> bool:
     """Whether a value right after a strong cue word is a secret: long enough, not a placeholder, and (unless
     it is a passphrase, which may be plain words) two character classes and not only words and numbers."""
     value = value.strip()
-    if len(value) < cfg["cued_min_length"] or _PLACEHOLDER.search(value) or _CALL.match(value):
+    if len(value) < cfg.cued_min_length or _PLACEHOLDER.search(value) or _CALL.match(value):
         return False
     if _CUE_IN_VALUE.search(value):
         return False  # `MyPassword`, `my secret key`: a name for the secret, not the secret
@@ -291,7 +292,7 @@ def cued_value_ok(value: str, cfg: dict, passphrase: bool) -> bool:
     return " " not in value and _classes(value) >= 2 and not _SIMPLE_NAME.fullmatch(value)
 
 
-def _assigned(text: str, start: int, cfg: dict) -> tuple[int, int] | None:
+def _assigned(text: str, start: int, cfg: PiiKeysSettings) -> tuple[int, int] | None:
     """Span of a secret value assigned to a keyword at `start` (`password=...`), if it looks like one."""
     m = _ASSIGN.match(text, start)
     if m is None or m.group("suffix"):
@@ -317,7 +318,7 @@ def _assigned(text: str, start: int, cfg: dict) -> tuple[int, int] | None:
 _STRONG_NAME = re.compile(r"(?i)pass(?:word|wd|[ \t_\-]?phrase)?s?|pwd|secret[ \t_\-]?key")
 
 
-def _cued_quoted(text: str, start: int, cfg: dict) -> tuple[int, int] | None:
+def _cued_quoted(text: str, start: int, cfg: PiiKeysSettings) -> tuple[int, int] | None:
     """Span of a quoted value right after a strong cue word at `start`, if it looks like a secret."""
     m = _CUED_QUOTED.match(text, start)
     if m is None:
@@ -330,7 +331,7 @@ def _cued_quoted(text: str, start: int, cfg: dict) -> tuple[int, int] | None:
     return m.start(group) + lead, m.start(group) + len(value.rstrip())
 
 
-def find_keys(text: str, cfg: dict, regions: dict[str, Regions]) -> list[tuple[int, int]]:
+def find_keys(text: str, cfg: PiiKeysSettings, regions: dict[str, Regions]) -> list[tuple[int, int]]:
     """Spans of secrets that the scrub replaces with `<KEY>`; each rule is tried where its region starts."""
     spans: list[tuple[int, int]] = []
     covered = 0

@@ -27,6 +27,7 @@ from itertools import accumulate
 import phonenumbers
 
 from corpus_dagster.core.errors import ConfigError
+from corpus_dagster.core.settings import PiiPhonesSettings
 from corpus_dagster.scrub.context import id_context, phone_cue
 from corpus_dagster.scrub.prescreen import Regions, windows
 
@@ -77,16 +78,16 @@ _MAX_GROUPS = 12
 _WIDE_SEPARATOR = re.compile(r"[ \t]{2,}|[ \t]*[/\u2013][ \t]*|[ \t]+-[ \t]+")
 
 
-def phone_regions(cfg: dict) -> dict[str, str]:
+def phone_regions(cfg: PiiPhonesSettings) -> dict[str, str]:
     """Rust-regex regions: a `+` before a digit (international numbers), and runs of digits and separators
     long enough to hold a national number of the default region or of a cued region (digit to digit)."""
     run = min(13, cued_min_digits(cfg)) - 2  # 13: cards share it
     return {"phones_intl": r"\+[ (]?[0-9]", "phones": rf"[0-9][0-9 \t.\-/()\u2013]{{{run},}}[0-9]"}
 
 
-def other_regions(cfg: dict) -> tuple[str, ...]:
+def other_regions(cfg: PiiPhonesSettings) -> tuple[str, ...]:
     """`regions` without the default region, in list order, checked against libphonenumber's metadata."""
-    return _other_regions(cfg["default_region"], tuple(cfg.get("regions", ())))
+    return _other_regions(cfg.default_region, tuple(cfg.regions))
 
 
 @lru_cache(maxsize=64)
@@ -101,10 +102,10 @@ def _other_regions(default: str, regions: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def cued_min_digits(cfg: dict) -> int:
+def cued_min_digits(cfg: PiiPhonesSettings) -> int:
     """Fewest digits a candidate needs: a national number of the default region, or of a cued region."""
-    regions = (cfg["default_region"], *other_regions(cfg))
-    return max(cfg["min_digits"], min(national_min_digits(r) for r in regions))
+    regions = (cfg.default_region, *other_regions(cfg))
+    return max(cfg.min_digits, min(national_min_digits(r) for r in regions))
 
 
 def _candidates(text: str, regions: dict[str, Regions], national_min: int) -> Iterator[re.Match[str]]:
@@ -234,10 +235,10 @@ def single_number_ok(cand: str, region: str, leniency: str) -> bool:
     return False
 
 
-def find_phones(text: str, cfg: dict, context_chars: int, regions: dict[str, Regions]) -> list[tuple[int, int]]:
+def find_phones(text: str, cfg: PiiPhonesSettings, context_chars: int, regions: dict[str, Regions]) -> list[tuple[int, int]]:
     """Spans of phone numbers that the scrub replaces with `<PHONE>`."""
-    region = cfg["default_region"]
-    national_min = max(cfg["min_digits"], national_min_digits(region))
+    region = cfg.default_region
+    national_min = max(cfg.min_digits, national_min_digits(region))
     national_max = national_max_digits(region)
     others = other_regions(cfg)
     cued_min = cued_min_digits(cfg)
@@ -246,7 +247,7 @@ def find_phones(text: str, cfg: dict, context_chars: int, regions: dict[str, Reg
         cand = m.group()
         intl = cand.startswith("+")
         digits = len(_DIGITS.findall(cand))
-        if digits < (cfg["min_digits"] if intl else cued_min):
+        if digits < (cfg.min_digits if intl else cued_min):
             continue  # no number inside can be long enough: skip libphonenumber
         if cand.count("(") != cand.count(")") or _NOT_PHONE_CUED.match(cand):
             continue
@@ -260,32 +261,32 @@ def find_phones(text: str, cfg: dict, context_chars: int, regions: dict[str, Reg
         cued = not found and not intl and others and phone_cue(text, m.start(), context_chars)
         if cued and not _NOT_CUED.search(_EXTENSION.sub("", cand)):
             for other in others:  # a cued national number of another region
-                low = max(cfg["min_digits"], national_min_digits(other))
+                low = max(cfg.min_digits, national_min_digits(other))
                 if digits >= low:
-                    found = _numbers(cand, digits, cfg, other, low, national_max_digits(other), cfg["cued_leniency"])
+                    found = _numbers(cand, digits, cfg, other, low, national_max_digits(other), cfg.cued_leniency)
                     if found:
                         break
         spans.extend((m.start() + start, m.start() + end) for start, end in found)
     return spans
 
 
-def _digits_fit(intl: bool, digits: int, cfg: dict, national_min: int, national_max: int) -> bool:
+def _digits_fit(intl: bool, digits: int, cfg: PiiPhonesSettings, national_min: int, national_max: int) -> bool:
     """Whether a piece with this many digits can be one number (international: min_digits..15)."""
-    return (cfg["min_digits"] if intl else national_min) <= digits <= (15 if intl else national_max)
+    return (cfg.min_digits if intl else national_min) <= digits <= (15 if intl else national_max)
 
 
-def _ok(piece: str, cfg: dict, region: str, national_min: int, national_max: int, leniency: str) -> bool:
+def _ok(piece: str, cfg: PiiPhonesSettings, region: str, national_min: int, national_max: int, leniency: str) -> bool:
     """Whether one piece of a candidate is a phone number on its own (national format of `region`)."""
     intl = piece.startswith("+")
     if not _digits_fit(intl, len(_DIGITS.findall(piece)), cfg, national_min, national_max):
         return False
-    shapes = _NOT_PHONE if leniency == cfg["leniency"] and region == cfg["default_region"] else _NOT_PHONE_CUED
+    shapes = _NOT_PHONE if leniency == cfg.leniency and region == cfg.default_region else _NOT_PHONE_CUED
     if shapes.match(piece) or not (intl or _SEPARATED.search(piece)):
         return False  # a bare digit run is never a phone number
     return single_number_ok(piece, region, leniency)
 
 
-def _numbers(cand: str, digits: int, cfg: dict, region: str, national_min: int, national_max: int,
+def _numbers(cand: str, digits: int, cfg: PiiPhonesSettings, region: str, national_min: int, national_max: int,
              leniency: str | None = None) -> list[tuple[int, int]]:
     """Spans (within cand) of the phone numbers in a candidate.
 
@@ -294,7 +295,7 @@ def _numbers(cand: str, digits: int, cfg: dict, region: str, national_min: int, 
     space-separated groups, each checked on its own; a run of more than _MAX_GROUPS groups (od dumps,
     tables) is not searched.
     """
-    leniency = leniency or cfg["leniency"]
+    leniency = leniency or cfg.leniency
     if digits <= (15 if cand.startswith("+") else national_max):
         return [(0, len(cand))] if _ok(cand, cfg, region, national_min, national_max, leniency) else []
     out: list[tuple[int, int]] = []

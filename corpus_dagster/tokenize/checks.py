@@ -19,6 +19,7 @@ from corpus_dagster.core.checks import CheckReport, sample_units
 from corpus_dagster.core.errors import CorpusError, TokenStreamError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.core.settings import TokenizeSettings
 from corpus_dagster.lib.tokenizers import load_tokenizer
 from corpus_dagster.tokenize.indexed import DTYPE_CODES, IndexData, read_index, read_sequence
 from corpus_dagster.tokenize.manifest import COUNTS_NAME, MANIFEST_NAME, read_manifest
@@ -170,7 +171,7 @@ def sample_positions(n: int, k: int) -> list[int]:
 
 
 def check_decode_sample(
-    shards_dir: str | Path, tokens_dir: str | Path, tok_cfg: dict[str, Any]
+    shards_dir: str | Path, tokens_dir: str | Path, tok_cfg: TokenizeSettings
 ) -> CheckReport:
     """Decode a sample of documents from the streams and compare with their shard text, exactly."""
     shards_dir, tokens_dir = Path(shards_dir), Path(tokens_dir)
@@ -194,7 +195,7 @@ def check_decode_sample(
     counts = pq.read_table(tokens_dir / COUNTS_NAME, columns=["id", "split"])
     ids = counts.column("id").to_pylist()
     splits = np.asarray(counts.column("split").to_pylist(), dtype=object)
-    picks = sample_positions(len(ids), tok_cfg["check_sample_docs"])
+    picks = sample_positions(len(ids), tok_cfg.check_sample_docs)
     # where each picked document sits: shard and row, split and position inside the split's parts
     shard_ends = np.cumsum([s["rows"] for s in shards["shards"]])
     by_shard: dict[int, list[int]] = {}
@@ -267,7 +268,7 @@ def other_worker_count(workers: int) -> int:
 
 
 def check_rebuild(
-    shards_dir: str | Path, tokens_dir: str | Path, tok_cfg: dict[str, Any], workers: int
+    shards_dir: str | Path, tokens_dir: str | Path, tok_cfg: TokenizeSettings, workers: int
 ) -> CheckReport:
     """Rebuild the streams with another worker count into a scratch folder and compare every file's sha256."""
     tokens_dir = Path(tokens_dir)
@@ -294,7 +295,7 @@ def check_rebuild(
     return report
 
 
-def _tokenize_rows_for_check(task: ShardTask, ranges: list[tuple[int, int]], tok_cfg: dict[str, Any], dtype: str
+def _tokenize_rows_for_check(task: ShardTask, ranges: list[tuple[int, int]], tok_cfg: TokenizeSettings, dtype: str
                              ) -> list[tuple[list[str], dict[str, np.ndarray], dict[str, np.ndarray]]]:
     """Rows [a, b) of one shard (sha256 checked) tokenized from scratch in whichever process runs this:
     per range its ids and its tokens and lengths per split (a rebuild unit of the sampled check)."""
@@ -364,7 +365,7 @@ def check_units(rows: list[int], n_tokens: np.ndarray, max_docs: int, max_tokens
 
 
 def check_rebuild_sample(
-    shards_dir: str | Path, tokens_dir: str | Path, tok_cfg: dict[str, Any], workers: int, sample_batches: int,
+    shards_dir: str | Path, tokens_dir: str | Path, tok_cfg: TokenizeSettings, workers: int, sample_batches: int,
     seed: str,
 ) -> CheckReport:
     """Retokenize a seeded sample of document units with another worker count; they must equal the streams.
@@ -387,7 +388,7 @@ def check_rebuild_sample(
     except TokenStreamError as exc:
         report.fail(str(exc))
         return report
-    size = int(tok_cfg["batch_docs"])
+    size = int(tok_cfg.batch_docs)
     try:
         counts = pq.read_table(tokens_dir / COUNTS_NAME, columns=["id", "split", "n_tokens"])
     except (OSError, pa.ArrowException) as exc:

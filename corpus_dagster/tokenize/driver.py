@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -34,7 +35,8 @@ from corpus_dagster.core.checks import CheckReport
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.hashing import sha256_hex
 from corpus_dagster.core.layout import Layout
-from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
+from corpus_dagster.core.progress import Log, Progress, heartbeat
+from corpus_dagster.core.settings import Settings, TokenizeSettings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.core.units import Plan, done_elsewhere, run_units
 from corpus_dagster.core.work import WorkFolder, remove_all_work_folders
@@ -59,11 +61,11 @@ TOKENS = Stage(STAGE, CODE_VERSION)
 # tokenize keys that never change an output byte live in config.EXECUTION_KEYS; the rest decide the files.
 
 
-def tokens_key(layout: Layout, resolved: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def tokens_key(layout: Layout, resolved: Settings | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """(key, inputs) of the token streams: the shards manifest's content hash and the tokenize settings."""
     _manifest, raw = read_shards_manifest(layout.shards)
     inputs = {"shards_manifest_sha256": sha256_hex(raw)}
-    return TOKENS.key(inputs, output_settings(resolved, "tokenize")), inputs
+    return TOKENS.key(inputs, output_settings(as_settings(resolved).resolved, "tokenize")), inputs
 
 
 class StreamsRun(NamedTuple):
@@ -103,12 +105,13 @@ def _cached_manifest(layout: Layout) -> dict[str, Any]:
 
 
 @records.locked(lambda a: "tokens")
-def plan_token_streams(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> Plan:
+def plan_token_streams(layout: Layout, resolved: Settings | Mapping[str, Any], log: Log | None = None) -> Plan:
     """Decide the tokens key; cached: the manifest and no units. Else write the plan (the shard list with
     sha256 and rows, the tokenizer's identity and dtype) into the key's work folder and name the units still
     to run, one per row group of each shard (`shard-00000-rg0000`, ...). A complete plan of the same key is
     reused with every unit output already written (resume); work folders of other keys are removed."""
-    key, _inputs = tokens_key(layout, resolved)
+    settings = as_settings(resolved)
+    key, _inputs = tokens_key(layout, settings)
     folder = layout.stage(STAGE)
     if records.cached(folder, key) is not None:
         remove_all_work_folders(folder)
@@ -123,7 +126,7 @@ def plan_token_streams(layout: Layout, resolved: dict[str, Any], log: Log | None
     shards = [{"name": t.path.name, "sha256": t.sha256, "rows": t.rows, "row_groups": row_group_rows(t.path)}
               for t in tasks]
     if plan is None or plan["shards"] != shards:
-        tok = load_tokenizer(resolved["tokenize"], threads=1)  # an unloadable tokenizer fails here, before any unit
+        tok = load_tokenizer(settings.tokenize, threads=1)  # an unloadable tokenizer fails here, before any unit
         plan = work.write_plan({
             "shards_manifest_sha256": hashlib.sha256(shards_raw).hexdigest(),
             "tokenizer": dataclasses.asdict(tok.info),
@@ -143,20 +146,20 @@ def plan_token_streams(layout: Layout, resolved: dict[str, Any], log: Log | None
 _UNIT_TOKENIZERS: dict[str, LoadedTokenizer] = {}
 
 
-def unit_threads(tok_cfg: dict[str, Any]) -> int:
+def unit_threads(tok_cfg: TokenizeSettings) -> int:
     """Encode threads of a unit: `tokenize.threads_per_worker`, else RAYON_NUM_THREADS, else 1 (a unit never
     assumes it has the machine: an executor may run one per core)."""
-    if tok_cfg.get("threads_per_worker"):
-        return int(tok_cfg["threads_per_worker"])
+    if tok_cfg.threads_per_worker:
+        return int(tok_cfg.threads_per_worker)
     try:
         return max(1, int(os.environ.get("RAYON_NUM_THREADS", "1")))
     except ValueError:
         return 1
 
 
-def _unit_tokenizer(tok_cfg: dict[str, Any], threads: int, info: TokenizerInfo) -> LoadedTokenizer:
+def _unit_tokenizer(tok_cfg: TokenizeSettings, threads: int, info: TokenizerInfo) -> LoadedTokenizer:
     """The tokenizer of a unit, loaded once per process (a pool worker runs many units)."""
-    cache_key = json.dumps([tok_cfg, threads, dataclasses.asdict(info)], sort_keys=True, default=str)
+    cache_key = json.dumps([tok_cfg.to_dict(), threads, dataclasses.asdict(info)], sort_keys=True, default=str)
     if cache_key not in _UNIT_TOKENIZERS:
         _UNIT_TOKENIZERS.clear()
         _UNIT_TOKENIZERS[cache_key] = load_tokenizer(tok_cfg, threads=threads, info=info)
@@ -182,7 +185,7 @@ def _save_docs(path: Path, res: ShardTokens) -> None:
 
 
 @done_elsewhere(lambda layout: layout.stage(STAGE))
-def run_token_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str) -> None:
+def run_token_unit(layout: Layout, resolved: Settings | Mapping[str, Any], key: str, unit: str) -> None:
     """Tokenize one row group of a shard of a plan into its unit files (atomically; nothing to do when already
     complete).
 
@@ -196,13 +199,14 @@ def run_token_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str
         raise TokenStreamError(f"{work.path}: unit {unit!r} is not in {work.plan_path().name}")
     if work.done(unit) is not None:
         return
-    current, _inputs = tokens_key(layout, resolved)
+    settings = as_settings(resolved)
+    current, _inputs = tokens_key(layout, settings)
     if current != key:
         raise TokenStreamError(
             f"{work.path}: planned for key {key}, but the shards and tokenize settings here give "
             f"{current}; run plan_token_streams again with this config"
         )
-    tok_cfg = resolved["tokenize"]
+    tok_cfg = settings.tokenize
     threads = unit_threads(tok_cfg)
     set_thread_budget(threads)
     tok = _unit_tokenizer(tok_cfg, threads, TokenizerInfo(**plan["tokenizer"]))
@@ -210,7 +214,7 @@ def run_token_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str
     task = ShardTask(entry["shard"], layout.shards / shard["name"], shard["sha256"], int(entry["rows"]),
                      row_group=int(entry["row_group"]))
     started, clock = time.time(), time.perf_counter()
-    res = tokenize_shard(task, tok, np.dtype(plan["dtype"]), tok_cfg["batch_docs"])
+    res = tokenize_shard(task, tok, np.dtype(plan["dtype"]), tok_cfg.batch_docs)
     work.units_dir.mkdir(parents=True, exist_ok=True)
     _save_docs(work.unit_path(unit, "docs.arrow"), res)
     for s in SPLITS:
@@ -240,13 +244,15 @@ def _load_unit(work: WorkFolder, unit: str, marker: dict[str, Any], rows: int) -
 
 
 @records.locked(lambda a: "tokens")
-def finish_token_streams(layout: Layout, resolved: dict[str, Any], key: str, log: Log | None = None) -> StreamsRun:
+def finish_token_streams(layout: Layout, resolved: Settings | Mapping[str, Any], key: str,
+                         log: Log | None = None) -> StreamsRun:
     """Assemble the units' arrays in shard order into tokens/<dataset>/<version>/ (replaced whole,
     atomically), commit the stage record and remove the work folder. Cached: the published result."""
     start = time.perf_counter()
+    settings = as_settings(resolved)
     folder = layout.stage(STAGE)
     work = work_folder(layout, key)
-    current, inputs = tokens_key(layout, resolved)
+    current, inputs = tokens_key(layout, settings)
     built: dict[str, Any] = {}
 
     def assemble(_key: str) -> Outputs:
@@ -260,14 +266,14 @@ def finish_token_streams(layout: Layout, resolved: dict[str, Any], key: str, log
         all_units = plan_units(plan)
         markers = work.require_done([u["unit"] for u in all_units])
         outputs = (_load_unit(work, u["unit"], m, int(u["rows"])) for u, m in zip(all_units, markers, strict=True))
-        with heartbeat(log, "token_streams", interval_of(resolved), "writing the split files"):
+        with heartbeat(log, "token_streams", float(settings.progress.interval_s), "writing the split files"):
             with atomic_dir(layout.tokens) as tmp:
                 manifest, text_bytes = write_streams(
-                    tmp, outputs, tok_cfg=resolved["tokenize"], info=TokenizerInfo(**plan["tokenizer"]),
+                    tmp, outputs, tok_cfg=settings.tokenize, info=TokenizerInfo(**plan["tokenizer"]),
                     vocab_sha256=plan["vocab_sha256"], dtype=np.dtype(plan["dtype"]),
                     shards_manifest=shards_manifest, shards_raw=shards_raw, n_shards=len(plan["shards"]),
                 )
-        progress = Progress(log, "token_streams", interval_s=interval_of(resolved))
+        progress = Progress(log, "token_streams", interval_s=float(settings.progress.interval_s))
         progress.update(manifest["n_docs"], text_bytes)
         progress.finish()
         built.update(plan=plan, manifest=manifest, text_bytes=text_bytes, markers=markers, n_units=len(all_units))
@@ -275,13 +281,13 @@ def finish_token_streams(layout: Layout, resolved: dict[str, Any], key: str, log
         return Outputs(names, files={"streams": names},
                        stats={"n_docs": manifest["n_docs"], "n_tokens": manifest["n_tokens"]})
 
-    run = run_cached(folder, TOKENS, inputs, output_settings(resolved, "tokenize"), assemble, key=key,
+    run = run_cached(folder, TOKENS, inputs, output_settings(settings.resolved, "tokenize"), assemble, key=key,
                      clear=[layout.tokens.parent], output_dir=os.path.relpath(layout.tokens, folder))
     if run.cached:
         remove_all_work_folders(folder)
         return StreamsRun(None, _cached_manifest(layout), True, key)
     work.remove()
-    workers, threads = resolve_parallelism(resolved["tokenize"], resolved["workers"], built["n_units"])
+    workers, threads = resolve_parallelism(settings.tokenize, settings.workers, built["n_units"])
     # standalone (units run elsewhere): the time since the first unit started, on the units' clocks
     first = min((float(m["started_at"]) for m in built["markers"]), default=None)
     elapsed = max(time.time() - first, 0.0) if first is not None else time.perf_counter() - start
@@ -291,23 +297,23 @@ def finish_token_streams(layout: Layout, resolved: dict[str, Any], key: str, log
 
 
 @records.locked(lambda a: "tokens")
-def run_token_streams(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> StreamsRun:
+def run_token_streams(layout: Layout, resolved: Settings | Mapping[str, Any], log: Log | None = None) -> StreamsRun:
     """Build tokens/<dataset>/<version>/ unless its key is unchanged: plan, every unit through a pool of
     `workers` processes, finish. The lock is held throughout, so a concurrent run waits and finds it cached.
 
     `log` (a callable taking a line) hears a heartbeat every `progress.interval_s` seconds and a closing line.
     """
     start = time.perf_counter()
-    plan = plan_token_streams(layout, resolved, log)
+    settings = as_settings(resolved)
+    plan = plan_token_streams(layout, settings, log)
     if plan.cached is not None:
         return StreamsRun(None, plan.cached["manifest"], True, plan.key)
-    tok_cfg = resolved["tokenize"]
-    workers, threads = resolve_parallelism(tok_cfg, resolved["workers"], plan.info["n_units"])
+    workers, threads = resolve_parallelism(settings.tokenize, settings.workers, plan.info["n_units"])
     # the units get this run's thread budget: `threads` encode threads in each of `workers` processes
-    budget = {**resolved, "tokenize": {**tok_cfg, "threads_per_worker": threads}}
-    with heartbeat(log, "token_streams", interval_of(resolved), f"{len(plan.units)} shard(s) to tokenize"):
+    budget = dataclasses.replace(settings, tokenize=dataclasses.replace(settings.tokenize, threads_per_worker=threads))
+    with heartbeat(log, "token_streams", float(settings.progress.interval_s), f"{len(plan.units)} shard(s) to tokenize"):
         run_units(run_token_unit, (layout, budget, plan.key), plan.units, workers)
-    run = finish_token_streams(layout, resolved, plan.key, log)
+    run = finish_token_streams(layout, settings, plan.key, log)
     assert run.result is not None  # the lock is held: nobody committed the key in between
     result = dataclasses.replace(run.result, workers=workers, threads=threads,
                                  elapsed_s=time.perf_counter() - start)
@@ -328,17 +334,18 @@ def check_streams_counts(layout: Layout) -> CheckReport:
     return checks.check_counts(layout.tokens)
 
 
-def check_streams_decode(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
+def check_streams_decode(layout: Layout, resolved: Settings | Mapping[str, Any]) -> CheckReport:
     """A sample of documents decodes back to exactly their shard text."""
-    return checks.check_decode_sample(layout.shards, layout.tokens, resolved["tokenize"])
+    return checks.check_decode_sample(layout.shards, layout.tokens, as_settings(resolved).tokenize)
 
 
-def check_streams_rebuild(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
+def check_streams_rebuild(layout: Layout, resolved: Settings | Mapping[str, Any]) -> CheckReport:
     """A rebuild with another worker count gives the same streams: a seeded sample of document batches
     (`tokenize.rebuild_check_batches`, seeded by the stage key) or, with 0, every file byte for byte."""
-    sample = int(resolved["tokenize"]["rebuild_check_batches"])
+    settings = as_settings(resolved)
+    sample = int(settings.tokenize.rebuild_check_batches)
     if not sample:
-        return checks.check_rebuild(layout.shards, layout.tokens, resolved["tokenize"], resolved["workers"])
+        return checks.check_rebuild(layout.shards, layout.tokens, settings.tokenize, settings.workers)
     seed = records.require_record(layout.stage(STAGE), "token_streams").key
-    return checks.check_rebuild_sample(layout.shards, layout.tokens, resolved["tokenize"], resolved["workers"],
+    return checks.check_rebuild_sample(layout.shards, layout.tokens, settings.tokenize, settings.workers,
                                        sample, seed)

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from corpus_dagster.core.atomic import atomic_dir
 from corpus_dagster.core.parallel import effective_workers
+from corpus_dagster.core.settings import TokenizeSettings
 from corpus_dagster.lib.tokenizers import LoadedTokenizer, TokenizerInfo, load_tokenizer
 from corpus_dagster.tokenize.indexed import PartInfo, SplitWriter, token_dtype
 from corpus_dagster.tokenize.manifest import (
@@ -83,7 +84,7 @@ def set_thread_budget(threads: int) -> None:
     os.environ["RAYON_NUM_THREADS"] = str(threads)
 
 
-def _worker_init(tok_cfg: dict[str, Any], threads: int, info: TokenizerInfo) -> None:
+def _worker_init(tok_cfg: TokenizeSettings, threads: int, info: TokenizerInfo) -> None:
     set_thread_budget(threads)
     _WORKER["tok"] = load_tokenizer(tok_cfg, threads=threads, info=info)
 
@@ -95,7 +96,7 @@ def _worker_run(task: ShardTask, dtype: str, batch_docs: int) -> ShardTokens:
 def _results(
     tasks: list[ShardTask],
     tok: LoadedTokenizer,
-    tok_cfg: dict[str, Any],
+    tok_cfg: TokenizeSettings,
     dtype: np.dtype,
     batch_docs: int,
     workers: int,
@@ -186,10 +187,10 @@ class _CountsWriter:
         }
 
 
-def resolve_parallelism(tok_cfg: dict[str, Any], workers: int, n_tasks: int) -> tuple[int, int]:
+def resolve_parallelism(tok_cfg: TokenizeSettings, workers: int, n_tasks: int) -> tuple[int, int]:
     """(worker processes, encode threads per worker): never more workers than shards or cores make useful."""
     workers = max(1, min(workers, n_tasks)) if n_tasks else 1
-    threads = tok_cfg.get("threads_per_worker") or max(1, usable_cores() // workers)
+    threads = tok_cfg.threads_per_worker or max(1, usable_cores() // workers)
     return workers, int(threads)
 
 
@@ -197,7 +198,7 @@ def write_streams(
     folder: Path,
     results: Iterable[ShardTokens],
     *,
-    tok_cfg: dict[str, Any],
+    tok_cfg: TokenizeSettings,
     info: TokenizerInfo,
     vocab_sha256: str,
     dtype: np.dtype,
@@ -212,7 +213,7 @@ def write_streams(
     """
     text_bytes = 0
     last_id: str | None = None
-    writers = {s: SplitWriter(folder, s, dtype, tok_cfg["max_file_bytes"]) for s in SPLITS}
+    writers = {s: SplitWriter(folder, s, dtype, tok_cfg.max_file_bytes) for s in SPLITS}
     counts = _CountsWriter(folder / COUNTS_NAME, info.name)
     for res in results:
         if len(res.ids):
@@ -233,7 +234,7 @@ def write_streams(
         tokenizer=info,
         vocab_sha256=vocab_sha256,
         dtype=dtype.name,
-        max_file_bytes=tok_cfg["max_file_bytes"],
+        max_file_bytes=tok_cfg.max_file_bytes,
         splits=parts,
         counts=counts_entry,
         source={
@@ -250,7 +251,7 @@ def write_streams(
 
 
 def build_token_streams(
-    shards_dir: str | Path, out_dir: str | Path, tok_cfg: dict[str, Any], *, workers: int = 1
+    shards_dir: str | Path, out_dir: str | Path, tok_cfg: TokenizeSettings, *, workers: int = 1
 ) -> BuildResult:
     """Tokenize every published shard into `out_dir` (replaced whole, atomically) and return the manifest.
 
@@ -268,7 +269,7 @@ def build_token_streams(
     with atomic_dir(out_dir) as tmp:
         manifest, text_bytes = write_streams(
             tmp,
-            _results(tasks, tok, tok_cfg, dtype, tok_cfg["batch_docs"], workers, threads),
+            _results(tasks, tok, tok_cfg, dtype, tok_cfg.batch_docs, workers, threads),
             tok_cfg=tok_cfg,
             info=tok.info,
             vocab_sha256=tok.impl.vocab_sha256(),

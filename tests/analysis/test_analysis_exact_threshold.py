@@ -15,6 +15,7 @@ import pytest
 from corpus_dagster.analysis import corpus_from_dir, run_analysis
 from corpus_dagster.analysis.views import NEAR_TYPE, float32_at_least
 from corpus_dagster.core.config import load_config
+from corpus_dagster.core.settings import Settings
 from verify._reference import corpus_files
 from verify.cluster_jaccard import check_clusters
 from verify.rescore_sample import check_duplicates_sample
@@ -38,7 +39,7 @@ def analysed(tmp_path_factory):
     table = pa.table({"id": ids, "source_id": ["s"] * len(texts), "text": texts})
     (root / "in").mkdir()
     pq.write_table(table, root / "in" / "shard_00000.parquet")
-    cfg = load_config(None, {"analysis": {"bands": 32, "rows": 4}})["analysis"]
+    cfg = Settings.from_resolved(load_config(None, {"analysis": {"bands": 32, "rows": 4}})).analysis
     run_analysis(corpus_from_dir(root / "in"), root / "out", cfg, steps=["clusters"])
     return root / "in", root / "out", cfg
 
@@ -77,7 +78,7 @@ def test_cluster_file_min_reaches_the_threshold_and_verify_scripts_pass(analysed
     assert (out / "near_dup_clusters_t80.jsonl").read_text() == ""
     files = corpus_files(corpus, out)
     assert check_clusters(files, out / "near_dup_clusters_t70.jsonl", 0.7)["passed"]
-    res = check_duplicates_sample(files, out / "doc_duplicates_t70", 0.7, cfg["verify_sample"], 0)
+    res = check_duplicates_sample(files, out / "doc_duplicates_t70", 0.7, cfg.verify_sample, 0)
     assert res["passed"], res["failures"]
     assert res["pairs_scored"] == 2
 

@@ -18,10 +18,11 @@ from corpus_dagster.analysis.lengths import length_tables
 from corpus_dagster.analysis.tokenizers import LengthTokenizer, load_tokenizers
 from corpus_dagster.analysis.views import log_bins
 from corpus_dagster.core.config import load_config
+from corpus_dagster.core.settings import Settings
 
 
 def _cfg(**kw) -> dict:
-    return load_config(None, {"analysis": kw} if kw else None)["analysis"]
+    return Settings.from_resolved(load_config(None, {"analysis": kw} if kw else None)).analysis
 
 
 def test_exact_representatives_smallest_row_of_identical_digests():
@@ -42,7 +43,7 @@ def test_bucket_pairs_lists_every_pair_of_a_bucket():
 
 def test_banding_reaches_the_recall_target_at_0_7():
     cfg = _cfg()
-    assert candidate_probability(0.7, cfg["bands"], cfg["rows"]) >= 0.95
+    assert candidate_probability(0.7, cfg.bands, cfg.rows) >= 0.95
     assert candidate_probability(0.7, 16, 8) < 0.7  # the dedup stage's banding would not
 
 

@@ -23,6 +23,7 @@ from corpus_dagster.clean.filters import (
     find_reason,
 )
 from corpus_dagster.core.config import load_config, load_schema
+from corpus_dagster.core.settings import CleanSettings, Settings
 from corpus_dagster.defs.clean import reason_threshold
 from corpus_dagster.explain import rejection
 from corpus_dagster.publish import manifest
@@ -127,14 +128,15 @@ def _fire_only(flt: Filter, reason: Reason, tmp_path: Path) -> dict:
                          ids=[r.code for f, r in REASONS if f.verdict is not None])
 def test_each_verdict_records_the_declared_code_its_thresholds_decide(flt: Filter, reason: Reason,
                                                                     tmp_path: Path) -> None:
-    verdict = flt.verdict(DocBatch(TEXTS), _fire_only(flt, reason, tmp_path))
+    section = type(getattr(CleanSettings(), flt.name)).from_dict(_fire_only(flt, reason, tmp_path))
+    verdict = flt.verdict(DocBatch(TEXTS), section)
     assert set(verdict.reason.tolist()) - {None} == {reason.code}
 
 
 def test_lang_is_decided_from_language_id() -> None:
     assert [f for f in FILTERS if f.verdict is None] == [filters.LANG]
     only_lang = {f.name: {"enabled": f is filters.LANG} for f in FILTERS}
-    cfg = load_config(overrides={"clean": only_lang})["clean"]
+    cfg = Settings.from_resolved(load_config(overrides={"clean": only_lang})).clean
     assert clean_texts([FR], cfg, "s").reason == list(filters.LANG.codes)
 
 
@@ -143,7 +145,7 @@ def test_threshold_texts_name_the_declared_keys_and_comparisons(flt: Filter, rea
     cfg = load_config()["clean"]
     values = {limit.key: 0.125 + i for i, limit in enumerate(reason.limits)}
     cfg[flt.name].update(values)
-    review = clean_threshold(reason.code, cfg)
+    review = clean_threshold(reason.code, CleanSettings.from_dict(cfg))
     ui = reason_threshold(reason.code, cfg)
     explained = rejection(reason.code, None, cfg)
     for limit in reason.limits:
@@ -163,6 +165,7 @@ def test_texts_follow_a_changed_declaration(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setitem(filters._BY_CODE, word_count.code, (gopher, moved))
     cfg = load_config()["clean"]
     assert reason_threshold("gopher_word_count", cfg) == "max_mean_word_length=10"
-    assert clean_threshold("gopher_word_count", cfg) == "value >= clean.gopher.max_mean_word_length = 10"
+    typed = Settings.from_resolved(load_config()).clean
+    assert clean_threshold("gopher_word_count", typed) == "value >= clean.gopher.max_mean_word_length = 10"
     explained = rejection("gopher_word_count", 12.0, cfg)
     assert explained["summary"] == "rejected by gopher_word_count: 12 >= 10 (clean.gopher.max_mean_word_length)"

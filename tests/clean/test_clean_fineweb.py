@@ -7,6 +7,7 @@ import pytest
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.fineweb import fineweb_quality
 from corpus_dagster.core.config import load_config
+from corpus_dagster.core.settings import CleanFinewebSettings
 
 WORDS = [a + b + c + d + "ing" for a in "bcdfghklm" for b in "aeiou" for c in "lmnprst" for d in "aeiou"]
 
@@ -14,7 +15,7 @@ WORDS = [a + b + c + d + "ing" for a in "bcdfghklm" for b in "aeiou" for c in "l
 def run(texts: list[str], **overrides: object) -> list[tuple[str | None, float | None]]:
     section = load_config()["clean"]["fineweb"]
     section.update(overrides)
-    v = fineweb_quality(DocBatch(texts), section)
+    v = fineweb_quality(DocBatch(texts), CleanFinewebSettings.from_dict(section))
     return [(r, None if r is None else float(x)) for r, x in zip(v.reason.tolist(), v.value.tolist(), strict=True)]
 
 

@@ -7,18 +7,19 @@ import pytest
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.gopher import gopher_quality
 from corpus_dagster.core.config import load_config
+from corpus_dagster.core.settings import CleanGopherSettings
 
 # distinct five-letter words: no stop words among them
 WORDS = [a + b + c + "ed" for a in "bcdfg" for b in "aeiou" for c in "lmnprst"][:150]
 
 
-def cfg(**overrides: object) -> dict:
+def cfg(**overrides: object) -> CleanGopherSettings:
     section = load_config()["clean"]["gopher"]
     section.update(overrides)
-    return section
+    return CleanGopherSettings.from_dict(section)
 
 
-def run(texts: list[str], section: dict | None = None) -> list[tuple[str | None, float | None]]:
+def run(texts: list[str], section: CleanGopherSettings | None = None) -> list[tuple[str | None, float | None]]:
     v = gopher_quality(DocBatch(texts), section or cfg())
     return [(r, None if r is None else float(x)) for r, x in zip(v.reason.tolist(), v.value.tolist(), strict=True)]
 

@@ -13,6 +13,7 @@ from corpus_dagster.clean import clean_texts
 from corpus_dagster.clean.lang_sample import prose_samples
 from corpus_dagster.clean.langid import LangResult, detect_languages, lang_dropped, language_samples
 from corpus_dagster.core.config import load_config
+from corpus_dagster.core.settings import CleanLangSettings, Settings
 
 FR = ("Le chat dort sur le canapé pendant que la pluie tombe doucement sur la ville. Les enfants rentrent de "
       "l'école et racontent leur journée à leurs parents, qui préparent le dîner dans la cuisine.")
@@ -60,10 +61,10 @@ GNU coreutils 9.1                 September 2022                          LS(1)
 """
 
 
-def lang_cfg(**overrides: object) -> dict:
+def lang_cfg(**overrides: object) -> CleanLangSettings:
     section = load_config()["clean"]["lang"]
     section.update(overrides)
-    return section
+    return CleanLangSettings.from_dict(section)
 
 
 def samples_of(text: str, **overrides: object) -> list[str]:
@@ -71,17 +72,17 @@ def samples_of(text: str, **overrides: object) -> list[str]:
 
 
 def test_fr_de_zh_detected_and_dropped_by_default() -> None:
-    cfg = load_config()["clean"]
+    cfg = Settings.from_resolved(load_config()).clean
     out = clean_texts([FR, DE, ZH, EN], cfg, "src")
     assert out.lang == ["fr", "de", "zh", "en"]
     assert out.reason == ["lang", "lang", "lang", None]
     assert out.value[:3] == out.lang_score[:3]  # the label's score is the recorded value
-    assert all(v >= cfg["lang"]["min_score"] for v in out.value[:3])
+    assert all(v >= cfg.lang.min_score for v in out.value[:3])
     assert out.value[3] is None
 
 
 def test_outcome_records_label_score_and_sample_size() -> None:
-    out = clean_texts([EN, "12345 67890 42"], load_config()["clean"], "src")
+    out = clean_texts([EN, "12345 67890 42"], Settings.from_resolved(load_config()).clean, "src")
     assert out.lang == ["en", "und"]
     assert out.lang_score[0] > 0.9 and out.lang_score[1] == 0.0
     assert out.lang_sample_chars == [len(EN), 0]
@@ -98,7 +99,7 @@ def test_english_man_page_is_english_and_kept() -> None:
     """The issue's case: flags, synopsis and examples must not make an English page `und` or foreign."""
     result = detect_languages([MAN_PAGE], lang_cfg())
     assert result.lang == ["en"]
-    assert clean_texts([MAN_PAGE], load_config()["clean"], "s").reason != ["lang"]
+    assert clean_texts([MAN_PAGE], Settings.from_resolved(load_config()).clean, "s").reason != ["lang"]
     sample = " ".join(samples_of(MAN_PAGE))
     assert "List information about the FILEs" in " ".join(sample.split())
     for noise in ("--all", "--almost-all", "ls -la", "LS_COLORS", "SYNOPSIS", "[OPTION]", "User Commands", "9.1"):
@@ -138,7 +139,7 @@ def test_samples_are_spread_over_the_document() -> None:
     samples = samples_of(head + middle + tail)
     assert len(samples) == 3
     assert samples[0].startswith("Le chat") and "Katze" in samples[1] and "The cat" in samples[2]
-    assert detect_languages([head + middle + tail], lang_cfg()).sample_chars[0] <= lang_cfg()["sample_chars"]
+    assert detect_languages([head + middle + tail], lang_cfg()).sample_chars[0] <= lang_cfg().sample_chars
 
 
 def test_samples_aggregate_by_length() -> None:
@@ -152,7 +153,7 @@ def test_cost_per_document_is_bounded() -> None:
     """Only `samples` windows of `scan_chars` are read: text outside them never changes the result."""
     cfg = lang_cfg()
     doc = (EN + "\n") * 400
-    n, scan = len(doc), cfg["scan_chars"]
+    n, scan = len(doc), cfg.scan_chars
     middle_start = (n - scan) // 2
     changed = doc[: scan + 10] + FR * 3 + doc[scan + 10 + 3 * len(FR) :]  # between the first two windows
     assert len(changed) == n and middle_start > scan + 10 + 3 * len(FR)
@@ -168,19 +169,19 @@ def test_decision_rule_strong_evidence_drops_weak_keeps() -> None:
 
 
 def test_min_score_boundary_is_inclusive() -> None:
-    clean = load_config()["clean"]
-    score = detect_languages([FR], clean["lang"]).score[0]
-    at = load_config(overrides={"clean": {"lang": {"min_score": score}}})["clean"]
-    above = load_config(overrides={"clean": {"lang": {"min_score": min(1.0, score + 1e-6)}}})["clean"]
+    clean = Settings.from_resolved(load_config()).clean
+    score = detect_languages([FR], clean.lang).score[0]
+    at = Settings.from_resolved(load_config(overrides={"clean": {"lang": {"min_score": score}}})).clean
+    above = Settings.from_resolved(load_config(overrides={"clean": {"lang": {"min_score": min(1.0, score + 1e-6)}}})).clean
     assert clean_texts([FR], at, "s").reason == ["lang"]
     out = clean_texts([FR], above, "s")
     assert out.reason != ["lang"] and out.lang == ["fr"]  # weak evidence: kept, with its label
 
 
 def test_allowed_languages() -> None:
-    base = load_config()["clean"]
-    keep_fr = load_config(overrides={"clean": {"lang": {"allowed": ["en", "fr"]}}})["clean"]
-    keep_all = load_config(overrides={"clean": {"lang": {"allowed": None}}})["clean"]
+    base = Settings.from_resolved(load_config()).clean
+    keep_fr = Settings.from_resolved(load_config(overrides={"clean": {"lang": {"allowed": ["en", "fr"]}}})).clean
+    keep_all = Settings.from_resolved(load_config(overrides={"clean": {"lang": {"allowed": None}}})).clean
     assert clean_texts([FR], base, "s").reason == ["lang"]
     assert clean_texts([FR], keep_fr, "s").reason != ["lang"]
     out = clean_texts([ZH, "12345 67890 42"], keep_all, "s")
@@ -188,8 +189,8 @@ def test_allowed_languages() -> None:
 
 
 def test_und_dropped_unless_allowed() -> None:
-    with_und = load_config(overrides={"clean": {"lang": {"allowed": ["en", "und"]}}})["clean"]
-    assert clean_texts(["12345 67890 42"], load_config()["clean"], "s").reason == ["lang"]
+    with_und = Settings.from_resolved(load_config(overrides={"clean": {"lang": {"allowed": ["en", "und"]}}})).clean
+    assert clean_texts(["12345 67890 42"], Settings.from_resolved(load_config()).clean, "s").reason == ["lang"]
     assert clean_texts(["12345 67890 42"], with_und, "s").reason != ["lang"]
 
 
@@ -211,9 +212,9 @@ def test_labeled_evaluation_meets_the_targets() -> None:
     path = Path(__file__).parents[1] / "data" / "langid" / "langid.jsonl.gz"
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         docs = [json.loads(line) for line in fh]
-    cfg = load_config()["clean"]
-    result = detect_languages([d["text"] for d in docs], cfg["lang"])
-    dropped = lang_dropped(result, cfg["lang"])
+    cfg = Settings.from_resolved(load_config()).clean
+    result = detect_languages([d["text"] for d in docs], cfg.lang)
+    dropped = lang_dropped(result, cfg.lang)
     for lang, want in (("en", 0.98), ("fr", 0.97), ("de", 0.97), ("es", 0.97)):
         idx = [i for i, d in enumerate(docs) if d["lang"] == lang]
         assert len(idx) >= 150

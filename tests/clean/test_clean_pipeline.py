@@ -17,6 +17,7 @@ from corpus_dagster.clean import (
     reason_counts,
 )
 from corpus_dagster.core.config import load_config
+from corpus_dagster.core.settings import CleanGopherSettings, CleanSettings, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 EN = ("The cat sleeps on the sofa while the rain falls softly on the city. The children come home from school "
@@ -28,8 +29,8 @@ FR = ("Le chat dort sur le canapé pendant que la pluie tombe doucement sur la v
 SHORT = "The cat sat on the mat and that was the end of it."
 
 
-def cfg(overrides: dict | None = None) -> dict:
-    return load_config(overrides={"clean": overrides or {}})["clean"]
+def cfg(overrides: dict | None = None) -> CleanSettings:
+    return Settings.from_resolved(load_config(overrides={"clean": overrides or {}})).clean
 
 
 def test_filter_keys_fixed_order() -> None:
@@ -82,7 +83,7 @@ def test_rule_switch_and_source_scope() -> None:
     scoped = cfg({"gopher": {"sources": ["other"]}})
     assert clean_texts([SHORT], scoped, "src").reason != ["gopher_word_count"]
     assert clean_texts([SHORT], scoped, "other").reason == ["gopher_word_count"]
-    assert cleaner.in_scope({"enabled": True, "sources": []}, "src") is False
+    assert cleaner.in_scope(CleanGopherSettings(sources=()), "src") is False
 
 
 def test_every_rule_can_be_switched_off() -> None:

@@ -9,11 +9,12 @@ import pytest
 
 from corpus_dagster.clean import repair
 from corpus_dagster.clean.repair import REPAIR_KINDS, repair_texts
+from corpus_dagster.core.settings import CleanRepairSettings
 
-ON = {"mojibake": True}
+ON = CleanRepairSettings(mojibake=True)
 
 
-def fix(texts: list[str], cfg: dict = ON) -> tuple[list[str], list[list[str]]]:
+def fix(texts: list[str], cfg: CleanRepairSettings = ON) -> tuple[list[str], list[list[str]]]:
     out, done, series = repair_texts(texts, cfg)
     assert series.to_list() == out
     return out, done
@@ -46,7 +47,7 @@ def test_mojibake_fixture_repaired_by_ftfy() -> None:
 
 def test_mojibake_switch() -> None:
     broken = "It’s fine".encode().decode("cp1252")
-    assert fix([broken], {"mojibake": False}) == ([broken], [[]])
+    assert fix([broken], CleanRepairSettings(mojibake=False)) == ([broken], [[]])
 
 
 def test_correct_text_untouched_and_ftfy_not_called(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,5 +78,5 @@ def test_repair_one_matches_batch() -> None:
 def test_series_holds_the_repaired_texts_in_place() -> None:
     # only the changed texts are written into the series again: each must land at its own position
     texts = ["ok", "x\x00y", "plain ascii", "e\u0301", "It’s".encode().decode("cp1252"), "last", "\x07bell"]
-    out, _, series = repair_texts(texts * 3, {"mojibake": True})
+    out, _, series = repair_texts(texts * 3, ON)
     assert series.to_list() == out and out[1] == "xy" and out[3] == "é" and out[6] == "bell"

@@ -13,6 +13,7 @@ from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.filters import REPETITION
 from corpus_dagster.clean.repetition import DUP_NGRAMS, TOP_NGRAMS, gopher_repetition
 from corpus_dagster.core.config import load_config
+from corpus_dagster.core.settings import CleanRepetitionSettings
 
 RATIO_KEYS = (["max_dup_para_ratio", "max_dup_para_char_ratio", "max_dup_line_ratio", "max_dup_line_char_ratio"]
               + [f"max_top_{n}gram_char_ratio" for n in TOP_NGRAMS]
@@ -20,11 +21,11 @@ RATIO_KEYS = (["max_dup_para_ratio", "max_dup_para_char_ratio", "max_dup_line_ra
 CODE_OF = {r.limits[0].key: r.code for r in REPETITION.reasons}
 
 
-def cfg(**overrides: float | None) -> dict:
+def cfg(**overrides: float | None) -> CleanRepetitionSettings:
     """The default repetition section with some thresholds replaced."""
     section = load_config()["clean"]["repetition"]
     section.update(overrides)
-    return section
+    return CleanRepetitionSettings.from_dict(section)
 
 
 def only(key: str, value: float) -> dict:
@@ -32,7 +33,7 @@ def only(key: str, value: float) -> dict:
     return cfg(**{k: (value if k == key else None) for k in RATIO_KEYS})
 
 
-def run(texts: list[str], section: dict) -> list[tuple[str | None, float | None]]:
+def run(texts: list[str], section: CleanRepetitionSettings) -> list[tuple[str | None, float | None]]:
     v = gopher_repetition(DocBatch(texts), section)
     return [(r, None if r is None else float(x)) for r, x in zip(v.reason.tolist(), v.value.tolist(), strict=True)]
 
@@ -168,7 +169,7 @@ def test_dup_line_char_ratio() -> None:
 @pytest.mark.parametrize(("n", "copies"), [(2, 5), (3, 9), (4, 4)])
 def test_top_ngram(n: int, copies: int) -> None:
     key = f"max_top_{n}gram_char_ratio"
-    limit = cfg()[key]
+    limit = getattr(cfg(), key)
     gram = filler(n, 500)  # n distinct words: 4n - 1 characters
     body = " ".join([gram] * copies)  # every other n-gram occurs fewer times
     covered = copies * len(gram)
@@ -182,7 +183,7 @@ def test_top_ngram(n: int, copies: int) -> None:
 @pytest.mark.parametrize(("n", "dup_chars"), [(5, 15), (6, 21), (7, 26), (8, 24), (9, 33), (10, 30)])
 def test_dup_ngram(n: int, dup_chars: int) -> None:
     key = f"max_dup_{n}gram_char_ratio"
-    limit = cfg()[key]
+    limit = getattr(cfg(), key)
     phrase = filler(n - 1, 400) + " " + "q" * (dup_chars - 3 * (n - 1))  # n words, dup_chars characters
     body = phrase + " " + filler(2, 200) + " " + phrase  # the second copy is one duplicated n-gram
     length = round(dup_chars / limit)

@@ -7,12 +7,13 @@ import pytest
 from corpus_dagster.clean import rules
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.core.config import load_config
+from corpus_dagster.core.settings import CleanSettings
 
 
 def run(rule: str, texts: list[str], **overrides: object) -> list[tuple[str | None, float | None]]:
     section = load_config()["clean"][rule]
     section.update(overrides)
-    v = getattr(rules, rule)(DocBatch(texts), section)
+    v = getattr(rules, rule)(DocBatch(texts), type(getattr(CleanSettings(), rule)).from_dict(section))
     return [(r, None if r is None else float(x)) for r, x in zip(v.reason.tolist(), v.value.tolist(), strict=True)]
 
 

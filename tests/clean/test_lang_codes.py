@@ -18,6 +18,7 @@ from corpus_dagster.clean import clean_texts
 from corpus_dagster.clean.driver import clean_doc_files
 from corpus_dagster.clean.langid import LangResult, iso639_1, lang_dropped
 from corpus_dagster.core.config import load_config, load_schema
+from corpus_dagster.core.settings import CleanLangSettings, Settings
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import materialize_global, materialize_sources
 from corpus_dagster.publish.manifest import ledger_ref_of, manifest_violations
@@ -33,10 +34,10 @@ EN = ("The cat sleeps on the sofa while the rain falls softly on the city. The c
       "and tell their parents about their day, and the parents listen with patience while they cook dinner.")
 
 
-def lang_cfg(**overrides: object) -> dict:
+def lang_cfg(**overrides: object) -> CleanLangSettings:
     section = load_config()["clean"]["lang"]
     section.update(overrides)
-    return section
+    return CleanLangSettings.from_dict(section)
 
 
 def model_labels() -> list[str]:
@@ -90,7 +91,7 @@ def test_every_model_label_maps_to_a_valid_639_1_code_or_und() -> None:
 
 def test_default_config_decisions_unchanged() -> None:
     result = LangResult(["en", "en", "ceb", "ceb", "yue", "arz", "und"], [0.1, 0.9, 0.9, 0.2, 0.9, 0.9, 0.0], [1] * 7)
-    assert lang_cfg()["allowed"] == ["en"]
+    assert lang_cfg().allowed == ("en",)
     assert lang_dropped(result, lang_cfg()).tolist() == [False, False, True, False, True, True, True]
 
 
@@ -103,8 +104,7 @@ def test_allowed_matches_the_639_1_code_or_the_label() -> None:
 
 
 def test_clean_outcome_has_code_and_label() -> None:
-    cfg = load_config()["clean"]
-    cfg["lang"]["allowed"] = None
+    cfg = Settings.from_resolved(load_config(overrides={"clean": {"lang": {"allowed": None}}})).clean
     out = clean_texts([EN, YUE, CEB], cfg, "x")
     assert out.lang_label == ["en", "yue", "ceb"]
     assert out.lang == ["en", "zh", "und"]

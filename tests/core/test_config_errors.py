@@ -26,6 +26,7 @@ from corpus_dagster.core.ledger import (
     load_ledger,
     source_lists,
 )
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.ingest.driver import fetch_source
 from corpus_dagster.ingest.pins import checked_pins, match_pins, pin_url, preflight
 
@@ -183,7 +184,7 @@ def fetch_env(tmp_path):
     folder = tmp_path / "d"
     for name in ("a.txt", "b.txt"):
         write(folder / name, f"text of {name}\n")
-    return tmp_path, Layout.from_config(resolved), resolved["ingest"]
+    return tmp_path, Layout.from_config(resolved), Settings.from_resolved(resolved).ingest
 
 
 def test_fetch_applies_a_pin_keyed_by_a_bare_path(fetch_env):

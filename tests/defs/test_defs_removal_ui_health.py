@@ -13,6 +13,7 @@ from dagster._core.definitions.declarative_automation.serialized_objects import 
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.defs import ASSETS, CHECKS
 from corpus_dagster.defs.automation import ledger_sensor
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
@@ -66,6 +67,6 @@ def test_fetch_logs_progress_lines_at_info(setup_dir: Path) -> None:
             pass
 
     log = Log()
-    fetch_source(source, layout, resolved["ingest"], log=log, progress_interval_s=1e-9)
+    fetch_source(source, layout, Settings.from_resolved(resolved).ingest, log=log, progress_interval_s=1e-9)
     progress = [line for line in log.lines if line.startswith("fetch alpha:")]
     assert len(progress) >= 40 and "documents" in progress[-1] and progress[-1].endswith("done")

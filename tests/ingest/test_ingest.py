@@ -2,6 +2,7 @@ import datetime as dt
 import gzip
 import hashlib
 import json
+from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -12,6 +13,7 @@ from corpus_dagster.core.config import load_config
 from corpus_dagster.core.errors import ChecksumMismatch, RawPartError, SourceError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.ingest.driver import QUARANTINE_FILE, fetch_source, raw_parts
 from corpus_dagster.ingest.raw_parts import read_raw_part
 
@@ -21,7 +23,7 @@ NOW = dt.datetime(2026, 11, 29, 12, 0, 0, tzinfo=dt.UTC)
 @pytest.fixture
 def env(tmp_path):
     resolved = load_config(None, {"paths": {"artifacts": str(tmp_path / "art")}})
-    return tmp_path, Layout.from_config(resolved), resolved["ingest"]
+    return tmp_path, Layout.from_config(resolved), Settings.from_resolved(resolved).ingest
 
 
 def jsonl(records):
@@ -88,7 +90,7 @@ def test_parts_split_by_docs(env):
     tmp, layout, ingest = env
     f = tmp / "a.jsonl"
     f.write_bytes(jsonl([{"text": f"doc {i}"} for i in range(25)]))
-    res = fetch(layout, {**ingest, "part_max_docs": 10}, src("a", f, "jsonl"))
+    res = fetch(layout, replace(ingest, part_max_docs=10), src("a", f, "jsonl"))
     paths, docs, _ = raw_parts(layout, "a")
     assert res.parts == 3 and docs == [10, 10, 5] and [p.name for p in paths][-1] == "part-00002.jsonl.zst"
 
@@ -161,7 +163,7 @@ def test_100mb_document_accepted_under_a_larger_limit(env):
     big = "word " * (20 * 1024 * 1024)
     f = tmp / "big.jsonl"
     f.write_text(json.dumps({"text": big}) + "\n")
-    res = fetch(layout, {**ingest, "max_doc_bytes": 200 * 1024 * 1024}, src("big", f, "jsonl"))
+    res = fetch(layout, replace(ingest, max_doc_bytes=200 * 1024 * 1024), src("big", f, "jsonl"))
     assert res.docs == 1 and len(raw_records(layout, "big")[0]["text"]) == len(big)
 
 

@@ -58,6 +58,7 @@ from corpus_dagster.clean.driver import run_clean_source
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.dedup.driver import run_global_dedup
 from corpus_dagster.ingest.driver import fetch_source
 from corpus_dagster.minhash.driver import run_signatures
@@ -70,9 +71,9 @@ layout = Layout.from_config(resolved)
 sources = load_ledger(layout.ledger)
 ids = [s.source_id for s in sources]
 for s in sources:
-    fetch_source(s, layout, resolved["ingest"], now=dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
+    fetch_source(s, layout, Settings.from_resolved(resolved).ingest, now=dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
 for sid in ids:
-    run_clean_source(layout, sid, resolved)
+    run_clean_source(layout, resolved, sid)
 for sid in ids:
     run_signatures(layout, sid, resolved)
 run_global_dedup(layout, resolved, ids)

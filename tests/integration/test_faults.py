@@ -27,6 +27,7 @@ from corpus_dagster.core.errors import SourceError, StageOutputError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source, load_ledger
 from corpus_dagster.core.locks import lock_path, read_holder
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.dedup.driver import dedup_tables, run_global_dedup
 from corpus_dagster.ingest import raw_parts as raw_parts_module
 from corpus_dagster.ingest.driver import fetch_source
@@ -46,8 +47,8 @@ def pipeline(config: Path) -> dict[str, bool]:
     layout = Layout.from_config(resolved)
     sources = load_ledger(layout.ledger)
     ids = [s.source_id for s in sources]
-    done = {f"fetch.{s.source_id}": not fetch_source(s, layout, resolved["ingest"], now=NOW).unchanged for s in sources}
-    done |= {f"clean.{sid}": not run_clean_source(layout, sid, resolved)["cached"] for sid in ids}
+    done = {f"fetch.{s.source_id}": not fetch_source(s, layout, Settings.from_resolved(resolved).ingest, now=NOW).unchanged for s in sources}
+    done |= {f"clean.{sid}": not run_clean_source(layout, resolved, sid)["cached"] for sid in ids}
     done |= {f"signatures.{sid}": not run_signatures(layout, sid, resolved)["cached"] for sid in ids}
     done["dedup"] = not run_global_dedup(layout, resolved, ids)["cached"]
     done |= {f"scrub.{sid}": not r["cached"] for sid, r in run_scrub(layout, resolved).items()}
@@ -136,16 +137,16 @@ def test_http_stream_cut_mid_file_then_recovers(tmp_path, server):
     layout = Layout.from_config(resolved)
     source = Source("web", (url,), "jsonl", "MIT")
     with pytest.raises(SourceError) as err:
-        fetch_source(source, layout, resolved["ingest"], now=NOW)
+        fetch_source(source, layout, Settings.from_resolved(resolved).ingest, now=NOW)
     msg = one_line(err.value)
     assert url in msg and "download failed" in msg and "source 'web'" in msg
     # Nothing half-written is kept or trusted: no cached download, no parts, no record.
     assert not any(layout.downloads("web").glob("*")) and not layout.raw_source("web").exists()
     assert leftovers(tmp_path) == []
     handler.cut = False
-    res = fetch_source(source, layout, resolved["ingest"], now=NOW)
+    res = fetch_source(source, layout, Settings.from_resolved(resolved).ingest, now=NOW)
     assert res.docs == 1500 and res.files_fetched == 1
-    assert fetch_source(source, layout, resolved["ingest"], now=NOW).unchanged
+    assert fetch_source(source, layout, Settings.from_resolved(resolved).ingest, now=NOW).unchanged
 
 
 # A disk that fills during each kind of write.

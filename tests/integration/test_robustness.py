@@ -21,6 +21,7 @@ from corpus_dagster.core.errors import ConfigError, LedgerError, SourceError, St
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source, parse_ledger_lines
 from corpus_dagster.core.locks import LockTimeout, hold_lock, lock_path, read_holder
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.ingest.driver import QUARANTINE_FILE, fetch_source, raw_parts
 from corpus_dagster.ingest.files import resolve_files
 from corpus_dagster.ingest.raw_parts import read_raw_part
@@ -36,7 +37,7 @@ def env(tmp_path):
 
 
 def fetch(layout, resolved, source):
-    return fetch_source(source, layout, resolved["ingest"], now=NOW)
+    return fetch_source(source, layout, Settings.from_resolved(resolved).ingest, now=NOW)
 
 
 def texts(layout, sid):
@@ -100,11 +101,11 @@ def test_damaged_raw_part_is_refetched(env, damage):
     else:
         paths[1].write_bytes(good[:-8] + bytes(b ^ 0xFF for b in good[-8:]))
     with pytest.raises(StageOutputError, match="part-00001.jsonl.zst.*rerun that stage"):
-        run_clean_source(layout, "a", resolved)  # the damaged part is never read
+        run_clean_source(layout, resolved, "a")  # the damaged part is never read
     res = fetch(layout, resolved, source)  # what the error says to do
     assert res.unchanged is False and res.docs == 7
     assert paths[1].read_bytes() == good
-    again = run_clean_source(layout, "a", resolved)  # the refetched part is read: every document accounted for
+    again = run_clean_source(layout, resolved, "a")  # the refetched part is read: every document accounted for
     assert again["docs_in"] == 7 and again["kept"] + again["rejected"] == 7
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from corpus_dagster.core.config import load_config
+from corpus_dagster.core.settings import Settings, TokenizeSettings
 from corpus_dagster.lib.tokenizers import (
     TokenizerLoadError,
     bpe_openai_available,
@@ -29,8 +30,8 @@ TRICKY = [
 ]
 
 
-def tok_cfg(**over) -> dict:
-    return load_config(None, {"tokenize": over})["tokenize"]
+def tok_cfg(**over) -> TokenizeSettings:
+    return Settings.from_resolved(load_config(None, {"tokenize": over})).tokenize
 
 
 @pytest.fixture(scope="module")

@@ -60,12 +60,13 @@ def test_sampled_token_rebuild_catches_a_changed_token(built: Path) -> None:
 
 @pytest.mark.timeout(30)
 def test_key_detector_has_no_exponential_backtracking_on_long_words() -> None:
+    from corpus_dagster.core.settings import PiiKeysSettings
     from corpus_dagster.scrub import default_pii_config
     from corpus_dagster.scrub.keys import secret_value_ok
 
     # a run of lower-case letters ending in a capital: `(?:[A-Z]?[a-z]+)+` tried every split of the run;
     # the timeout catches the backtracking, the verdicts that the detector still decides both ways
-    cfg = default_pii_config()["keys"]
+    cfg = PiiKeysSettings.from_dict(default_pii_config()["keys"])
     assert secret_value_ok("a" * 40 + "A", cfg) is False  # one long word: no key
     assert secret_value_ok("aZ3kP9qLm2Xw7RtY5nB8vC1d", cfg) is True  # mixed classes, no words: a key
 

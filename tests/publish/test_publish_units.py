@@ -18,6 +18,7 @@ from corpus_dagster.core.config import load_config
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.dedup.driver import run_global_dedup
 from corpus_dagster.ingest.driver import fetch_source
 from corpus_dagster.minhash.driver import run_signatures
@@ -36,10 +37,10 @@ def upstream(tmp_path_factory) -> Path:
     layout = Layout.from_config(resolved)
     ids = []
     for src in load_ledger(layout.ledger):
-        fetch_source(src, layout, resolved["ingest"], now=NOW)
+        fetch_source(src, layout, Settings.from_resolved(resolved).ingest, now=NOW)
         ids.append(src.source_id)
     for sid in ids:
-        run_clean_source(layout, sid, resolved)
+        run_clean_source(layout, resolved, sid)
         run_signatures(layout, sid, resolved)
     run_global_dedup(layout, resolved, ids)
     run_scrub(layout, resolved)

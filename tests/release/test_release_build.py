@@ -118,7 +118,7 @@ def test_rows_lie_in_their_buckets_and_caps_hold(built):
         m = pq.read_table(p, columns=["metadata"])["metadata"].to_pylist()
         counts = pl.concat([counts, pl.DataFrame({"folder": [p.parent.name] * len(m),
                                                   "sid": [json.loads(x)["source_id"] for x in m]})])
-    assert counts.group_by("folder", "sid").len()["len"].max() <= kwargs["settings"]["per_bucket_cap"]
+    assert counts.group_by("folder", "sid").len()["len"].max() <= kwargs["settings"].per_bucket_cap
 
 
 def test_segments_carry_their_span_and_parent(built):

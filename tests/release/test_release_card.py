@@ -14,6 +14,7 @@ import pytest
 from release_factory import build_kwargs, make_docs
 
 from corpus_dagster.core.config import config_sha256, load_config
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import check_results, materialize_global, materialize_sources
 from corpus_dagster.release.build import build_release
@@ -117,7 +118,7 @@ def test_card_names_paths_relative_to_the_root_only_and_its_check_passes(built):
     assert "`release/testset/v1/`" in section(card, "Reproduce")
     assert str(root) not in card and str(Path(root).resolve()) not in card
     assert str(root) not in (built["out"] / "_RELEASE.json").read_text(encoding="utf-8")
-    assert check_release(built["out"], built["resolved"]["release"])["card_matches_data"].passed
+    assert check_release(built["out"], Settings.from_resolved(built["resolved"]).release)["card_matches_data"].passed
     release_checks = {name: passed for asset, name, passed, _ in check_results(built["result"]) if asset == "release"}
     assert release_checks["release_card_matches_data"] and release_checks["release_reproducible"], release_checks
 

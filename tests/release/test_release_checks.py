@@ -12,6 +12,7 @@ from release_factory import build_kwargs, make_docs
 
 from corpus_dagster.core.checks import sample_units
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.settings import ReleaseSettings
 from corpus_dagster.release import checks as release_checks
 from corpus_dagster.release import driver
 from corpus_dagster.release.buckets import Buckets
@@ -40,8 +41,8 @@ def test_bucket_bounds_flags_a_row_outside_its_bucket():
 
 def test_source_caps_flags_a_source_over_its_cap():
     rows = pl.DataFrame({"bucket": [0, 0, 0, 1], "source_id": ["a", "a", "b", "a"]})
-    assert check_source_caps(rows, {"per_bucket_cap": 2, "per_source_cap": {}}).passed
-    r = check_source_caps(rows, {"per_bucket_cap": 2, "per_source_cap": {"a": 1}})
+    assert check_source_caps(rows, ReleaseSettings(per_bucket_cap=2)).passed
+    r = check_source_caps(rows, ReleaseSettings.from_dict({"per_bucket_cap": 2, "per_source_cap": {"a": 1}}))
     assert not r.passed and r.problems == ["bucket 0: source 'a' has 2 documents, over its cap 1"]
 
 
@@ -86,7 +87,7 @@ def release_layout(built_release, tmp_path):
     root, settings = built_release
     shutil.copytree(root / "release", tmp_path / "release")
     layout = Layout(root=tmp_path, dataset="demo", version="v1")
-    resolved = {"dataset": "demo", "release": settings}
+    resolved = {"dataset": "demo", "release": settings.to_dict()}
     return layout, resolved, layout.release(driver.release_name(resolved))
 
 

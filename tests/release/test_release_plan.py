@@ -1,10 +1,12 @@
 """Bucket edges, stable ids, exact-duplicate removal, per-source caps and the seeded plan."""
 
 import uuid
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
 
+from corpus_dagster.core.settings import ReleaseSettings
 from corpus_dagster.release.buckets import ABOVE, BELOW, Buckets
 from corpus_dagster.release.ids import RELEASE_NAMESPACE, release_id
 from corpus_dagster.release.plan import plan_release, room_by_source
@@ -40,7 +42,7 @@ def candidates(n_per_source: dict[str, int], n_tokens: int = 100) -> pl.DataFram
     )
 
 
-SETTINGS = {"seed": 7, "per_bucket_cap": 5, "per_source_cap": {"b": 2}, "part_tokens": 1000}
+SETTINGS = ReleaseSettings.from_dict({"seed": 7, "per_bucket_cap": 5, "per_source_cap": {"b": 2}, "part_tokens": 1000})
 BUCKETS = Buckets(min_tokens=64, max_tokens=512, width=64)
 
 
@@ -56,7 +58,7 @@ def test_capped_choice_depends_on_the_seed_only():
     first, _ = plan_release(c, BUCKETS, SETTINGS)
     again, _ = plan_release(c.reverse(), BUCKETS, SETTINGS)  # input order does not matter
     assert first["id"].to_list() == again["id"].to_list()
-    other, _ = plan_release(c, BUCKETS, SETTINGS | {"seed": 8})
+    other, _ = plan_release(c, BUCKETS, replace(SETTINGS, seed=8))
     assert set(other["id"].to_list()) != set(first["id"].to_list())
 
 
@@ -68,7 +70,7 @@ def test_exact_duplicates_removed_keeping_the_first_id():
 
 def test_below_min_tokens_counted_and_parts_sized_by_tokens():
     c = pl.concat([candidates({"a": 4}, n_tokens=10), candidates({"z": 5}, n_tokens=200)])
-    plan, counts = plan_release(c, BUCKETS, SETTINGS | {"part_tokens": 500})
+    plan, counts = plan_release(c, BUCKETS, replace(SETTINGS, part_tokens=500))
     assert counts["below_min_tokens"] == {"a": 4}
     # bucket 2 (192-255): 500 // 255 = 1 row per part
     assert sorted(plan["part"].to_list()) == [0, 1, 2, 3, 4] and set(plan["row"].to_list()) == {0}

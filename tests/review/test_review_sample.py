@@ -17,6 +17,7 @@ from corpus_dagster.clean.driver import REASON_CODES, clean_doc_files, run_clean
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.dedup.driver import dedup_tables, run_global_dedup
 from corpus_dagster.defs import ASSETS
 from corpus_dagster.defs.resources import CorpusConfig
@@ -96,7 +97,8 @@ def test_an_id_without_a_document_number_is_refused() -> None:
 
 
 def test_every_clean_reason_code_names_its_config_keys_and_values() -> None:
-    cfg = load_config(None, {"clean": {"gopher": {"min_words": 77}, "repeated": {"max_repeated_char_ratio": 0.42}}})["clean"]
+    overrides = {"clean": {"gopher": {"min_words": 77}, "repeated": {"max_repeated_char_ratio": 0.42}}}
+    cfg = Settings.from_resolved(load_config(None, overrides)).clean
     assert "clean.gopher.min_words = 77" in clean_threshold("gopher_word_count", cfg)
     assert "value > clean.repeated.max_repeated_char_ratio = 0.42" == clean_threshold("repeated", cfg)
     assert clean_threshold("table_dump", cfg).startswith("no single threshold")
@@ -181,8 +183,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Layout]:
     resolved = load_config(config)
     layout = Layout.from_config(resolved)
     for source in load_ledger(layout.ledger):
-        fetch_source(source, layout, resolved["ingest"])
-        run_clean_source(layout, source.source_id, resolved)
+        fetch_source(source, layout, Settings.from_resolved(resolved).ingest)
+        run_clean_source(layout, resolved, source.source_id)
     run_global_dedup(layout, resolved, ["alpha", "beta", "gamma"])
     run_scrub(layout, resolved)
     stats = driver.run_review_stage(layout, resolved)

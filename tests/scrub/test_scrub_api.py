@@ -164,7 +164,7 @@ def test_errors_name_the_problem(cfg: dict) -> None:
     del partial["ips"]["keep_addresses"]
     with pytest.raises(ValueError, match=r"pii\.ips\.keep_addresses"):
         find_pii("x", partial)
-    with pytest.raises(TypeError, match="must be a dict"):
+    with pytest.raises(TypeError, match="must be PiiSettings or the resolved `pii` dict"):
         scrub_texts(["x"], None)
     assert scrub_texts([], cfg).text == []
 

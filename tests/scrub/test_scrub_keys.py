@@ -5,9 +5,11 @@ import copy
 import json
 import random
 import string
+from dataclasses import replace
 
 import pytest
 
+from corpus_dagster.core.settings import PiiKeysSettings
 from corpus_dagster.scrub import default_pii_config, find_pii, scrub_text
 from corpus_dagster.scrub.keys import secret_value_ok, shannon_entropy
 
@@ -149,11 +151,11 @@ def test_entropy_and_length_thresholds(cfg: dict) -> None:
     assert shannon_entropy("") == 0.0
     assert shannon_entropy("aaaa") == 0.0
     assert shannon_entropy("abcd") == pytest.approx(2.0)
-    k = cfg["keys"]
+    k = PiiKeysSettings.from_dict(cfg["keys"])
     assert secret_value_ok("S3cr3tP@ss!", k)
     assert not secret_value_ok("Aa1Aa1Aa1Aa1", k)  # low entropy
     assert not secret_value_ok("abcdefghijkl", k)  # one character class
-    longer = {**k, "min_secret_length": 16}
+    longer = replace(k, min_secret_length=16)
     assert not secret_value_ok("S3cr3tP@ss!", longer)
     short_key = copy.deepcopy(cfg)
     short_key["keys"]["private_key_min_body"] = 10**6

@@ -12,6 +12,7 @@ import pytest
 
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.errors import TokenStreamError
+from corpus_dagster.core.settings import Settings, TokenizeSettings
 from corpus_dagster.lib.tokenizers import load_tokenizer
 from corpus_dagster.tokenize.indexed import read_index, read_sequence
 from corpus_dagster.tokenize.manifest import manifest_violations, read_manifest
@@ -21,8 +22,8 @@ from corpus_dagster.tokenize.streams import build_token_streams, resolve_paralle
 EXTRA = ["hello <|endoftext|> world", "", "ünïcödé 😀 日本語", "x" * 5000]
 
 
-def tok_cfg(**over) -> dict:
-    return load_config(None, {"tokenize": over})["tokenize"]
+def tok_cfg(**over) -> TokenizeSettings:
+    return Settings.from_resolved(load_config(None, {"tokenize": over})).tokenize
 
 
 @pytest.fixture(scope="module")

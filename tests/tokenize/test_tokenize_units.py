@@ -18,6 +18,7 @@ from corpus_dagster.core import records
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.errors import CorpusError, TokenStreamError
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.settings import Settings, TokenizeSettings
 from corpus_dagster.tokenize.driver import (
     finish_token_streams,
     plan_token_streams,
@@ -185,11 +186,11 @@ def test_cached_streams_plan_no_units_and_finish_returns_the_cached_result(shard
 
 def test_unit_thread_budget(monkeypatch):
     monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)
-    assert unit_threads({"threads_per_worker": 3}) == 3
-    assert unit_threads({"threads_per_worker": None}) == 1  # never the whole machine by default
+    assert unit_threads(TokenizeSettings(threads_per_worker=3)) == 3
+    assert unit_threads(TokenizeSettings(threads_per_worker=None)) == 1  # never the whole machine by default
     monkeypatch.setenv("RAYON_NUM_THREADS", "2")
-    assert unit_threads({"threads_per_worker": None}) == 2
-    assert unit_threads({"threads_per_worker": 4}) == 4
+    assert unit_threads(TokenizeSettings(threads_per_worker=None)) == 2
+    assert unit_threads(TokenizeSettings(threads_per_worker=4)) == 4
 
 
 def test_a_unit_per_row_group_writes_the_bytes_of_whole_shards(bpe_file, tmp_path):
@@ -206,7 +207,7 @@ def test_a_unit_per_row_group_writes_the_bytes_of_whole_shards(bpe_file, tmp_pat
     for unit in reversed(plan.units):
         run_token_unit(layout, resolved, plan.key, unit)
     run = finish_token_streams(layout, resolved, plan.key)
-    whole = build_token_streams(folder, tmp_path / "whole", resolved["tokenize"], workers=1)
+    whole = build_token_streams(folder, tmp_path / "whole", Settings.from_resolved(resolved).tokenize, workers=1)
     assert file_hashes(layout.tokens) == file_hashes(tmp_path / "whole")
     assert run.manifest == whole.manifest and run.manifest["n_docs"] == 30
 
@@ -219,7 +220,7 @@ def test_a_row_group_unit_checks_its_rows(bpe_file, tmp_path):
     manifest = write_sample_shards(sample_texts(10), folder, shard_rows=10, row_group_rows=4)
     entry = manifest["shards"][0]
     _layout, resolved = setup(tmp_path / "root", folder, bpe_file)
-    tok = load_tokenizer(resolved["tokenize"])
+    tok = load_tokenizer(Settings.from_resolved(resolved).tokenize)
     task = ShardTask(0, folder / entry["name"], entry["sha256"], 4, row_group=1)
     assert len(tokenize_shard(task, tok, np.dtype("uint16"), 3).ids) == 4
     with pytest.raises(TokenStreamError, match="2 rows in row group 2, the plan says 4"):

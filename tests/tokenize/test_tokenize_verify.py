@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpus_dagster.core.config import load_config
+from corpus_dagster.core.settings import Settings, TokenizeSettings
 from corpus_dagster.tokenize.checks import (
     check_counts,
     check_decode_sample,
@@ -23,8 +24,8 @@ from corpus_dagster.tokenize.sample import sample_texts, train_sample_bpe, write
 from corpus_dagster.tokenize.streams import build_token_streams
 
 
-def tok_cfg(**over) -> dict:
-    return load_config(None, {"tokenize": {"engine": "tiktoken", **over}})["tokenize"]
+def tok_cfg(**over) -> TokenizeSettings:
+    return Settings.from_resolved(load_config(None, {"tokenize": {"engine": "tiktoken", **over}})).tokenize
 
 
 @pytest.fixture()
@@ -164,7 +165,7 @@ def test_decode_check_catches_a_missing_end_of_document_token(built):
 def test_decode_check_refuses_another_tokenizer(built, tmp_path):
     shards, tok, _ = built
     bpe = train_sample_bpe(sample_texts(10), tmp_path / "other" / "tokenizer.json", vocab_size=500)
-    other = load_config(None, {"tokenize": {"kind": "huggingface", "path": str(bpe)}})["tokenize"]
+    other = Settings.from_resolved(load_config(None, {"tokenize": {"kind": "huggingface", "path": str(bpe)}})).tokenize
     report = check_decode_sample(shards, tok, other)
     assert report.problems == [
         "configured tokenizer 'other' (500 ids) is not the one in _TOKENS.json "

@@ -39,6 +39,7 @@ from corpus_dagster.analysis.steps.jaccard import step_jaccard
 from corpus_dagster.analysis.steps.lengths import step_lengths
 from corpus_dagster.analysis.steps.report import step_report
 from corpus_dagster.analysis.steps.scan import step_scan
+from corpus_dagster.core.settings import AnalysisSettings
 
 STEP_FUNCS: dict[str, Callable[[StepContext], dict[str, Any]]] = {
     "scan": step_scan,
@@ -54,7 +55,7 @@ STEP_FUNCS: dict[str, Callable[[StepContext], dict[str, Any]]] = {
 STEPS = tuple(STEP_FUNCS)
 
 
-def step_outputs(step: str, cfg: dict[str, Any]) -> list[str]:
+def step_outputs(step: str, cfg: AnalysisSettings) -> list[str]:
     """Paths (relative to the out dir, files or folders) a finished step has written."""
     return {
         "scan": [DOCS_TABLE, BANDS_FILE],
@@ -62,7 +63,7 @@ def step_outputs(step: str, cfg: dict[str, Any]) -> list[str]:
         "candidates": [CANDIDATES_FILE],
         "jaccard": [PAIRS_TABLE],
         "duplicates": [duplicates_dir_name(cfg)],
-        "clusters": [cluster_file(t) for t in cfg["cluster_thresholds"]]
+        "clusters": [cluster_file(t) for t in cfg.cluster_thresholds]
         + [f"{VIEWS_FILE}.parquet", f"{VIEWS_FILE}.json", RATES_FILE],
         "lengths": [DOC_COUNTS_FILE, HISTOGRAM_FILE, f"{LENGTHS_FILE}.parquet", f"{LENGTHS_FILE}.json"],
         "figures": [FIGURES_DIR],

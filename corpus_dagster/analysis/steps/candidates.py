@@ -28,16 +28,16 @@ from corpus_dagster.lib.lsh import band_hashes
 
 def _reused_band_keys(ctx: StepContext, docs: pa.Table, rows: np.ndarray) -> np.ndarray:
     """Band keys of `rows` from dedup signature files (their first bands x rows values)."""
-    cfg, need = ctx.cfg, ctx.cfg["bands"] * ctx.cfg["rows"]
+    cfg, need = ctx.cfg, ctx.cfg.bands * ctx.cfg.rows
     want = pl.DataFrame({"id": docs.column("id").take(pa.array(rows)), "pos": np.arange(len(rows))})
-    out = np.zeros((len(rows), cfg["bands"]), dtype=np.uint64)
+    out = np.zeros((len(rows), cfg.bands), dtype=np.uint64)
     found = np.zeros(len(rows), dtype=bool)
     for path in ctx.signature_files:
         meta = json.loads((pq.read_schema(path).metadata or {}).get(b"corpus_dagster.dedup.signature", b"{}"))
-        if meta.get("shingle_size") != cfg["shingle_size"] or meta.get("num_perm", 0) < need:
+        if meta.get("shingle_size") != cfg.shingle_size or meta.get("num_perm", 0) < need:
             raise AnalysisError(
                 f"{path}: signature file has shingle_size {meta.get('shingle_size')} and num_perm "
-                f"{meta.get('num_perm')}; the analysis needs shingle_size {cfg['shingle_size']} and at least "
+                f"{meta.get('num_perm')}; the analysis needs shingle_size {cfg.shingle_size} and at least "
                 f"{need} values (bands x rows): drop the signature files to compute fresh ones"
             )
         for batch in pq.ParquetFile(path).iter_batches(batch_size=65536, columns=["id", "signature"]):
@@ -49,7 +49,7 @@ def _reused_band_keys(ctx: StepContext, docs: pa.Table, rows: np.ndarray) -> np.
             vals = pc.fill_null(sig.values.slice(sig.offset * width, len(sig) * width), 0).to_numpy()
             vals = vals.reshape(len(sig), width)[hit["r"].to_numpy()]
             pos = hit["pos"].to_numpy()
-            out[pos] = band_hashes(np.ascontiguousarray(vals[:, :need]), cfg["bands"])
+            out[pos] = band_hashes(np.ascontiguousarray(vals[:, :need]), cfg.bands)
             found[pos] = True
     if not found.all():
         miss = docs.column("id")[int(rows[np.flatnonzero(~found)[0]])].as_py()
@@ -62,19 +62,19 @@ def step_candidates(ctx: StepContext) -> dict[str, Any]:
     docs = load_docs(ctx)
     rep = np.load(ctx.out / REPS_FILE)
     words = docs.column("n_words").to_numpy()
-    rows = np.flatnonzero((rep == np.arange(len(rep))) & (words >= cfg["shingle_size"]))
+    rows = np.flatnonzero((rep == np.arange(len(rep))) & (words >= cfg.shingle_size))
     if ctx.signature_files:
         keys = _reused_band_keys(ctx, docs, rows)
     else:
         pos = docs.column("scan_pos").to_numpy()[rows]
-        mm = np.memmap(ctx.out / BANDS_FILE, dtype=np.uint64, mode="r").reshape(-1, cfg["bands"])
+        mm = np.memmap(ctx.out / BANDS_FILE, dtype=np.uint64, mode="r").reshape(-1, cfg.bands)
         keys = np.array(mm[pos])
         del mm
     # The union of every band's pairs. Merging each band into the running set re-sorted that set 16 times;
     # merging once the pending bands hold as many pairs as the set does keeps memory within about twice
     # the set and sorts each pair a few times only.
     pairs, pending, largest = np.zeros(0, np.uint64), [], 0
-    for band in range(cfg["bands"]):
+    for band in range(cfg.bands):
         found, big = bucket_pairs(keys[:, band], rows)
         pending.append(found)
         largest = max(largest, big)
@@ -86,7 +86,7 @@ def step_candidates(ctx: StepContext) -> dict[str, Any]:
         "lsh_docs": len(rows),
         "candidate_pairs": len(pairs),
         "largest_bucket": largest,
-        "bands": cfg["bands"],
-        "rows": cfg["rows"],
-        "p_candidate_at_pair_threshold": round(candidate_probability(cfg["pair_threshold"], cfg["bands"], cfg["rows"]), 4),
+        "bands": cfg.bands,
+        "rows": cfg.rows,
+        "p_candidate_at_pair_threshold": round(candidate_probability(cfg.pair_threshold, cfg.bands, cfg.rows), 4),
     }

@@ -23,10 +23,10 @@ def step_clusters(ctx: StepContext) -> dict[str, Any]:
     pairs, jac, _, _ = load_pairs(ctx)
     ids = docs.column("id").combine_chunks()
     words = docs.column("n_words").to_numpy()
-    has_shingles = words >= cfg["shingle_size"]
+    has_shingles = words >= cfg.shingle_size
     views = [exact_view(groups)]
     stats: dict[str, Any] = {}
-    for t in cfg["cluster_thresholds"]:
+    for t in cfg.cluster_thresholds:
         cs = complete_linkage(pairs, jac, t, groups.sizes, has_shingles)
         with atomic_path(ctx.out / cluster_file(t)) as tmp, open(tmp, "w", encoding="utf-8") as fh:
             for k, reps in enumerate(cs.reps):
@@ -48,7 +48,7 @@ def step_clusters(ctx: StepContext) -> dict[str, Any]:
     table = views_table(views, src.indices.to_numpy(zero_copy_only=False), names, has_shingles)
     write_table(table, ctx.out / f"{VIEWS_FILE}.parquet")
     write_json(ctx.out / f"{VIEWS_FILE}.json", table.to_pylist())
-    write_table(rate_by_length(words, views, cfg["length_bins"]), ctx.out / RATES_FILE)
+    write_table(rate_by_length(words, views, cfg.length_bins), ctx.out / RATES_FILE)
     stats["overall"] = {r["view"]: {"affected_pct": r["affected_pct"], "removable_pct": r["removable_pct"]}
                         for r in table.to_pylist() if r["scope"] == "overall"}
     return stats

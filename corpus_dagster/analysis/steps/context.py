@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from corpus_dagster.analysis.exact import group_members
 from corpus_dagster.analysis.inputs import CorpusFiles
 from corpus_dagster.analysis.views import Groups
+from corpus_dagster.core.settings import AnalysisSettings
 
 WORK_DIR = "_work"  # intermediate arrays (kept so a rerun can resume)
 DOCS_TABLE = f"{WORK_DIR}/docs.parquet"  # one row per document, sorted by id
@@ -38,7 +39,7 @@ class StepContext:
     documents: CorpusFiles
     lengths: CorpusFiles
     out: Path
-    cfg: dict[str, Any]
+    cfg: AnalysisSettings
     signature_files: list[Path]
     token_counts: list[Path]
     workers: int

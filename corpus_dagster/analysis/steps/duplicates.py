@@ -21,7 +21,7 @@ def step_duplicates(ctx: StepContext) -> dict[str, Any]:
     ids = docs.column("id").combine_chunks()
     rows = n_exact = n_near = parts = 0
     with atomic_dir(ctx.out / duplicates_dir_name(ctx.cfg)) as tmp:
-        for i, table in enumerate(doc_duplicate_tables(ids, groups, pairs, jac, ctx.cfg["rows_per_group"], inter, union)):
+        for i, table in enumerate(doc_duplicate_tables(ids, groups, pairs, jac, ctx.cfg.rows_per_group, inter, union)):
             write_parquet(table, tmp / f"part-{i:05d}.parquet", ANALYSIS_PARQUET, row_groups=[0, table.num_rows])
             rows += table.num_rows
             n_exact += int(pc.sum(pc.greater(table.column("n_exact"), 0)).as_py() or 0)

@@ -19,7 +19,7 @@ def _safe(name: str) -> str:
 def step_figures(ctx: StepContext) -> dict[str, Any]:
     from corpus_dagster.analysis import figures  # matplotlib (0.5 CPU s to import): only where it draws
 
-    dpi = ctx.cfg["figure_dpi"]
+    dpi = ctx.cfg.figure_dpi
     hist = pq.read_table(ctx.out / HISTOGRAM_FILE)
     summary = pq.read_table(ctx.out / f"{LENGTHS_FILE}.parquet").to_pylist()
     views = pq.read_table(ctx.out / f"{VIEWS_FILE}.parquet")

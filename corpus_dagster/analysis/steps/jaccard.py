@@ -32,7 +32,7 @@ def _text_jobs(ctx: StepContext, docs: pa.Table, nodes: np.ndarray) -> tuple[lis
         rg_of = np.searchsorted(starts, row[sel], side="right") - 1
         for rg in unique_sorted(rg_of).tolist():
             take = sel[rg_of == rg]
-            jobs.append((str(path), rg, row[take] - starts[rg], ctx.cfg["shingle_size"], ctx.cfg["batch_bytes"]))
+            jobs.append((str(path), rg, row[take] - starts[rg], ctx.cfg.shingle_size, ctx.cfg.batch_bytes))
             slots.append(take)
     return jobs, slots
 
@@ -52,11 +52,11 @@ def step_jaccard(ctx: StepContext) -> dict[str, Any]:
                 store.append(slot, values, lengths)
             store.close()
             pn = np.searchsorted(nodes, pairs)
-            inter, union = store.counts(pn[:, 0], pn[:, 1], cfg["verify_batch_shingles"], threads=ctx.workers)
+            inter, union = store.counts(pn[:, 0], pn[:, 1], cfg.verify_batch_shingles, threads=ctx.workers)
         finally:
             store_path.unlink(missing_ok=True)
     jac = jaccard_of(inter, union)  # every threshold decision below is on this float64 ratio, as before
-    keep = jac >= cfg["pair_threshold"]
+    keep = jac >= cfg.pair_threshold
     table = pa.table({"a": pairs[keep, 0], "b": pairs[keep, 1], "jaccard": jac[keep],
                       "intersection": inter[keep], "union": union[keep]})
     write_table(table, ctx.out / PAIRS_TABLE, row_group=1 << 20)
@@ -64,5 +64,5 @@ def step_jaccard(ctx: StepContext) -> dict[str, Any]:
         "candidate_pairs": len(pairs),
         "verified_pairs": int(keep.sum()),
         "rejected_pairs": int((~keep).sum()),
-        "pair_threshold": cfg["pair_threshold"],
+        "pair_threshold": cfg.pair_threshold,
     }

@@ -47,7 +47,7 @@ def _reused_counts(paths: Sequence[Path]) -> dict[str, pl.DataFrame]:
 
 def step_lengths(ctx: StepContext) -> dict[str, Any]:
     cfg = ctx.cfg
-    toks = load_tokenizers(cfg["tokenizers"])
+    toks = load_tokenizers(cfg.tokenizers)
     reuse = _reused_counts(ctx.token_counts)
     seen: dict[bytes, int] = {}
     ids_p, src_p, split_p, first_p = [], [], [], []
@@ -107,7 +107,7 @@ def step_lengths(ctx: StepContext) -> dict[str, Any]:
         c = np.where(c >= 0, c, c[first])  # duplicates of a text take its first occurrence's count
         s, h = length_tables(
             tok.name, c, src.indices.to_numpy(zero_copy_only=False), src.dictionary.to_pylist(),
-            split.indices.to_numpy(zero_copy_only=False), split.dictionary.to_pylist(), cfg["histogram_bins"],
+            split.indices.to_numpy(zero_copy_only=False), split.dictionary.to_pylist(), cfg.histogram_bins,
         )
         summaries.append(s)
         hists.append(h)

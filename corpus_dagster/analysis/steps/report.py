@@ -42,7 +42,7 @@ def _write_near_dup(ctx: StepContext) -> dict[str, Any]:
     """near_dup/: the duplicate table, the cluster files and the exact groups under their own names, with
     a README.md card naming one `datasets` config per table. The tables beside it stay where they are."""
     dups = duplicates_dir_name(ctx.cfg)
-    clusters = [(cluster_file(t), t) for t in ctx.cfg["cluster_thresholds"]]
+    clusters = [(cluster_file(t), t) for t in ctx.cfg.cluster_thresholds]
     parts = sorted((ctx.out / dups).glob("*.parquet"))
     rows = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
     with atomic_dir(ctx.out / NEAR_DUP_DIR) as tmp:
@@ -53,7 +53,7 @@ def _write_near_dup(ctx: StepContext) -> dict[str, Any]:
             _link_or_copy(ctx.out / name, tmp / name)
         card = dataset_card(duplicates_dir=dups, clusters=[(c, t, _lines(ctx.out / c)) for c, t in clusters],
                             groups_file=GROUPS_FILE, duplicate_rows=rows, groups=_lines(ctx.out / GROUPS_FILE),
-                            pair_threshold=ctx.cfg["pair_threshold"], shingle_size=ctx.cfg["shingle_size"])
+                            pair_threshold=ctx.cfg.pair_threshold, shingle_size=ctx.cfg.shingle_size)
         (tmp / "README.md").write_text(card, encoding="utf-8")
     return {"near_dup": NEAR_DUP_DIR, "near_dup_rows": rows}
 

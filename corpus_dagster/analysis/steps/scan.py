@@ -17,12 +17,13 @@ from corpus_dagster.analysis.steps.context import BANDS_FILE, DOCS_TABLE, StepCo
 from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.errors import AnalysisError
 from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.core.settings import AnalysisSettings
 from corpus_dagster.lib.lsh import band_hashes
 from corpus_dagster.lib.minhash import batch_signatures, permutations
 from corpus_dagster.lib.text import byte_batches, tokenize_batch
 
 
-def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[str, bool], cfg: dict[str, Any],
+def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[str, bool], cfg: AnalysisSettings,
                sigs: bool) -> dict[str, Any]:
     """Ids, digests, sizes, word counts (and band keys when `sigs`) of one row group (runs in a worker)."""
     cols = ["text"] + [c for c in ("id", "source_id", "split") if has[c]]
@@ -39,13 +40,13 @@ def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[s
     words, bands = [], []
     a = b = None
     if sigs:
-        a, b = permutations(cfg["bands"] * cfg["rows"], cfg["seed"], cfg["scheme"])
-    for start, stop in byte_batches(texts, cfg["batch_bytes"]):
+        a, b = permutations(cfg.bands * cfg.rows, cfg.seed, cfg.scheme)
+    for start, stop in byte_batches(texts, cfg.batch_bytes):
         wb = tokenize_batch(texts.slice(start, stop - start))
         words.append(wb.word_counts())
         if sigs:
-            sig, _, _ = batch_signatures(wb, cfg["shingle_size"], a, b, cfg["scheme"])
-            bands.append(band_hashes(sig, cfg["bands"]))
+            sig, _, _ = batch_signatures(wb, cfg.shingle_size, a, b, cfg.scheme)
+            bands.append(band_hashes(sig, cfg.bands))
     out = {
         "ids": ids,
         "source": table.column("source_id").combine_chunks().cast(pa.string()) if has["source_id"] else None,
@@ -53,7 +54,7 @@ def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[s
         "digests": digests,
         "n_bytes": n_bytes,
         "n_words": np.concatenate(words) if words else np.zeros(0, np.int64),
-        "bands": np.concatenate(bands) if bands else np.zeros((0, cfg["bands"]), np.uint64),
+        "bands": np.concatenate(bands) if bands else np.zeros((0, cfg.bands), np.uint64),
     }
     return out
 
@@ -129,6 +130,6 @@ def step_scan(ctx: StepContext) -> dict[str, Any]:
         "docs": n_total,
         "text_bytes": int(pc.sum(table.column("n_bytes")).as_py()),
         "files": len(ctx.documents.files),
-        "no_shingle_docs": int((words < cfg["shingle_size"]).sum()),
+        "no_shingle_docs": int((words < cfg.shingle_size).sum()),
         "signatures": "computed" if sigs else "reused from dedup signature files",
     }

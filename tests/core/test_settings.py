@@ -1,0 +1,80 @@
+import dataclasses
+import pickle
+from collections.abc import Mapping
+
+import pytest
+
+from corpus_dagster.cli.settings_gen import TARGET, class_name, render
+from corpus_dagster.core import settings as settings_module
+from corpus_dagster.core.config import config_sha256, load_config, load_schema
+from corpus_dagster.core.settings import CleanGopherSettings, ReleaseSettings, Settings
+
+
+def _sections(schema, path=()):
+    """(dotted path, schema node) of every object section with properties, the top level first."""
+    yield path, schema
+    for key, sub in schema.get("properties", {}).items():
+        if "properties" in sub:
+            yield from _sections(sub, (*path, key))
+        items = sub.get("items", {})
+        if "properties" in items:
+            yield from _sections(items, (*path, f"{key}[]"))
+
+
+def test_generated_module_is_current():
+    assert TARGET.read_text(encoding="utf-8") == render(), "run `python -m corpus_dagster.cli.settings_gen`"
+
+
+def test_every_schema_property_has_a_field_with_the_schema_default():
+    for path, schema in _sections(load_schema("corpus-config.schema.json")):
+        cls = getattr(settings_module, class_name(list(path)))
+        by_name = {f.name: f for f in dataclasses.fields(cls) if f.init}
+        assert list(by_name) == [k for k in sorted(schema["properties"], key=lambda k: k not in schema.get("required", []))], path
+        for key, sub in schema["properties"].items():
+            f = by_name[key]
+            if "default" not in sub:
+                continue
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            else:
+                default = f.default_factory()
+            plain = settings_module._plain(default)
+            assert plain == sub["default"] or (sub["default"] == {} and isinstance(plain, dict)), (path, key)
+
+
+def test_empty_config_round_trips():
+    resolved = load_config(None)
+    settings = Settings.from_resolved(resolved)
+    assert settings.to_dict() == resolved
+    assert settings.resolved == resolved
+    assert config_sha256(settings.resolved) == config_sha256(resolved)
+
+
+def test_sections_are_typed_and_read_only():
+    settings = Settings.from_resolved(load_config(None, {"release": {"per_source_cap": {"web": 3}}}))
+    assert isinstance(settings.clean.gopher.stop_words, tuple)
+    assert isinstance(settings.release.per_source_cap, Mapping)
+    with pytest.raises(TypeError):
+        settings.release.per_source_cap["web"] = 4
+    assert pickle.loads(pickle.dumps(settings)) == settings
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.clean.gopher.min_words = 1
+    assert settings.to_dict()["release"]["per_source_cap"] == {"web": 3}
+
+
+def test_missing_keys_keep_defaults_and_unknown_keys_are_refused():
+    assert CleanGopherSettings.from_dict({"min_words": 7}).max_words == 100000
+    with pytest.raises(KeyError, match="min_wrods"):
+        CleanGopherSettings.from_dict({"min_wrods": 7})
+
+
+def test_optional_subsection_without_defaults_round_trips():
+    data = {"tokenizer": {"kind": "tiktoken", "encoding": "o200k_base"}}
+    release = ReleaseSettings.from_dict(data)
+    assert release.tokenizer.encoding == "o200k_base" and release.tokenizer.path is None
+    assert release.to_dict()["tokenizer"] == data["tokenizer"]
+
+
+def test_replace_recomputes_the_resolved_dict():
+    settings = Settings.from_resolved(load_config(None))
+    assert dataclasses.replace(settings, shard_rows=5).resolved["shard_rows"] == 5
