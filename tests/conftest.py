@@ -16,6 +16,18 @@ def setup_dir(tmp_path: Path) -> Path:
     return write_setup(tmp_path)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _no_defs_state_storage_left_by_an_earlier_module():
+    """The same leak at module scope: a module fixture's instance, closed at its teardown after the last test's
+    restore, must not reach the next module's module fixtures (which run before any test-level fixture)."""
+    from dagster._core.storage.defs_state import base
+
+    before = base._current_storage.get()
+    base._current_storage.set(None)
+    yield
+    base._current_storage.set(before)
+
+
 @pytest.fixture(autouse=True)
 def _restore_dagster_defs_state_storage():
     """dagster.instance_for_test leaves its (closed) defs-state storage in a context variable, and every
