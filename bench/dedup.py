@@ -328,10 +328,11 @@ def _rss_mb() -> float:
 def step_signatures(folder: Path, workers: int, subset: list[str] | None) -> dict:
     """(subprocess) compute_signatures for every source, or for the `subset` files as one source."""
     from corpus_dagster.core.config import load_config
+    from corpus_dagster.core.settings import Settings
     from corpus_dagster.minhash import compute_signatures
 
     meta = json.loads((folder / "corpus.json").read_text())
-    cfg = load_config()["dedup"]
+    cfg = Settings.from_resolved(load_config()).dedup
     jobs = {"subset": subset} if subset is not None else meta["files"]
     out = {"docs": 0, "seconds": 0.0, "no_signature": 0}
     start = time.monotonic()

@@ -287,7 +287,7 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
     return {
         "ingest": (lambda: [ingest.fetch_source(sources[s], layout, Settings.from_resolved(resolved).ingest) for s in sids], raw_in),
         "clean": (lambda: [clean.run_clean_source(layout, resolved, s) for s in sids], raw_in),
-        "minhash": (lambda: [minhash.run_signatures(layout, s, resolved) for s in sids], kept_in),
+        "minhash": (lambda: [minhash.run_signatures(layout, resolved, s) for s in sids], kept_in),
         "dedup": (lambda: dedup.run_global_dedup(layout, resolved, sids), kept_in),
         "scrub": (lambda: scrub.run_scrub(layout, resolved), kept_in),
         "publish": (lambda: publish.run_publish(layout, resolved), scrubbed_in),

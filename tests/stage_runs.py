@@ -27,7 +27,7 @@ def run_all(config_path: Path) -> dict[str, bool]:
     for src in sources:
         ran["ingest"] |= not ingest_driver.fetch_source(src, layout, Settings.from_resolved(resolved).ingest).unchanged
         ran["clean"] |= not clean_driver.run_clean_source(layout, resolved, src.source_id)["cached"]
-        ran["minhash"] |= not minhash_driver.run_signatures(layout, src.source_id, resolved)["cached"]
+        ran["minhash"] |= not minhash_driver.run_signatures(layout, resolved, src.source_id)["cached"]
     ran["dedup"] = not dedup_driver.run_global_dedup(layout, resolved, [s.source_id for s in sources])["cached"]
     ran["scrub"] = any(not s["cached"] for s in scrub_driver.run_scrub(layout, resolved).values())
     published = publish_driver.run_publish(layout, resolved)

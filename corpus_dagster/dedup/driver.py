@@ -138,7 +138,7 @@ def _prepare(layout: Layout, resolved: dict[str, Any], source_ids: list[str], wo
     """Scan, decontaminate, exact-dedup, band hashes: write them to the work folder, the plan last."""
     for sid in source_ids:  # a missing or stale signature file is computed here rather than refused later
         if not signatures_current(layout, sid, resolved):
-            run_signatures(layout, sid, resolved)
+            run_signatures(layout, resolved, sid)
     sources = [DedupSource(sid, clean_doc_files(layout, sid, resolved), signature_file(layout, sid)) for sid in source_ids]
     cfg = resolved["dedup"]
     check_inputs(sources, cfg)

@@ -30,7 +30,7 @@ def minhash_signatures(context: dg.AssetExecutionContext, corpus: CorpusConfig) 
         resolved, layout = corpus.load()
         source = source_for_partition(layout, context.partition_key)
         start = time.monotonic()
-        stats = driver.run_signatures(layout, source.source_id, resolved)
+        stats = driver.run_signatures(layout, resolved, source.source_id, context.log)
         own = time.monotonic() - start
     if stats["no_signature"]:
         context.log.info(

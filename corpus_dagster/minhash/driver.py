@@ -7,6 +7,7 @@ The readers below are how the dedup and analysis stages see a source's signature
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from corpus_dagster.clean.driver import clean_doc_files, clean_record
 from corpus_dagster.core import records
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.settings import Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.minhash.signatures import SIGNATURE_SETTINGS, compute_signatures
 from corpus_dagster.minhash.signatures import (
@@ -25,31 +27,36 @@ SIGNATURES_CODE_VERSION = "1"
 SIGNATURES_STAGE = Stage(SIGNATURES, SIGNATURES_CODE_VERSION)
 
 
-def signature_key(layout: Layout, source_id: str, resolved: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def signature_key(layout: Layout, source_id: str,
+                  resolved: Settings | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """(key, inputs) of a source's signatures: the clean output's key and the signature settings."""
     inputs = {"clean": clean_record(layout, source_id).key}
-    settings = output_settings(resolved, "dedup", SIGNATURE_SETTINGS)
+    settings = output_settings(as_settings(resolved).resolved, "dedup", SIGNATURE_SETTINGS)
     return SIGNATURES_STAGE.key(inputs, settings), inputs
 
 
 @records.locked(lambda a: f"minhash.{a['source_id']}")
-def run_signatures(layout: Layout, source_id: str, resolved: dict[str, Any]) -> dict[str, Any]:
+def run_signatures(layout: Layout, resolved: Settings | Mapping[str, Any], source_id: str,
+                   log: Any = None) -> dict[str, Any]:
     """Hash one source's clean documents, unless the same clean output was hashed with the same settings."""
-    key, inputs = signature_key(layout, source_id, resolved)
+    settings = as_settings(resolved)
+    key, inputs = signature_key(layout, source_id, settings)
     folder = layout.stage(SIGNATURES, source_id)
 
     def compute(key: str) -> Outputs:
         name = f"{key}/signatures.parquet"
         (folder / key).mkdir(exist_ok=True)
-        stats = compute_signatures(clean_doc_files(layout, source_id, resolved), folder / name, resolved["dedup"],
-                                   resolved["workers"])
+        stats = compute_signatures(clean_doc_files(layout, source_id, settings), folder / name, settings.dedup,
+                                   settings.workers)
+        if log:
+            log.info(f"{source_id}: {stats['docs']} signatures ({stats['no_signature']} without one)")
         return Outputs([name], files={"signatures": [name]}, stats=stats)
 
-    settings = output_settings(resolved, "dedup", SIGNATURE_SETTINGS)
-    return run_cached(folder, SIGNATURES_STAGE, inputs, settings, compute, key=key).summary()
+    key_settings = output_settings(settings.resolved, "dedup", SIGNATURE_SETTINGS)
+    return run_cached(folder, SIGNATURES_STAGE, inputs, key_settings, compute, key=key).summary()
 
 
-def signatures_current(layout: Layout, source_id: str, resolved: dict[str, Any]) -> bool:
+def signatures_current(layout: Layout, source_id: str, resolved: Settings | Mapping[str, Any]) -> bool:
     """Whether the source's signatures are recorded under the key its clean output and settings give now."""
     return records.cached(layout.stage(SIGNATURES, source_id), signature_key(layout, source_id, resolved)[0]) is not None
 

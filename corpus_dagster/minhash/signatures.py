@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pyarrow.parquet as pq
 from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.core.settings import DedupSettings
 from corpus_dagster.lib.minhash import batch_signatures, permutations, signature_dtype
 from corpus_dagster.lib.text import byte_batches, tokenize_batch
 
@@ -28,16 +30,22 @@ SIGNATURE_FORMAT = 1
 SIGNATURE_SETTINGS = ("num_perm", "seed", "scheme", "shingle_size")
 
 
-def signature_schema(cfg: dict[str, Any]) -> pa.Schema:
-    """Arrow schema of a signature file for the resolved `dedup` section (settings in its metadata)."""
-    value_type = pa.uint32() if signature_dtype(cfg["scheme"]) == np.uint32 else pa.uint64()
-    meta = {k: cfg[k] for k in SIGNATURE_SETTINGS} | {"format": SIGNATURE_FORMAT}
+def dedup_settings(cfg: DedupSettings | Mapping[str, Any]) -> DedupSettings:
+    """The typed `dedup` section of `cfg`, or `cfg` itself: what a public logic entry accepts (callers holding
+    only the resolved `dedup` dict, such as tests and benchmarks, convert here once)."""
+    return cfg if isinstance(cfg, DedupSettings) else DedupSettings.from_dict(cfg)
+
+
+def signature_schema(cfg: DedupSettings) -> pa.Schema:
+    """Arrow schema of a signature file for the `dedup` section (settings in its metadata)."""
+    value_type = pa.uint32() if signature_dtype(cfg.scheme) == np.uint32 else pa.uint64()
+    meta = {k: getattr(cfg, k) for k in SIGNATURE_SETTINGS} | {"format": SIGNATURE_FORMAT}
     return pa.schema(
         [
             ("id", pa.string()),
             ("n_words", pa.int32()),
             ("n_shingles", pa.int32()),
-            ("signature", pa.list_(value_type, cfg["num_perm"])),
+            ("signature", pa.list_(value_type, cfg.num_perm)),
         ],
         metadata={SIGNATURE_META_KEY: json.dumps(meta, sort_keys=True).encode()},
     )
@@ -65,15 +73,15 @@ def _open_docs(path: Path) -> pq.ParquetFile:
 
 
 
-def _signature_task(path: str, row_group: int, cfg: dict[str, Any]) -> pa.Table:
+def _signature_task(path: str, row_group: int, cfg: DedupSettings) -> pa.Table:
     """Signatures of one row group of one clean document file (runs in a worker process)."""
     table = pq.ParquetFile(path).read_row_group(row_group, columns=["id", "text"])
     texts = table.column("text").combine_chunks()
-    a, b = permutations(cfg["num_perm"], cfg["seed"], cfg["scheme"])
+    a, b = permutations(cfg.num_perm, cfg.seed, cfg.scheme)
     sigs, words, shingles = [], [], []
-    for start, stop in byte_batches(texts, cfg["batch_bytes"]):
+    for start, stop in byte_batches(texts, cfg.batch_bytes):
         sig, n_words, n_shingles = batch_signatures(
-            tokenize_batch(texts.slice(start, stop - start)), cfg["shingle_size"], a, b, cfg["scheme"]
+            tokenize_batch(texts.slice(start, stop - start)), cfg.shingle_size, a, b, cfg.scheme
         )
         sigs.append(sig)
         words.append(n_words)
@@ -84,7 +92,7 @@ def _signature_task(path: str, row_group: int, cfg: dict[str, Any]) -> pa.Table:
     sig = np.concatenate(sigs)
     n_shingles = np.concatenate(shingles)
     values = pa.array(sig.reshape(-1), type=schema.field("signature").type.value_type)
-    signature = pa.FixedSizeListArray.from_arrays(values, cfg["num_perm"], mask=pa.array(n_shingles == 0))
+    signature = pa.FixedSizeListArray.from_arrays(values, cfg.num_perm, mask=pa.array(n_shingles == 0))
     return pa.table(
         {
             "id": table.column("id").combine_chunks(),
@@ -97,14 +105,15 @@ def _signature_task(path: str, row_group: int, cfg: dict[str, Any]) -> pa.Table:
 
 
 def compute_signatures(
-    doc_files: list[Path], out_path: Path, cfg: dict[str, Any], workers: int = 1
+    doc_files: list[Path], out_path: Path, cfg: DedupSettings | Mapping[str, Any], workers: int = 1
 ) -> dict[str, Any]:
     """Write the MinHash signature file of one source's clean documents, in document order; return stats.
 
-    cfg is the resolved `dedup` section. A document with fewer words than shingle_size gets a null
+    cfg is the `dedup` section (typed, or its resolved dict). A document with fewer words than shingle_size gets a null
     signature (it can only be caught as an exact duplicate). The output is written atomically and is
     byte-identical for any `workers` value: the unit of work is one input row group, written in order.
     """
+    cfg = dedup_settings(cfg)
     start = time.monotonic()
     jobs = []
     for path in doc_files:

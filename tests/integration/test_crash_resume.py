@@ -75,7 +75,7 @@ for s in sources:
 for sid in ids:
     run_clean_source(layout, resolved, sid)
 for sid in ids:
-    run_signatures(layout, sid, resolved)
+    run_signatures(layout, resolved, sid)
 run_global_dedup(layout, resolved, ids)
 run_scrub(layout, resolved)
 run_publish(layout, resolved)

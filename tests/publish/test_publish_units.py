@@ -41,7 +41,7 @@ def upstream(tmp_path_factory) -> Path:
         ids.append(src.source_id)
     for sid in ids:
         run_clean_source(layout, resolved, sid)
-        run_signatures(layout, sid, resolved)
+        run_signatures(layout, resolved, sid)
     run_global_dedup(layout, resolved, ids)
     run_scrub(layout, resolved)
     return config
