@@ -349,12 +349,13 @@ def step_signatures(folder: Path, workers: int, subset: list[str] | None) -> dic
 def step_dedup(folder: Path, workers: int) -> dict:
     """(subprocess) run_dedup over all sources with the protected set."""
     from corpus_dagster.core.config import load_config
+    from corpus_dagster.core.settings import Settings
     from corpus_dagster.dedup import DedupSource, run_dedup
 
     meta = json.loads((folder / "corpus.json").read_text())
-    cfg = load_config(
+    cfg = Settings.from_resolved(load_config(
         overrides={"dedup": {"protected_sets": [{"name": "heldout-eval", "path": meta["protected"]}]}}
-    )["dedup"]
+    )).dedup
     sources = [
         DedupSource(s, [Path(f) for f in fs], folder / "sig" / f"{s}.parquet")
         for s, fs in meta["files"].items()

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import pyarrow as pa
 from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
+from corpus_dagster.core.settings import DedupSettings
 from corpus_dagster.dedup.exact import exact_duplicates
 from corpus_dagster.dedup.near import build_store, lsh_band_keys, near_clusters
 from corpus_dagster.dedup.protected import build_protected_index
@@ -46,7 +48,7 @@ from corpus_dagster.dedup.tables import (
 )
 from corpus_dagster.lib.jaccard import ShingleStore
 from corpus_dagster.lib.lsh import candidate_pairs
-from corpus_dagster.minhash.driver import SIGNATURE_SETTINGS, signature_settings
+from corpus_dagster.minhash.driver import SIGNATURE_SETTINGS, dedup_settings, signature_settings
 
 __all__ = ["CLUSTERS_SCHEMA", "DROPPED_SCHEMA", "PAIRS_SCHEMA", "DedupSource", "run_dedup"]
 
@@ -90,15 +92,15 @@ class StepTimer:
         self.rss[name] = max(self.rss.get(name, 0.0), rss_mb)
 
 
-def check_inputs(sources: list[DedupSource], cfg: dict[str, Any]) -> None:
+def check_inputs(sources: list[DedupSource], cfg: DedupSettings) -> None:
     names = [s.source_id for s in sources]
     if len(set(names)) != len(names):
         raise DedupInputError(f"run_dedup: a source is listed twice: {sorted(names)}")
-    if cfg["num_perm"] % cfg["bands"]:
+    if cfg.num_perm % cfg.bands:
         raise DedupInputError(
-            f"dedup.num_perm ({cfg['num_perm']}) must be a multiple of dedup.bands ({cfg['bands']})"
+            f"dedup.num_perm ({cfg.num_perm}) must be a multiple of dedup.bands ({cfg.bands})"
         )
-    want = {k: cfg[k] for k in SIGNATURE_SETTINGS}
+    want = {k: getattr(cfg, k) for k in SIGNATURE_SETTINGS}
     for s in sources:
         if not Path(s.signature_file).exists():
             raise DedupInputError(f"source {s.source_id!r}: signature file {s.signature_file} does not exist")
@@ -111,14 +113,15 @@ def check_inputs(sources: list[DedupSource], cfg: dict[str, Any]) -> None:
 
 
 def run_dedup(
-    sources: list[DedupSource], cfg: dict[str, Any], out_dir: Path, workers: int = 1
+    sources: list[DedupSource], cfg: DedupSettings | Mapping[str, Any], out_dir: Path, workers: int = 1
 ) -> dict[str, Any]:
     """Decontaminate, exact-dedup and near-dedup all sources; write dropped/clusters/pairs.parquet.
 
-    cfg is the resolved `dedup` section. Every output file is written atomically and is byte-identical
+    cfg is the `dedup` section (typed, or its resolved dict). Every output file is written atomically and is byte-identical
     across runs and `workers` values. Returns the stats a person wants to see (counts, largest clusters,
     example pairs, per-step seconds and peak RSS).
     """
+    cfg = dedup_settings(cfg)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     check_inputs(sources, cfg)
@@ -152,7 +155,7 @@ class Prepared:
 
 
 def prepare(
-    sources: list[DedupSource], cfg: dict[str, Any], work: Path, workers: int, timer: StepTimer
+    sources: list[DedupSource], cfg: DedupSettings, work: Path, workers: int, timer: StepTimer
 ) -> Prepared:
     """Steps 1-2 and the band hashes of step 3: scan, decontaminate, exact-dedup, band the survivors.
 
@@ -165,7 +168,7 @@ def prepare(
         index_path = str(work / "protected.npz")
         index.save(Path(index_path))
     corpus = scan_corpus(
-        [(s.source_id, s.doc_files) for s in sources], index_path, cfg["batch_bytes"], workers
+        [(s.source_id, s.doc_files) for s in sources], index_path, cfg.batch_bytes, workers
     )
     status = np.zeros(corpus.n, dtype=np.int8)
     matched = np.full(corpus.n, -1, dtype=np.int64)
@@ -199,7 +202,7 @@ def finish(
     pairs: np.ndarray,
     pair_j: np.ndarray,
     store: ShingleStore | None,
-    cfg: dict[str, Any],
+    cfg: DedupSettings,
     out_dir: Path,
     timer: StepTimer,
 ) -> dict[str, Any]:
@@ -212,12 +215,12 @@ def finish(
     jaccard = np.full(len(status), np.nan, dtype=np.float64)
     nodes = unique_sorted(pairs)  # sorted gids of every document in a candidate pair
     pair_nodes = np.searchsorted(nodes, pairs)
-    accepted = pair_j >= cfg["jaccard_threshold"] if cfg["verify"] else np.ones(len(pairs), dtype=bool)
+    accepted = pair_j >= cfg.jaccard_threshold if cfg.verify else np.ones(len(pairs), dtype=bool)
 
     # 5. Clusters; each keeps its smallest id.
-    clusters = near_clusters(nodes, pairs, pair_nodes, pair_j, accepted, store, cfg["verify_batch_shingles"])
+    clusters = near_clusters(nodes, pairs, pair_nodes, pair_j, accepted, store, cfg.verify_batch_shingles)
     member_gids = nodes[clusters.members]
-    if cfg["action"] == "drop":
+    if cfg.action == "drop":
         status[member_gids] = NEAR
         matched[member_gids] = nodes[clusters.keeper[clusters.members]]
         jaccard[member_gids] = clusters.member_jaccard
@@ -225,13 +228,13 @@ def finish(
 
     # 6. Tables.
     ids = prep.ids
-    keep = np.flatnonzero(pair_j >= cfg["analysis_threshold"]) if cfg["verify"] else np.zeros(0, np.int64)
+    keep = np.flatnonzero(pair_j >= cfg.analysis_threshold) if cfg.verify else np.zeros(0, np.int64)
     write_parquet(
         dropped_table(ids, status, matched, jaccard, prep.detail, clusters), out_dir / "dropped.parquet"
     )
     write_parquet(clusters_table(ids, clusters), out_dir / "clusters.parquet")
     write_parquet(pairs_table(ids, pairs, pair_j, keep), out_dir / "pairs.parquet")
-    stats = report(ids, clusters, pairs, pair_j, keep, cfg["report_examples"])
+    stats = report(ids, clusters, pairs, pair_j, keep, cfg.report_examples)
     timer.lap("write")
     stats.update(
         docs=len(ids),
@@ -240,14 +243,14 @@ def finish(
         exact_dropped=int((status == EXACT).sum()),
         near_dropped=int((status == NEAR).sum()),
         near_duplicates=len(clusters.members),
-        near_below_threshold_to_kept=int((clusters.member_jaccard < cfg["jaccard_threshold"]).sum()),
+        near_below_threshold_to_kept=int((clusters.member_jaccard < cfg.jaccard_threshold).sum()),
         no_signature=prep.no_signature,
         lsh_participants=prep.participants,
         candidate_pairs=len(pairs),
-        verified_pairs=int(accepted.sum()) if cfg["verify"] else None,
-        rejected_pairs=int((~accepted).sum()) if cfg["verify"] else None,
+        verified_pairs=int(accepted.sum()) if cfg.verify else None,
+        rejected_pairs=int((~accepted).sum()) if cfg.verify else None,
         pairs_rows=len(keep),
-        settings={k: cfg[k] for k in REPORTED_SETTINGS},
+        settings={k: getattr(cfg, k) for k in REPORTED_SETTINGS},
         seconds=timer.seconds,
         peak_rss_mb=timer.rss,
     )
@@ -255,7 +258,7 @@ def finish(
 
 
 def _run(
-    sources: list[DedupSource], cfg: dict[str, Any], out_dir: Path, work: Path, workers: int
+    sources: list[DedupSource], cfg: DedupSettings, out_dir: Path, work: Path, workers: int
 ) -> dict[str, Any]:
     timer = StepTimer()
     prep = prepare(sources, cfg, work, workers, timer)
@@ -268,8 +271,8 @@ def _run(
     nodes = unique_sorted(pairs)
     pair_nodes = np.searchsorted(nodes, pairs)
     store, pair_j = None, np.full(len(pairs), np.nan)
-    if cfg["verify"] and len(pairs):
+    if cfg.verify and len(pairs):
         store = build_store(nodes, prep.jobs, prep.gid_of_scan, cfg, work / "shingles.u64", workers)
-        pair_j = store.jaccard(pair_nodes[:, 0], pair_nodes[:, 1], cfg["verify_batch_shingles"])
+        pair_j = store.jaccard(pair_nodes[:, 0], pair_nodes[:, 1], cfg.verify_batch_shingles)
     timer.lap("verify")
     return finish(prep, pairs, pair_j, store, cfg, out_dir, timer)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import glob
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.core.progress import Log, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord
+from corpus_dagster.core.settings import DedupSettings, Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, commit_outputs
 from corpus_dagster.core.units import Plan, done_elsewhere, run_units
 from corpus_dagster.core.work import WorkFolder
@@ -79,7 +81,7 @@ TABLES = ("dropped.parquet", "clusters.parquet", "pairs.parquet")
 
 DEDUP_STAGE = Stage(DEDUP, DEDUP_CODE_VERSION)
 
-def protected_hashes(dedup_cfg: dict[str, Any]) -> list[list[str]]:
+def protected_hashes(dedup_cfg: DedupSettings) -> list[list[str]]:
     """[name, path, sha256] of every protected-set file: their content, not their mtime, enters the key."""
     out = []
     for spec in protected_set_specs(dedup_cfg):
@@ -89,15 +91,17 @@ def protected_hashes(dedup_cfg: dict[str, Any]) -> list[list[str]]:
     return out
 
 
-def dedup_key(layout: Layout, resolved: dict[str, Any], source_ids: list[str]) -> tuple[str, dict[str, Any]]:
+def dedup_key(layout: Layout, resolved: Settings | Mapping[str, Any],
+              source_ids: list[str]) -> tuple[str, dict[str, Any]]:
     """(key, inputs) of the global dedup over `source_ids`."""
+    settings = as_settings(resolved)
     inputs = {
         "sources": [
-            [sid, clean_record(layout, sid).key, signature_key(layout, sid, resolved)[0]] for sid in sorted(source_ids)
+            [sid, clean_record(layout, sid).key, signature_key(layout, sid, settings)[0]] for sid in sorted(source_ids)
         ],
-        "protected": protected_hashes(resolved["dedup"]),
+        "protected": protected_hashes(settings.dedup),
     }
-    return DEDUP_STAGE.key(inputs, output_settings(resolved, "dedup")), inputs
+    return DEDUP_STAGE.key(inputs, output_settings(settings.resolved, "dedup")), inputs
 
 
 def work_folder(layout: Layout, key: str) -> WorkFolder:
@@ -106,15 +110,17 @@ def work_folder(layout: Layout, key: str) -> WorkFolder:
 
 
 @records.locked(lambda a: "dedup")
-def plan_dedup(layout: Layout, resolved: dict[str, Any], source_ids: list[str], log: Log | None = None) -> Plan:
+def plan_dedup(layout: Layout, resolved: Settings | Mapping[str, Any], source_ids: list[str],
+               log: Log | None = None) -> Plan:
     """Plan the global dedup: its key, and either its cached stats or one LSH unit per band.
 
     On a cache miss, computes missing signatures, scans, decontaminates and exact-dedups every document
     and writes the band hashes of the survivors to the work folder (`work_folder`), unless a complete plan
     of the same key is already there (a resumed run keeps it and the unit outputs next to it).
     """
+    settings = as_settings(resolved)
     source_ids = sorted(source_ids)
-    key, _ = dedup_key(layout, resolved, source_ids)
+    key, _ = dedup_key(layout, settings, source_ids)
     folder = layout.stage(DEDUP)
     done = records.cached(folder, key)
     if done is not None:
@@ -123,7 +129,7 @@ def plan_dedup(layout: Layout, resolved: dict[str, Any], source_ids: list[str], 
     work = work_folder(layout, key)
     meta = work.start()
     if meta is None:
-        meta = _prepare(layout, resolved, source_ids, work)
+        meta = _prepare(layout, settings, source_ids, work)
     if log is not None:
         log(f"dedup: {len(source_ids)} source(s), {meta['docs']:,} documents, "
             f"{_clean_bytes(layout, source_ids) / 1e6:.1f} MB of clean Parquet")
@@ -134,23 +140,23 @@ def plan_dedup(layout: Layout, resolved: dict[str, Any], source_ids: list[str], 
     return Plan(key, tuple(lsh_unit(b) for b in range(meta["bands"])), info={"sources": source_ids})
 
 
-def _prepare(layout: Layout, resolved: dict[str, Any], source_ids: list[str], work: WorkFolder) -> dict[str, Any]:
+def _prepare(layout: Layout, settings: Settings, source_ids: list[str], work: WorkFolder) -> dict[str, Any]:
     """Scan, decontaminate, exact-dedup, band hashes: write them to the work folder, the plan last."""
     for sid in source_ids:  # a missing or stale signature file is computed here rather than refused later
-        if not signatures_current(layout, sid, resolved):
-            run_signatures(layout, resolved, sid)
-    sources = [DedupSource(sid, clean_doc_files(layout, sid, resolved), signature_file(layout, sid)) for sid in source_ids]
-    cfg = resolved["dedup"]
+        if not signatures_current(layout, sid, settings):
+            run_signatures(layout, settings, sid)
+    sources = [DedupSource(sid, clean_doc_files(layout, sid, settings), signature_file(layout, sid)) for sid in source_ids]
+    cfg = settings.dedup
     check_inputs(sources, cfg)
     path = work.path
     timer = StepTimer()
-    prep = prepare(sources, cfg, path, resolved["workers"], timer)
+    prep = prepare(sources, cfg, path, settings.workers, timer)
     (path / "protected.npz").unlink(missing_ok=True)
     write_prepared(path, prep)
     return work.write_plan({
         "sources": source_ids,
         "docs": len(prep.ids),
-        "bands": int(cfg["bands"]),
+        "bands": int(cfg.bands),
         "participants": prep.participants,
         "no_signature": prep.no_signature,
         "detail": [[gid, text] for gid, text in sorted(prep.detail.items())],
@@ -162,7 +168,7 @@ def _prepare(layout: Layout, resolved: dict[str, Any], source_ids: list[str], wo
 
 
 @done_elsewhere(lambda layout: layout.stage(DEDUP))
-def run_dedup_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str) -> None:
+def run_dedup_unit(layout: Layout, resolved: Settings | Mapping[str, Any], key: str, unit: str) -> None:
     """Run one unit of the global dedup: `lsh-band-NNN` (one band's candidate pairs) or `verify-NNNNN` (exact
     Jaccard of one chunk of candidate pairs). Reads the key's work folder and writes only the unit's files,
     atomically, its done-marker last; a unit already done does nothing. Takes no lock: outputs are keyed."""
@@ -186,7 +192,7 @@ def run_dedup_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str
         pair_nodes = np.array(np.load(work.path / PAIR_NODES, mmap_mode="r")[chunk * size : (chunk + 1) * size])
         store = open_store(work)
         output = JACCARD
-        result = store.jaccard(pair_nodes[:, 0], pair_nodes[:, 1], resolved["dedup"]["verify_batch_shingles"])
+        result = store.jaccard(pair_nodes[:, 0], pair_nodes[:, 1], as_settings(resolved).dedup.verify_batch_shingles)
     else:
         raise DedupWorkError(
             f"unknown dedup unit {unit!r} for {work.path}: expected {LSH_UNIT}NNN or {VERIFY_UNIT}NNNNN"
@@ -196,7 +202,7 @@ def run_dedup_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str
     work.mark_done(unit, [output], seconds=seconds, peak_rss_mb=rss)
 
 
-def plan_verify(layout: Layout, resolved: dict[str, Any], key: str, log: Log | None = None) -> Plan:
+def plan_verify(layout: Layout, resolved: Settings | Mapping[str, Any], key: str, log: Log | None = None) -> Plan:
     """After every LSH unit: merge the bands' pairs into the sorted candidate pairs, build the shingle store
     of their documents and name one verification unit per `dedup.verify_chunk_pairs` pairs (none without
     `verify` or pairs). A second call reuses the first one's plan."""
@@ -208,14 +214,14 @@ def plan_verify(layout: Layout, resolved: dict[str, Any], key: str, log: Log | N
         meta = work.read_plan()
         plan = work.find_plan(VERIFY)
         if plan is None:
-            plan = _plan_verify(layout, resolved, work, meta)
+            plan = _plan_verify(layout, as_settings(resolved), work, meta)
     if log is not None:
         log(f"dedup verify plan: {plan['pairs']:,} candidate pairs, {plan['units']} verification unit(s)")
     return Plan(key, tuple(verify_unit(i) for i in range(plan["units"])))
 
 
-def _plan_verify(layout: Layout, resolved: dict[str, Any], work: WorkFolder, meta: dict[str, Any]) -> dict[str, Any]:
-    cfg = resolved["dedup"]
+def _plan_verify(layout: Layout, settings: Settings, work: WorkFolder, meta: dict[str, Any]) -> dict[str, Any]:
+    cfg = settings.dedup
     path = work.path
     timer = StepTimer()
     bands = [lsh_unit(b) for b in range(meta["bands"])]
@@ -226,26 +232,28 @@ def _plan_verify(layout: Layout, resolved: dict[str, Any], work: WorkFolder, met
     nodes = unique_sorted(pairs)
     save_array(path / PAIR_NODES, np.searchsorted(nodes, pairs))
     units = 0
-    if cfg["verify"] and len(pairs):
+    if cfg.verify and len(pairs):
         jobs = [Job(src, absolute(layout.root, p), rg, scan_start, rows) for src, p, rg, scan_start, rows in meta["jobs"]]
         gid_of_scan = np.load(path / "gid_of_scan.npy")
         with atomic_path(path / SHINGLES) as tmp:
-            store = build_store(nodes, jobs, gid_of_scan, cfg, tmp, resolved["workers"])
+            store = build_store(nodes, jobs, gid_of_scan, cfg, tmp, settings.workers)
         save_array(path / "store_offset.npy", store.offset)
         save_array(path / "store_length.npy", store.length)
-        units = -(-len(pairs) // cfg["verify_chunk_pairs"])
+        units = -(-len(pairs) // cfg.verify_chunk_pairs)
     timer.lap("verify")
     plan = {
-        "pairs": len(pairs), "chunk_pairs": int(cfg["verify_chunk_pairs"]), "units": units,
+        "pairs": len(pairs), "chunk_pairs": int(cfg.verify_chunk_pairs), "units": units,
         "seconds": timer.seconds, "peak_rss_mb": timer.rss,
     }
     return work.write_plan(plan, files=verify_files(units), name=VERIFY)
 
 
 @records.locked(lambda a: "dedup")
-def finish_dedup(layout: Layout, resolved: dict[str, Any], key: str, log: Log | None = None) -> dict[str, Any]:
+def finish_dedup(layout: Layout, resolved: Settings | Mapping[str, Any], key: str,
+                 log: Log | None = None) -> dict[str, Any]:
     """After every unit: clusters, the three tables in stages/dedup/<key>/, the stage record; removes the
     work folder. Returns what `run_global_dedup` returns (the cached stats when the stage is already done)."""
+    settings = as_settings(resolved)
     folder = layout.stage(DEDUP)
     done = records.cached(folder, key)
     if done is not None:
@@ -254,13 +262,13 @@ def finish_dedup(layout: Layout, resolved: dict[str, Any], key: str, log: Log | 
     meta = work.read_plan()
     plan = work.read_plan(VERIFY, step="plan_verify")
     source_ids = meta["sources"]
-    now_key, inputs = dedup_key(layout, resolved, source_ids)
+    now_key, inputs = dedup_key(layout, settings, source_ids)
     if now_key != key:
         raise DedupWorkError(
             f"{work.path}: the dedup inputs or settings changed since plan_dedup (key {key}, now {now_key}); "
             "run plan_dedup again"
         )
-    cfg = resolved["dedup"]
+    cfg = settings.dedup
     chunks = [verify_unit(i) for i in range(plan["units"])]
     verified = work.require_done(chunks)
     band_markers = [work.done(lsh_unit(b), verify=False) or {} for b in range(meta["bands"])]  # timings only
@@ -278,7 +286,7 @@ def finish_dedup(layout: Layout, resolved: dict[str, Any], key: str, log: Log | 
     stats = finish(prep, pairs, pair_j, store, cfg, out_dir, timer)
     stats["sources"] = source_ids
     names = [f"{key}/{t}" for t in TABLES]
-    commit_outputs(folder, DEDUP_STAGE, key, inputs, output_settings(resolved, "dedup"),
+    commit_outputs(folder, DEDUP_STAGE, key, inputs, output_settings(settings.resolved, "dedup"),
                    Outputs(names, files={"tables": names}, stats=jsonable(stats)))
     del prep, store
     work.remove()
@@ -291,7 +299,7 @@ def finish_dedup(layout: Layout, resolved: dict[str, Any], key: str, log: Log | 
 
 @records.locked(lambda a: "dedup")
 def run_global_dedup(
-    layout: Layout, resolved: dict[str, Any], source_ids: list[str], log: Log | None = None
+    layout: Layout, resolved: Settings | Mapping[str, Any], source_ids: list[str], log: Log | None = None
 ) -> dict[str, Any]:
     """Decontaminate, exact- and near-dedup the given sources; tables and stats land in stages/dedup/<key>/.
 
@@ -300,21 +308,22 @@ def run_global_dedup(
     `log` (a callable taking a line) hears a start line, a heartbeat every `progress.interval_s` seconds and a
     closing line with documents, MB and rate.
     """
+    settings = as_settings(resolved)
     source_ids = sorted(source_ids)
-    key, _ = dedup_key(layout, resolved, source_ids)
+    key, _ = dedup_key(layout, settings, source_ids)
     done = records.cached(layout.stage(DEDUP), key)
     if done is not None:
         return {**done.stats, "cached": True, "key": key}
     n_docs = sum(clean_record(layout, sid).stats.get("kept", 0) for sid in source_ids)
-    workers = resolved["workers"]
-    with heartbeat(log, "dedup", interval_of(resolved), f"{n_docs:,} documents"):
-        plan = plan_dedup(layout, resolved, source_ids, log)
+    workers = settings.workers
+    with heartbeat(log, "dedup", interval_of(settings.resolved), f"{n_docs:,} documents"):
+        plan = plan_dedup(layout, settings, source_ids, log)
         if plan.cached is not None:
             return plan.cached
-        run_units(run_dedup_unit, (layout, resolved, plan.key), plan.units, workers)
-        verify = plan_verify(layout, resolved, plan.key, log)
-        run_units(run_dedup_unit, (layout, resolved, plan.key), verify.units, workers)
-        return finish_dedup(layout, resolved, plan.key, log)
+        run_units(run_dedup_unit, (layout, settings, plan.key), plan.units, workers)
+        verify = plan_verify(layout, settings, plan.key, log)
+        run_units(run_dedup_unit, (layout, settings, plan.key), verify.units, workers)
+        return finish_dedup(layout, settings, plan.key, log)
 
 
 def _clean_bytes(layout: Layout, source_ids: list[str]) -> int:
@@ -339,21 +348,21 @@ def dedup_stats(layout: Layout) -> dict[str, Any]:
     return dedup_record(layout).stats
 
 
-def _table(layout: Layout, name: str, resolved: dict[str, Any] | None = None) -> Path:
+def _table(layout: Layout, name: str, resolved: Settings | Mapping[str, Any] | None = None) -> Path:
     return next(p for p in dedup_tables(layout, resolved).values() if p.name == name)
 
 
-def dropped_ids(layout: Layout, resolved: dict[str, Any] | None = None) -> pl.DataFrame:
+def dropped_ids(layout: Layout, resolved: Settings | Mapping[str, Any] | None = None) -> pl.DataFrame:
     """The id of every document the dedup step removed (`resolved`: see dedup_tables)."""
     return pl.read_parquet(_table(layout, "dropped.parquet", resolved), columns=["id"])
 
 
-def clusters(layout: Layout, resolved: dict[str, Any] | None = None) -> pl.DataFrame:
+def clusters(layout: Layout, resolved: Settings | Mapping[str, Any] | None = None) -> pl.DataFrame:
     """id, cluster_min_id of every member of a near-duplicate cluster (`resolved`: see dedup_tables)."""
     return pl.read_parquet(_table(layout, "clusters.parquet", resolved), columns=["id", "cluster_min_id"])
 
 
-def dedup_tables(layout: Layout, resolved: dict[str, Any] | None = None) -> dict[str, Path]:
+def dedup_tables(layout: Layout, resolved: Settings | Mapping[str, Any] | None = None) -> dict[str, Path]:
     """Paths of the dedup tables by name (dropped, clusters, pairs), checked against the dedup record.
 
     With `resolved`, a damaged table is rebuilt here: the global dedup reruns over the sources it covered

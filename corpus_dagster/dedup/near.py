@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
@@ -14,6 +13,7 @@ import pyarrow.parquet as pq
 
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.core.settings import DedupSettings
 from corpus_dagster.dedup.components import cluster_keepers
 from corpus_dagster.dedup.scan import Corpus, Job
 from corpus_dagster.lib.jaccard import ShingleStore, shingle_sets_task
@@ -21,7 +21,7 @@ from corpus_dagster.lib.lsh import band_hashes, candidate_pairs
 
 
 def lsh_candidates(
-    signature_files: list[tuple[str, Path]], corpus: Corpus, eligible: np.ndarray, cfg: dict[str, Any]
+    signature_files: list[tuple[str, Path]], corpus: Corpus, eligible: np.ndarray, cfg: DedupSettings
 ) -> tuple[np.ndarray, int, int]:
     """Candidate pairs (gid_a < gid_b) among eligible documents with a signature.
 
@@ -33,14 +33,14 @@ def lsh_candidates(
 
 
 def lsh_band_keys(
-    signature_files: list[tuple[str, Path]], corpus: Corpus, eligible: np.ndarray, cfg: dict[str, Any]
+    signature_files: list[tuple[str, Path]], corpus: Corpus, eligible: np.ndarray, cfg: DedupSettings
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Band hashes of the eligible documents with a signature: ((n, bands) uint64, their gids, documents
     without a signature). Ids only, never text: memory is n * bands * 8 bytes.
 
     A signature file whose ids differ from its source's clean documents is refused as stale.
     """
-    width, band_parts, gid_parts, no_signature = cfg["num_perm"], [], [], 0
+    width, band_parts, gid_parts, no_signature = cfg.num_perm, [], [], 0
     for si, (source_id, path) in enumerate(signature_files):
         lo, hi = int(corpus.source_start[si]), int(corpus.source_start[si + 1])
         seen = 0
@@ -61,7 +61,7 @@ def lsh_band_keys(
             # Null signatures come back with null child values: fill them (those rows are never used).
             child = pc.fill_null(sig.values.slice(sig.offset * width, len(sig) * width), 0)
             values = child.to_numpy().reshape(len(sig), width)
-            band_parts.append(band_hashes(values[take], cfg["bands"]))
+            band_parts.append(band_hashes(values[take], cfg.bands))
             gid_parts.append(gids[take])
             seen += batch.num_rows
         if lo + seen != hi:
@@ -69,7 +69,7 @@ def lsh_band_keys(
                 f"source {source_id!r}: signature file {path} has {seen} rows, its clean documents {hi - lo}; "
                 "recompute it"
             )
-    keys = np.concatenate(band_parts) if band_parts else np.zeros((0, cfg["bands"]), np.uint64)
+    keys = np.concatenate(band_parts) if band_parts else np.zeros((0, cfg.bands), np.uint64)
     gids = np.concatenate(gid_parts) if gid_parts else np.zeros(0, np.int64)
     return keys, gids, no_signature
 
@@ -77,7 +77,7 @@ def lsh_band_keys(
 
 
 def build_store(
-    nodes: np.ndarray, corpus_jobs: list[Job], gid_of_scan: np.ndarray, cfg: dict[str, Any], path: Path,
+    nodes: np.ndarray, corpus_jobs: list[Job], gid_of_scan: np.ndarray, cfg: DedupSettings, path: Path,
     workers: int,
 ) -> ShingleStore:
     """Re-shingle the documents `nodes` (sorted gids) into an on-disk store indexed by node number.
@@ -91,7 +91,7 @@ def build_store(
         slot = np.minimum(np.searchsorted(nodes, gids), len(nodes) - 1)
         rows = np.flatnonzero(nodes[slot] == gids)
         if len(rows):
-            jobs.append((job.path, job.row_group, rows, cfg["shingle_size"], cfg["batch_bytes"]))
+            jobs.append((job.path, job.row_group, rows, cfg.shingle_size, cfg.batch_bytes))
             job_nodes.append(slot[rows])
     for node_ids, (values, lengths) in zip(job_nodes, ordered_map(shingle_sets_task, jobs, workers), strict=True):
         store.append(node_ids, values, lengths)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,18 +21,24 @@ import pyarrow.parquet as pq
 
 from corpus_dagster.core.config import fill_defaults, load_schema
 from corpus_dagster.core.errors import DedupInputError
+from corpus_dagster.core.settings import DedupSettings
 from corpus_dagster.lib.shingle_hashing import shingle_hashes, word_hashes
 from corpus_dagster.lib.text import WordBatch, tokenize_batch
+from corpus_dagster.minhash.driver import dedup_settings
 
 FORMATS = ("jsonl", "parquet", "text")
 
 
-def protected_set_specs(cfg: dict[str, Any]) -> list[dict[str, Any]]:
-    """The configured protected sets with item defaults filled from the schema; names must be unique."""
-    item_schema = load_schema("corpus-config.schema.json")["properties"]["dedup"]["properties"][
-        "protected_sets"
-    ]["items"]
-    specs = [fill_defaults(dict(item), item_schema) for item in cfg.get("protected_sets", [])]
+def protected_set_specs(cfg: DedupSettings | Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The configured protected sets with item defaults filled from the schema (a typed item has them
+    already); names must be unique."""
+    if isinstance(cfg, DedupSettings):
+        specs = [item.to_dict() for item in cfg.protected_sets]
+    else:
+        item_schema = load_schema("corpus-config.schema.json")["properties"]["dedup"]["properties"][
+            "protected_sets"
+        ]["items"]
+        specs = [fill_defaults(dict(item), item_schema) for item in cfg.get("protected_sets", [])]
     names = [s["name"] for s in specs]
     if len(set(names)) != len(names):
         raise DedupInputError(f"dedup.protected_sets: set names must be unique, got {names}")
@@ -149,9 +156,10 @@ class ProtectedIndex:
             return cls(meta["n"], meta["names"], z["hashes"], z["set_index"], z["word_pos"], batches)
 
 
-def build_protected_index(cfg: dict[str, Any]) -> ProtectedIndex:
-    """Read and index every configured protected set (cfg = resolved `dedup` section)."""
-    n = cfg["ngram"]
+def build_protected_index(cfg: DedupSettings | Mapping[str, Any]) -> ProtectedIndex:
+    """Read and index every configured protected set (cfg = the `dedup` section, typed or its resolved dict)."""
+    cfg = dedup_settings(cfg)
+    n = cfg.ngram
     specs = protected_set_specs(cfg)
     all_hashes, all_sets, all_pos, batches = [], [], [], []
     for set_idx, spec in enumerate(specs):
