@@ -228,6 +228,7 @@ def _sampled_publish_check(layout: Any, resolved: dict[str, Any], sids: list[str
     """The sampled shard rebuild (publish.checks.check_rebuild_sample) as the driver would call it."""
     import tempfile
 
+    from corpus_dagster.core.settings import Settings
     from corpus_dagster.dedup.driver import clusters, dedup_sources
     from corpus_dagster.publish.checks import check_rebuild_sample
     from corpus_dagster.publish.shards import Annotations, SourceDocs
@@ -236,8 +237,9 @@ def _sampled_publish_check(layout: Any, resolved: dict[str, Any], sids: list[str
     sources = [SourceDocs(sid, scrubbed_files(layout, sid)) for sid in dedup_sources(layout)]
     scratch = Path(tempfile.mkdtemp(prefix=".rebuild-sample-", dir=layout.root))
     try:
-        return check_rebuild_sample(sources, Annotations(clusters=clusters(layout)), layout.shards, scratch, resolved,
-                                    2 if resolved["workers"] == 1 else 1, SAMPLE_SHARDS, "bench")
+        return check_rebuild_sample(sources, Annotations(clusters=clusters(layout)), layout.shards, scratch,
+                                    Settings.from_resolved(resolved), 2 if resolved["workers"] == 1 else 1,
+                                    SAMPLE_SHARDS, "bench")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -20,6 +20,7 @@ from corpus_dagster.core.documents import SHARD_SCHEMA, shard_name
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.core.settings import PiiSettings, Settings
 from corpus_dagster.publish.manifest import manifest_violations
 from corpus_dagster.publish.shards import Annotations, SourceDocs, shard_jobs, split_column, write_shard
 
@@ -229,7 +230,7 @@ def pii_sample(paths: list[Path], sample_docs: int, seed: str, sample_chars: int
     return np.sort(order)
 
 
-def check_no_pii(paths: list[Path], pii_cfg: dict, sample_docs: int = 0, seed: str = "",
+def check_no_pii(paths: list[Path], pii_cfg: PiiSettings, sample_docs: int = 0, seed: str = "",
                  sample_chars: int = 0) -> CheckReport:
     """No enabled PII detector finds anything in the published text (the scrub is idempotent).
 
@@ -245,7 +246,7 @@ def check_no_pii(paths: list[Path], pii_cfg: dict, sample_docs: int = 0, seed: s
 
 
 @unreadable_is_a_problem
-def scan_for_pii(paths: list[Path], pii_cfg: dict, picks: np.ndarray | None) -> list[str]:
+def scan_for_pii(paths: list[Path], pii_cfg: PiiSettings, picks: np.ndarray | None) -> list[str]:
     """What the PII detectors find in the published documents at sorted positions `picks` (None: all)."""
     from corpus_dagster.scrub.driver import find_pii_batch
 
@@ -304,7 +305,7 @@ def compare_folders(a: Path, b: Path) -> list[str]:
 
 
 def check_rebuild_sample(
-    sources: list[SourceDocs], annotations: Annotations, published: Path, scratch: Path, resolved: dict,
+    sources: list[SourceDocs], annotations: Annotations, published: Path, scratch: Path, settings: Settings,
     workers: int, sample_shards: int, seed: str,
 ) -> CheckReport:
     """Rebuild a seeded sample of shards into `scratch` with `workers` processes; each must equal its published bytes.
@@ -315,7 +316,7 @@ def check_rebuild_sample(
     the sha256 the manifest lists, a run costs sample_shards / n_shards of a full rebuild; 0 (or >= the
     shard count) rebuilds every shard, as a scheduled full check should.
     """
-    jobs = shard_jobs(sources, annotations, scratch, resolved)
+    jobs = shard_jobs(sources, annotations, scratch, settings)
     on_disk = sorted(p.name for p in shard_paths(published))
     planned = [job[4].name for job in jobs]
     if on_disk != planned:

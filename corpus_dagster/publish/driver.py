@@ -29,7 +29,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import ledger_sha256, load_ledger
 from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
 from corpus_dagster.core.records import StageRecord
+from corpus_dagster.core.settings import Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, commit_outputs
 from corpus_dagster.core.units import Plan, done_elsewhere, run_units
 from corpus_dagster.core.work import WorkFolder, remove_all_work_folders
@@ -84,13 +85,14 @@ class PublishResult:
     shards_rewritten: bool = True
 
 
-def shard_settings(resolved: dict[str, Any]) -> dict[str, Any]:
+def shard_settings(settings: Settings) -> dict[str, Any]:
     """The settings that decide shard bytes (the manifest depends on the whole output config)."""
+    resolved = settings.resolved
     return {"shard_rows": resolved["shard_rows"], "val_permille": resolved["val_permille"],
             "publish": output_settings(resolved, "publish")}
 
 
-def publish_key(layout: Layout, resolved: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def publish_key(layout: Layout, resolved: Settings | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """(key, inputs) of the published folder."""
     sids = dedup_sources(layout)
     inputs = {
@@ -99,17 +101,17 @@ def publish_key(layout: Layout, resolved: dict[str, Any]) -> tuple[str, dict[str
         "ledger_ref": ledger_ref_of(layout.ledger, layout.root),  # the manifest names it
         "ledger_sha256": ledger_sha256(layout.ledger),
     }
-    return PUBLISH.key(inputs, {"config_sha256": config_sha256(resolved)}), inputs
+    return PUBLISH.key(inputs, {"config_sha256": config_sha256(as_settings(resolved).resolved)}), inputs
 
 
-def manifest_for(layout: Layout, resolved: dict[str, Any], shards: list[dict[str, Any]], source_ids: list[str]) -> dict[str, Any]:
+def manifest_for(layout: Layout, settings: Settings, shards: list[dict[str, Any]], source_ids: list[str]) -> dict[str, Any]:
     """The manifest of the given shard entries, with counts from the stage records."""
-    filters, repairs = filter_and_repair_counts(layout, source_ids, resolved["clean"])
+    filters, repairs = filter_and_repair_counts(layout, source_ids, settings.clean.to_dict())
     selected = {s.source_id for s in load_ledger(layout.ledger) if s.where}
     if selected & set(source_ids):  # ledger `where` predicates: records they excluded, as one more filter
         filters["where"] = sum(n for sid, n in selection_counts(layout, source_ids).items() if sid in selected)
     return build_manifest(
-        resolved, shards, filters, repairs, dedup_stats(layout), pii_counts(layout, source_ids),
+        settings, shards, filters, repairs, dedup_stats(layout), pii_counts(layout, source_ids),
         ledger_ref_of(layout.ledger, layout.root), ledger_sha256(layout.ledger),
     )
 
@@ -127,7 +129,7 @@ def _work_prefix(layout: Layout) -> str:
     return f".{layout.version}.work-"
 
 
-def write_plan(layout: Layout, resolved: dict[str, Any], work: WorkFolder, shards_key: str,
+def write_plan(layout: Layout, settings: Settings, work: WorkFolder, shards_key: str,
                heal: bool = False) -> dict[str, Any]:
     """Plan every shard (global id order, clusters, boundaries) and write the jobs and plan.json into `work`.
 
@@ -137,32 +139,32 @@ def write_plan(layout: Layout, resolved: dict[str, Any], work: WorkFolder, shard
     """
     start = time.monotonic()
     source_ids = dedup_sources(layout)
-    upstream = resolved if heal else None
+    upstream = settings if heal else None
     sources = [SourceDocs(sid, scrubbed_files(layout, sid, upstream)) for sid in source_ids]
     files = ordered_files(sources)
-    jobs = shard_jobs(sources, Annotations(clusters=clusters(layout, upstream)), Path(), resolved)
+    jobs = shard_jobs(sources, Annotations(clusters=clusters(layout, upstream)), Path(), settings)
     planned = write_jobs(work, jobs)
-    pub = resolved["publish"]
+    pub = settings.publish
     plan = {
         "shards_key": shards_key, "sources": source_ids,
         "files": [stored_path(layout.root, f) for f in files],
         "units": planned, "n_docs": sum(u["rows"] for u in planned),
-        "val_permille": resolved["val_permille"], "row_group_max_bytes": pub["row_group_max_bytes"],
-        "zstd_level": pub["zstd_level"], "seconds": round(time.monotonic() - start, 3),
+        "val_permille": settings.val_permille, "row_group_max_bytes": pub.row_group_max_bytes,
+        "zstd_level": pub.zstd_level, "seconds": round(time.monotonic() - start, 3),
     }
     return work.write_plan(plan, files=job_files(planned))
 
 
 # --- The three entries of the stage (plan, unit, finish) and the one-process run ----------------------------
 
-def manifest_only(layout: Layout, resolved: dict[str, Any], inputs: dict[str, Any]) -> tuple[str, StageRecord | None]:
+def manifest_only(layout: Layout, settings: Settings, inputs: dict[str, Any]) -> tuple[str, StageRecord | None]:
     """(shards_key, the previous record when only the manifest needs rewriting, else None).
 
     When the shard-deciding inputs and settings are unchanged and the published shards intact, only
     settings outside the shards changed (the manifest's config_sha256).
     """
     folder = layout.stage(STAGE)
-    shards_key = PUBLISH.key(inputs, shard_settings(resolved))
+    shards_key = PUBLISH.key(inputs, shard_settings(settings))
     previous = records.read_record(folder)
     if previous and previous.stats.get("shards_key") == shards_key and records.outputs_intact(folder, previous):
         return shards_key, previous
@@ -170,13 +172,14 @@ def manifest_only(layout: Layout, resolved: dict[str, Any], inputs: dict[str, An
 
 
 @records.locked(lambda a: "publish")
-def plan_publish(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> Plan:
+def plan_publish(layout: Layout, resolved: Settings | Mapping[str, Any], log: Log | None = None) -> Plan:
     """Decide the publish key; when something must be written, plan the shards into the key's work folder.
 
     Cached, or only the manifest to rewrite: no units. Otherwise one unit per shard; a complete plan of this
     key already on disk is kept with its finished units (resume), work folders of other keys are removed.
     """
-    key, inputs = publish_key(layout, resolved)
+    settings = as_settings(resolved)
+    key, inputs = publish_key(layout, settings)
     folder = layout.stage(STAGE)
     done = records.cached(folder, key)
     if done is not None:
@@ -184,14 +187,14 @@ def plan_publish(layout: Layout, resolved: dict[str, Any], log: Log | None = Non
         return Plan(key, (), cached={"sources": done.stats["sources"], "n_docs": done.stats["n_docs"]})
     records.begin(folder)
     records.begin(layout.shards.parent)  # temps of a killed plan or finish; never a work folder's content
-    shards_key, previous = manifest_only(layout, resolved, inputs)
+    shards_key, previous = manifest_only(layout, settings, inputs)
     if previous is not None:
         remove_all_work_folders(layout.shards.parent, _work_prefix(layout))
         return Plan(key, (), info={"manifest_only": True})
     work = work_folder(layout, key)
     plan = work.start()  # a complete plan of this key is kept with its finished units; else planned afresh
     if plan is None:
-        plan = write_plan(layout, resolved, work, shards_key, heal=True)
+        plan = write_plan(layout, settings, work, shards_key, heal=True)
     units = tuple(u["unit"] for u in plan["units"])
     if log is not None:
         finished = len(units) - len(work.pending(units))
@@ -201,7 +204,7 @@ def plan_publish(layout: Layout, resolved: dict[str, Any], log: Log | None = Non
 
 
 @done_elsewhere(lambda layout: layout.stage(STAGE))
-def run_publish_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: str) -> None:
+def run_publish_unit(layout: Layout, resolved: Settings | Mapping[str, Any], key: str, unit: str) -> None:
     """Write one shard of the plan of `key` (and its manifest entry) into the work folder; idempotent.
 
     Takes no lock: units of one plan write different files, each atomically, and finish_publish checks them.
@@ -210,10 +213,12 @@ def run_publish_unit(layout: Layout, resolved: dict[str, Any], key: str, unit: s
 
 
 @records.locked(lambda a: "publish")
-def finish_publish(layout: Layout, resolved: dict[str, Any], key: str, log: Log | None = None) -> PublishResult:
+def finish_publish(layout: Layout, resolved: Settings | Mapping[str, Any], key: str,
+                   log: Log | None = None) -> PublishResult:
     """Publish what the plan of `key` decided: the cached result, a rewritten manifest, or the units' shards
     swapped into the published folder whole; commit the record and remove the work folder."""
-    current, inputs = publish_key(layout, resolved)
+    settings = as_settings(resolved)
+    current, inputs = publish_key(layout, settings)
     if current != key:
         raise PublishUnitError(
             f"the publish inputs or settings changed since plan_publish planned key {key} (now {current}); "
@@ -227,16 +232,16 @@ def finish_publish(layout: Layout, resolved: dict[str, Any], key: str, log: Log 
         return PublishResult(manifest, ShardsResult(shards=manifest["shards"], n_docs=manifest["n_docs"],
                                                     seconds=float(done.stats.get("seconds", 0.0))),
                              done.stats["sources"], cached=True, key=key)
-    shards_key, previous = manifest_only(layout, resolved, inputs)
+    shards_key, previous = manifest_only(layout, settings, inputs)
     if previous is not None:
         # Only settings outside the shards changed (the manifest's config_sha256): rewrite the manifest alone.
         old = read_manifest(layout)
-        manifest = manifest_for(layout, resolved, old["shards"], previous.stats["sources"])
+        manifest = manifest_for(layout, settings, old["shards"], previous.stats["sources"])
         atomic_write_bytes(layout.manifest, manifest_bytes(manifest))
         result = PublishResult(manifest, ShardsResult(shards=manifest["shards"], n_docs=manifest["n_docs"]),
                                previous.stats["sources"], shards_rewritten=False, key=key)
         names = [s["name"] for s in manifest["shards"]] + [MANIFEST]
-        commit_publish(layout, resolved, result, inputs, shards_key, records.describe_outputs(layout.shards, names))
+        commit_publish(layout, settings, result, inputs, shards_key, records.describe_outputs(layout.shards, names))
         remove_all_work_folders(layout.shards.parent, _work_prefix(layout))
         return result
     work = work_folder(layout, key)
@@ -244,7 +249,7 @@ def finish_publish(layout: Layout, resolved: dict[str, Any], key: str, log: Log 
     units = [u["unit"] for u in plan["units"]]
     entries = work.require_done(units, verify=False)  # sizes here; the sha256 once, below, as the record needs it
     shards = shard_entries(entries)
-    manifest = manifest_for(layout, resolved, shards, plan["sources"])
+    manifest = manifest_for(layout, settings, shards, plan["sources"])
     names = [s["name"] for s in shards] + [MANIFEST]
     with atomic_dir(layout.shards) as tmp:
         for unit, s in zip(units, shards, strict=True):
@@ -260,38 +265,39 @@ def finish_publish(layout: Layout, resolved: dict[str, Any], key: str, log: Log 
             )
     seconds = plan["seconds"] + sum(e.get("seconds", 0.0) for e in entries)
     result = PublishResult(manifest, ShardsResult(shards=shards, n_docs=plan["n_docs"], seconds=seconds), plan["sources"], key=key)
-    commit_publish(layout, resolved, result, inputs, shards_key, outputs)
+    commit_publish(layout, settings, result, inputs, shards_key, outputs)
     # this key's, and any a unit of an older plan recreated after that plan was removed
     remove_all_work_folders(layout.shards.parent, _work_prefix(layout))
-    progress = Progress(log, "shards", interval_s=interval_of(resolved))
+    progress = Progress(log, "shards", interval_s=interval_of(settings.resolved))
     progress.update(manifest["n_docs"], sum(outputs[s["name"]]["bytes"] for s in shards))
     progress.finish()
     return result
 
 
-def commit_publish(layout: Layout, resolved: dict[str, Any], result: PublishResult, inputs: dict[str, Any],
+def commit_publish(layout: Layout, settings: Settings, result: PublishResult, inputs: dict[str, Any],
                    shards_key: str, outputs: dict[str, dict[str, Any]]) -> None:
     """Write the publish record of a published folder whose files are described by `outputs`."""
     folder = layout.stage(STAGE)
     names = list(outputs)
     stats = {"sources": result.sources, "n_docs": result.manifest["n_docs"], "shards_key": shards_key,
              "seconds": round(result.shards.seconds, 3)}
-    commit_outputs(folder, PUBLISH, result.key, inputs, {"config_sha256": config_sha256(resolved)},
+    commit_outputs(folder, PUBLISH, result.key, inputs, {"config_sha256": config_sha256(settings.resolved)},
                    Outputs(names, files={"shards": names[:-1], "manifest": [MANIFEST]}, stats=stats),
                    output_dir=os.path.relpath(layout.shards, folder), described=outputs)
 
 
 @records.locked(lambda a: "publish")
-def run_publish(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> PublishResult:
+def run_publish(layout: Layout, resolved: Settings | Mapping[str, Any], log: Log | None = None) -> PublishResult:
     """Publish into corpus/<dataset>/<version>/ (replaced whole and atomically) unless the key is unchanged:
     plan, every unit through a pool of `workers` processes, finish.
 
     `log` (a callable taking a line) hears a heartbeat every `progress.interval_s` seconds and a closing line.
     """
-    with heartbeat(log, "shards", interval_of(resolved)):
-        plan = plan_publish(layout, resolved, log)
-        run_units(run_publish_unit, (layout, resolved, plan.key), plan.units, resolved["workers"])
-    return finish_publish(layout, resolved, plan.key, log)
+    settings = as_settings(resolved)
+    with heartbeat(log, "shards", interval_of(settings.resolved)):
+        plan = plan_publish(layout, settings, log)
+        run_units(run_publish_unit, (layout, settings, plan.key), plan.units, settings.workers)
+    return finish_publish(layout, settings, plan.key, log)
 
 
 def read_manifest(layout: Layout) -> dict[str, Any]:
@@ -315,21 +321,22 @@ def verified_shards(layout: Layout) -> list[Path]:
 
 # --- Checks (each returns a CheckReport; the Dagster layer only translates it) ------------------------------
 
-def check_no_pii(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
+def check_no_pii(layout: Layout, resolved: Settings | Mapping[str, Any]) -> CheckReport:
     """Every published text is the scrub's output byte for byte (all documents, by sha256), and no PII
     detector fires on a seeded sample of `publish.pii_check_docs` documents within `publish.pii_check_chars`
     characters (seeded by the publish key, so each new build scans others; 0 scans every document, what a
     scheduled full check runs)."""
     paths = published_shards(layout)
     scrubbed = [p for sid in dedup_sources(layout) for p in scrubbed_files(layout, sid)]
-    sample, budget = int(resolved["publish"]["pii_check_docs"]), int(resolved["publish"]["pii_check_chars"])
+    settings = as_settings(resolved)
+    sample, budget = int(settings.publish.pii_check_docs), int(settings.publish.pii_check_chars)
     seed = records.require_record(layout.stage(STAGE), "shards").key
     text = checks.check_published_text_scrubbed(paths, scrubbed)
-    pii = checks.check_no_pii(paths, resolved["pii"], sample, seed, budget)
+    pii = checks.check_no_pii(paths, settings.pii, sample, seed, budget)
     return CheckReport(metadata=pii.metadata).extend(text.problems + pii.problems)
 
 
-def check_rebuild(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
+def check_rebuild(layout: Layout, resolved: Settings | Mapping[str, Any]) -> CheckReport:
     """Rebuild with another worker count into a temporary folder and compare bytes.
 
     The whole plan (every id sorted across sources, clusters, shard boundaries) is recomputed into a temporary
@@ -339,30 +346,31 @@ def check_rebuild(layout: Layout, resolved: dict[str, Any]) -> CheckReport:
     new build draws anew) is rewritten and compared; 0 rebuilds every shard and the manifest (what a
     scheduled full check runs).
     """
-    other_workers = 2 if resolved["workers"] == 1 else 1
-    sample = int(resolved["publish"]["rebuild_check_shards"])
+    settings = as_settings(resolved)
+    other_workers = 2 if settings.workers == 1 else 1
+    sample = int(settings.publish.rebuild_check_shards)
     seed = records.require_record(layout.stage(STAGE), "shards").key
     tmp = Path(tempfile.mkdtemp(prefix=".corpus-rebuild-", dir=layout.root))
     try:
         work = WorkFolder(tmp, seed, "shards rebuild check", "check_rebuild", "write_planned_unit", error=PublishUnitError)
         work.path.mkdir()
-        plan = write_plan(layout, resolved, work, "")
+        plan = write_plan(layout, settings, work, "")
         problems = rebuild_problems(layout.shards, layout.root, plan, work, sample, seed, other_workers,
-                                    lambda shards: manifest_for(layout, resolved, shards, plan["sources"]))
+                                    lambda shards: manifest_for(layout, settings, shards, plan["sources"]))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     n_shards = len(plan["units"])
     rebuilt = n_shards if sample <= 0 else min(sample, n_shards)  # what sample_units draws: at most every shard
-    return CheckReport(metadata={"rebuild_workers": other_workers, "build_workers": resolved["workers"],
+    return CheckReport(metadata={"rebuild_workers": other_workers, "build_workers": settings.workers,
                                  "shards_rebuilt": rebuilt, "shards_total": n_shards,
                                  "manifest_rebuilt": sample <= 0}).extend(problems)
 
 
-CHECKS: dict[str, Callable[[Layout, dict[str, Any]], CheckReport]] = {
+CHECKS: dict[str, Callable[[Layout, Settings], CheckReport]] = {
     "shard_schema": lambda layout, _: checks.check_schema(published_shards(layout)),
     "manifest_consistent": lambda layout, _: checks.check_manifest(layout.shards, layout.manifest),
     "ids_sorted": lambda layout, _: checks.check_ids_sorted(published_shards(layout)),
-    "split_matches_sha256": lambda layout, r: checks.check_split(published_shards(layout), r["val_permille"]),
+    "split_matches_sha256": lambda layout, s: checks.check_split(published_shards(layout), s.val_permille),
     "hashes_match_text": lambda layout, _: checks.check_hashes(published_shards(layout)),
     "no_pii_in_shards": check_no_pii,
     "sources_in_ledger": lambda layout, _: check_sources_in_ledger(layout, published_shards(layout)),
@@ -370,9 +378,9 @@ CHECKS: dict[str, Callable[[Layout, dict[str, Any]], CheckReport]] = {
 }
 
 
-def publish_check(layout: Layout, resolved: dict[str, Any], name: str) -> CheckReport:
+def publish_check(layout: Layout, resolved: Settings | Mapping[str, Any], name: str) -> CheckReport:
     """One blocking check of the published folder (a name of CHECKS, the asset check's name), computed alone."""
-    return CHECKS[name](layout, resolved)
+    return CHECKS[name](layout, as_settings(resolved))
 
 
 def check_scope(layout: Layout) -> dict[str, Any]:

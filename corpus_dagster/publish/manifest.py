@@ -8,13 +8,14 @@ from typing import Any
 
 from corpus_dagster.clean.driver import BASE_FILTER_KEYS
 from corpus_dagster.core.config import config_sha256, load_schema, schema_violations
+from corpus_dagster.core.settings import Settings
 
 PII_KEYS = ("emails", "phones", "cards", "ips", "keys")
 DEDUP_COUNT_KEYS = ("exact_dropped", "near_dropped", "decontaminated")
 
 
 def build_manifest(
-    resolved: dict[str, Any],
+    settings: Settings,
     shards: list[dict[str, Any]],
     filters: dict[str, int],
     repairs: dict[str, int] | None,
@@ -24,10 +25,10 @@ def build_manifest(
     ledger_sha256: str,
 ) -> dict[str, Any]:
     """Assemble the manifest dict in the contract's key order; missing stage counts are zero."""
-    dedup_cfg = resolved["dedup"]
+    dedup_cfg = settings.dedup
     manifest: dict[str, Any] = {
-        "dataset": resolved["dataset"],
-        "version": resolved["version"],
+        "dataset": settings.dataset,
+        "version": settings.version,
         "n_docs": sum(s["rows"] for s in shards),
         "n_shards": len(shards),
         "shards": [{"name": s["name"], "sha256": s["sha256"], "rows": s["rows"]} for s in shards],
@@ -37,15 +38,15 @@ def build_manifest(
     if repairs is not None:
         manifest["repairs"] = {k: int(v) for k, v in repairs.items()}
     manifest["dedup"] = {k: int(dedup_counts.get(k, 0)) for k in DEDUP_COUNT_KEYS} | {
-        "jaccard_threshold": dedup_cfg["jaccard_threshold"],
-        "num_perm": dedup_cfg["num_perm"],
-        "bands": dedup_cfg["bands"],
-        "ngram": dedup_cfg["ngram"],
+        "jaccard_threshold": dedup_cfg.jaccard_threshold,
+        "num_perm": dedup_cfg.num_perm,
+        "bands": dedup_cfg.bands,
+        "ngram": dedup_cfg.ngram,
     }
     manifest["pii"] = {k: int(pii_counts.get(k, 0)) for k in PII_KEYS}
     manifest["ledger_ref"] = ledger_ref
     manifest["ledger_sha256"] = ledger_sha256
-    manifest["config_sha256"] = config_sha256(resolved)
+    manifest["config_sha256"] = config_sha256(settings.resolved)
     return manifest
 
 

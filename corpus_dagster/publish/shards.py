@@ -19,6 +19,7 @@ from corpus_dagster.core.documents import SHARD_SCHEMA, shard_name
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import ParquetSettings, write_parquet
+from corpus_dagster.core.settings import Settings
 
 ROW_OVERHEAD_BYTES = 64  # fixed-width columns and offsets of one row, for the row-group size estimate
 DICT_COLUMNS = ["source_id", "license_spdx", "lang", "split"]
@@ -196,34 +197,34 @@ def row_group_cuts(sizes: np.ndarray, limit: int) -> list[int]:
 
 
 def shard_jobs(
-    sources: list[SourceDocs], annotations: Annotations, out_dir: Path, resolved: dict[str, Any]
+    sources: list[SourceDocs], annotations: Annotations, out_dir: Path, settings: Settings
 ) -> list[tuple[Any, ...]]:
     """The `write_shard` arguments of every shard, in shard order (the plan is global: ids sorted across sources)."""
     files = ordered_files(sources)
     plan = plan_rows(files)
     mc = cluster_index(plan, annotations)
     n = plan.height
-    shard_rows = resolved["shard_rows"]
+    shard_rows = settings.shard_rows
     count = math.ceil(n / shard_rows) if n else 0
     file_idx = plan.get_column("file").to_numpy()
     row_idx = plan.get_column("row").to_numpy()
-    pub = resolved["publish"]
+    pub = settings.publish
     jobs = []
     for i in range(count):
         a, b = i * shard_rows, min(n, (i + 1) * shard_rows)
         jobs.append(
             (files, file_idx[a:b], row_idx[a:b], mc[a:b], out_dir / shard_name(i, count),
-             resolved["val_permille"], pub["row_group_max_bytes"], pub["zstd_level"])
+             settings.val_permille, pub.row_group_max_bytes, pub.zstd_level)
         )
     return jobs
 
 
 def build_shards(
-    sources: list[SourceDocs], annotations: Annotations, out_dir: Path, resolved: dict[str, Any], workers: int
+    sources: list[SourceDocs], annotations: Annotations, out_dir: Path, settings: Settings, workers: int
 ) -> ShardsResult:
     """Write every shard into out_dir (which the caller swaps into place atomically)."""
     start = time.monotonic()
-    jobs = shard_jobs(sources, annotations, out_dir, resolved)
+    jobs = shard_jobs(sources, annotations, out_dir, settings)
     result = ShardsResult()
     for entry in ordered_map(write_shard, jobs, workers):
         result.shards.append(entry)

@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
 from corpus_dagster.core.progress import Log, Progress, interval_of
 from corpus_dagster.core.records import StageRecord
+from corpus_dagster.core.settings import PiiSettings, Settings, as_settings
 from corpus_dagster.core.stage import CachedUnit, Outputs, Stage, run_cached_many
 from corpus_dagster.dedup.driver import dedup_sources, dropped_ids
 from corpus_dagster.scrub.api import PII_TYPES, scrub_texts
@@ -42,7 +44,7 @@ CODE_VERSION = "3"
 SCRUB = Stage(STAGE, CODE_VERSION)
 
 
-def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str, Any]) -> dict[str, Any]:
+def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: PiiSettings) -> dict[str, Any]:
     """Scrub one clean document file into out_path, leaving out the ids in `drop`; returns counts and examples."""
     start = time.monotonic()
     table = pq.read_table(in_path)
@@ -79,13 +81,14 @@ def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: dict[str
     }
 
 
-def _scrub_key(layout: Layout, source_id: str, resolved: dict[str, Any], drop: list[str]) -> tuple[str, dict, dict]:
+def _scrub_key(layout: Layout, source_id: str, settings: Settings, drop: list[str]) -> tuple[str, dict, dict]:
     inputs = {"clean": clean_record(layout, source_id).key, "dropped_ids": sha256_hex("\n".join(drop).encode())}
-    settings = output_settings(resolved, "pii")
-    return SCRUB.key(inputs, settings), inputs, settings
+    key_settings = output_settings(settings.resolved, "pii")
+    return SCRUB.key(inputs, key_settings), inputs, key_settings
 
 
-def scrub_sources(layout: Layout, source_ids: list[str], resolved: dict[str, Any], drop: dict[str, list[str]],
+def scrub_sources(layout: Layout, source_ids: list[str], resolved: Settings | Mapping[str, Any],
+                  drop: dict[str, list[str]],
                   progress: Progress | None = None) -> dict[str, dict[str, Any]]:
     """Scrub the kept documents of every source whose inputs or settings changed since last time.
 
@@ -95,20 +98,21 @@ def scrub_sources(layout: Layout, source_ids: list[str], resolved: dict[str, Any
     Each source is one unit of `core.stage.run_cached_many`: cached sources are skipped, the others are all
     begun before the pool starts and committed after it ends.
     """
+    config = as_settings(resolved)
     with contextlib.ExitStack() as locks:
         for sid in sorted(source_ids):
-            locks.enter_context(records.stage_lock(layout.root, f"scrub.{sid}", resolved, what=f"scrub ({sid})"))
+            locks.enter_context(records.stage_lock(layout.root, f"scrub.{sid}", config, what=f"scrub ({sid})"))
         units = []
         for sid in source_ids:
-            key, inputs, settings = _scrub_key(layout, sid, resolved, drop.get(sid, []))
+            key, inputs, settings = _scrub_key(layout, sid, config, drop.get(sid, []))
             folder = layout.stage(STAGE, sid)
             units.append(CachedUnit(folder, SCRUB, inputs, settings, key, clear=(folder / key,)))
         runs = run_cached_many(units, lambda pending: _scrub_together(
-            layout, resolved, drop, progress, [(source_ids[i], key) for i, key in pending]))
+            layout, config, drop, progress, [(source_ids[i], key) for i, key in pending]))
     return {sid: run.summary() for sid, run in zip(source_ids, runs, strict=True)}
 
 
-def _scrub_together(layout: Layout, resolved: dict[str, Any], drop: dict[str, list[str]], progress: Progress | None,
+def _scrub_together(layout: Layout, settings: Settings, drop: dict[str, list[str]], progress: Progress | None,
                     pending: list[tuple[str, str]]) -> list[Outputs]:
     """Scrub the files of every (source, key) in `pending` through one pool, largest file first; returns each
     source's Outputs in the order of `pending`."""
@@ -116,12 +120,12 @@ def _scrub_together(layout: Layout, resolved: dict[str, Any], drop: dict[str, li
     jobs: list[tuple[str, int, tuple]] = []
     for sid, key in pending:
         out_dir = layout.stage(STAGE, sid) / key
-        files = clean_doc_files(layout, sid, resolved)
+        files = clean_doc_files(layout, sid, settings)
         parts[sid] = [None] * len(files)
-        jobs += [(sid, n, (path, out_dir / f"docs-{n:05d}.parquet", drop.get(sid, []), resolved["pii"]))
+        jobs += [(sid, n, (path, out_dir / f"docs-{n:05d}.parquet", drop.get(sid, []), settings.pii))
                  for n, path in enumerate(files)]
     jobs.sort(key=lambda job: -job[2][0].stat().st_size)  # stable: equal sizes stay in source, file order
-    results = ordered_map(scrub_file, [job for _, _, job in jobs], resolved["workers"]) if jobs else iter(())
+    results = ordered_map(scrub_file, [job for _, _, job in jobs], settings.workers) if jobs else iter(())
     for (sid, n, _), part in zip(jobs, results, strict=True):
         parts[sid][n] = part
         if progress is not None:
@@ -154,20 +158,21 @@ def summarize(parts: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_scrub(layout: Layout, resolved: dict[str, Any], log: Log | None = None) -> dict[str, dict]:
+def run_scrub(layout: Layout, resolved: Settings | Mapping[str, Any], log: Log | None = None) -> dict[str, dict]:
     """Scrub every source the last dedup covered (cached per source); returns stats per source.
 
     `log` (a callable taking a line) receives progress every `progress.interval_s` seconds and a closing line.
     """
+    settings = as_settings(resolved)
     source_ids = dedup_sources(layout)
-    dropped = dropped_ids(layout, resolved)
+    dropped = dropped_ids(layout, settings)
     ids = dropped.get_column("id").sort().to_list() if dropped.height else []
     by_source: dict[str, list[str]] = {}
     for x in ids:
         by_source.setdefault(x.rsplit(":", 1)[0], []).append(x)
     total = sum(clean_record(layout, sid).stats.get("kept", 0) for sid in source_ids)
-    progress = Progress(log, "scrub", total_docs=total, interval_s=interval_of(resolved))
-    out = scrub_sources(layout, source_ids, resolved, by_source, progress)
+    progress = Progress(log, "scrub", total_docs=total, interval_s=interval_of(settings.resolved))
+    out = scrub_sources(layout, source_ids, settings, by_source, progress)
     progress.finish()
     return out
 
@@ -179,7 +184,8 @@ def scrub_record(layout: Layout, source_id: str) -> StageRecord:
     return records.require_record(layout.stage(STAGE, source_id), "scrubbed", source_id)
 
 
-def scrubbed_files(layout: Layout, source_id: str, resolved: dict[str, Any] | None = None) -> list[Path]:
+def scrubbed_files(layout: Layout, source_id: str,
+                   resolved: Settings | Mapping[str, Any] | None = None) -> list[Path]:
     """The scrubbed document files of one source, in k order, checked against the scrub record. With
     `resolved`, a damaged file is rebuilt here (the scrub reruns; sources whose outputs are intact stay cached)."""
     rebuild = None if resolved is None else (lambda: run_scrub(layout, resolved))
