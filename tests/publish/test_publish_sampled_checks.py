@@ -84,6 +84,7 @@ def _docs_file(path: Path, ids: list[str], texts: list[str]) -> Path:
 
 def test_pii_scan_of_a_seeded_sample_finds_only_what_it_scans(tmp_path: Path) -> None:
     from corpus_dagster.core.checks import sample_units
+    from corpus_dagster.core.settings import PiiSettings
     from corpus_dagster.publish.checks import check_no_pii
     from corpus_dagster.scrub import default_pii_config
 
@@ -91,7 +92,7 @@ def test_pii_scan_of_a_seeded_sample_finds_only_what_it_scans(tmp_path: Path) ->
     texts[29] = "write to jean.roy@fastmail.fr about the garden"
     paths = [_docs_file(tmp_path / "a.parquet", [f"s:{i}" for i in range(20)], texts[:20]),
              _docs_file(tmp_path / "b.parquet", [f"s:{i}" for i in range(20, 40)], texts[20:])]
-    cfg = default_pii_config()
+    cfg = PiiSettings.from_dict(default_pii_config())
     assert any("s:29: emails" in p for p in check_no_pii(paths, cfg, 0, "k").problems)  # 0: every document
     hit = next(seed for seed in map(str, range(100)) if 29 in sample_units(40, 5, seed))
     miss = next(seed for seed in map(str, range(100)) if 29 not in sample_units(40, 5, seed))
