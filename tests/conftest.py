@@ -16,6 +16,33 @@ def setup_dir(tmp_path: Path) -> Path:
     return write_setup(tmp_path)
 
 
+def _late_resets_never_restore_a_closed_storage() -> None:
+    """An instance entered and never exited (a build_*_context re-entering an instance, an ephemeral instance
+    dropped) sets dagster's defs-state storage context variable; when the garbage collector later finalizes
+    it, its reset puts back whatever storage was current at its enter, often a closed instance's, in the
+    middle of another test ("undefined DagsterInstance weakref"). Here a reset only undoes its own value."""
+    from contextlib import contextmanager
+
+    from dagster._core.storage.defs_state import base
+
+    @contextmanager
+    def set_defs_state_storage(storage):
+        token = base._current_storage.set(storage)
+        try:
+            yield
+        finally:
+            if base._current_storage.get() is storage:
+                try:
+                    base._current_storage.reset(token)
+                except ValueError:
+                    base._current_storage.set(None)
+
+    base.set_defs_state_storage = set_defs_state_storage
+
+
+_late_resets_never_restore_a_closed_storage()
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _no_defs_state_storage_left_by_an_earlier_module():
     """The same leak at module scope: a module fixture's instance, closed at its teardown after the last test's
