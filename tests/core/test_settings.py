@@ -5,6 +5,7 @@ from collections.abc import Mapping
 import pytest
 
 from corpus_dagster.cli.settings_gen import TARGET, class_name, render
+from corpus_dagster.core import sections
 from corpus_dagster.core import settings as settings_module
 from corpus_dagster.core.config import config_sha256, load_config, load_schema
 from corpus_dagster.core.settings import CleanGopherSettings, ReleaseSettings, Settings
@@ -38,7 +39,7 @@ def test_every_schema_property_has_a_field_with_the_schema_default():
                 default = f.default
             else:
                 default = f.default_factory()
-            plain = settings_module._plain(default)
+            plain = sections.plain(default)
             assert plain == sub["default"] or (sub["default"] == {} and isinstance(plain, dict)), (path, key)
 
 
