@@ -129,12 +129,11 @@ def run_cached(
     clear: Iterable[Path] = (),
     output_dir: str = ".",
     prune: bool = True,
-    on_cached: Callable[[StageRecord], None] | None = None,
     needs: Iterable[Path] = (),
 ) -> StageRun:
     """Run `compute(key)` unless `folder` holds an intact record of the same key, then commit its record.
 
-    - cached: the record is returned and nothing runs (`on_cached` may still act on it, e.g. log);
+    - cached: the record is returned and nothing runs;
     - else `records.begin` clears temp leftovers and damaged outputs of `folder` and of each `clear` folder,
       `compute` writes its outputs atomically and says what it wrote, and the record is committed last.
 
@@ -147,8 +146,6 @@ def run_cached(
     unit = CachedUnit(Path(folder), stage, inputs, settings, key, tuple(clear), tuple(needs))
     [run] = run_cached_many([unit], lambda pending: [compute(k) for _, k in pending], output_dir=output_dir,
                             prune=prune)
-    if run.cached and on_cached is not None:
-        on_cached(run.record)
     return run
 
 

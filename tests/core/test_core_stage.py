@@ -106,7 +106,6 @@ def test_pending_units_are_begun_before_the_computation_and_their_clear_folders_
 def test_run_cached_is_the_one_unit_case(tmp_path: Path) -> None:
     folder = tmp_path / "a"
     computed: list[str] = []
-    heard: list[str] = []
 
     def compute(key: str) -> Outputs:
         computed.append(key)
@@ -114,7 +113,7 @@ def test_run_cached_is_the_one_unit_case(tmp_path: Path) -> None:
         (folder / key / "out.txt").write_text("a\n")
         return Outputs([f"{key}/out.txt"], stats={"n": 1})
 
-    first = run_cached(folder, STAGE, {"source": "a"}, {}, compute, on_cached=lambda r: heard.append(r.key))
-    second = run_cached(folder, STAGE, {"source": "a"}, {}, compute, on_cached=lambda r: heard.append(r.key))
-    assert not first.cached and second.cached and computed == [first.key] and heard == [first.key]
+    first = run_cached(folder, STAGE, {"source": "a"}, {}, compute)
+    second = run_cached(folder, STAGE, {"source": "a"}, {}, compute)
+    assert not first.cached and second.cached and computed == [first.key] and second.record.key == first.key
     assert second.summary() == {"n": 1, "cached": True, "key": first.key}
