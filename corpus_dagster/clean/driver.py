@@ -218,7 +218,7 @@ def _rebuild(layout: Layout, source_id: str, resolved: Settings | Mapping[str, A
 
 
 def filter_and_repair_counts(
-    layout: Layout, source_ids: list[str], clean_cfg: dict[str, Any]
+    layout: Layout, source_ids: list[str], clean_cfg: CleanSettings
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Manifest `filters` and `repairs`, summed over the sources' clean records.
 
@@ -232,5 +232,6 @@ def filter_and_repair_counts(
         for reason, n in stats.get("reasons", {}).items():
             filters[filter_key(reason)] += n
         repairs.update(stats.get("repairs", {}))
-    keys = [k for k in FILTER_KEYS if k in BASE_FILTER_KEYS or clean_cfg.get(k, {}).get("enabled") or filters[k]]
+    keys = [k for k in FILTER_KEYS
+            if k in BASE_FILTER_KEYS or getattr(getattr(clean_cfg, k, None), "enabled", False) or filters[k]]
     return {k: filters[k] for k in keys}, {k: repairs[k] for k in REPAIR_KINDS}

@@ -106,7 +106,7 @@ def publish_key(layout: Layout, resolved: Settings | Mapping[str, Any]) -> tuple
 
 def manifest_for(layout: Layout, settings: Settings, shards: list[dict[str, Any]], source_ids: list[str]) -> dict[str, Any]:
     """The manifest of the given shard entries, with counts from the stage records."""
-    filters, repairs = filter_and_repair_counts(layout, source_ids, settings.clean.to_dict())
+    filters, repairs = filter_and_repair_counts(layout, source_ids, settings.clean)
     selected = {s.source_id for s in load_ledger(layout.ledger) if s.where}
     if selected & set(source_ids):  # ledger `where` predicates: records they excluded, as one more filter
         filters["where"] = sum(n for sid, n in selection_counts(layout, source_ids).items() if sid in selected)
