@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.errors import AnalysisError, CorpusError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.progress import Log
 from corpus_dagster.core.settings import Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.minhash.driver import signature_file
@@ -62,7 +63,7 @@ def _graph_inputs(layout: Layout, source_ids: list[str]) -> tuple[CorpusFiles, C
 
 @records.locked(lambda a: "analysis")
 def run_analysis_stage(layout: Layout, resolved: Settings | Mapping[str, Any], source_ids: list[str],
-                       log: Callable | None = None) -> dict[str, Any]:
+                       log: Log | None = None) -> dict[str, Any]:
     """Analyse the clean (pre-dedup) documents of `source_ids` and the published shards into analysis/<ds>/<ver>/.
 
     Cached under a key of the clean keys, the shard hashes, the token counts and the `analysis` settings.

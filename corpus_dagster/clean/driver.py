@@ -38,6 +38,7 @@ from corpus_dagster.core.documents import DOCUMENT_FIELDS
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
+from corpus_dagster.core.progress import Log
 from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.settings import CleanSettings, Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
@@ -133,7 +134,7 @@ def clean_key(layout: Layout, source_id: str, resolved: Settings | Mapping[str, 
 
 @records.locked(lambda a: f"clean.{a['source_id']}")
 def run_clean_source(layout: Layout, resolved: Settings | Mapping[str, Any], source_id: str,
-                     log: Any = None) -> dict[str, Any]:
+                     log: Log | None = None) -> dict[str, Any]:
     """Clean every raw part of a source (in parallel over parts), resuming parts that already completed.
 
     Returns the stage stats plus `cached` (True when the key was unchanged and nothing ran) and `key`.
@@ -151,7 +152,7 @@ def run_clean_source(layout: Layout, resolved: Settings | Mapping[str, Any], sou
         for i, stats in enumerate(ordered_map(clean_part, jobs, settings.workers)):
             per_part.append(stats)
             if log:
-                log.info(f"{source_id}: part {i + 1}/{len(jobs)} cleaned "
+                log(f"{source_id}: part {i + 1}/{len(jobs)} cleaned "
                          f"({stats['kept']} kept, {stats['rejected']} rejected)")
         docs = [f"{key}/docs-{i:05d}.parquet" for i in range(len(parts))]
         rejects = [f"{key}/rejects-{i:05d}.parquet" for i in range(len(parts))]

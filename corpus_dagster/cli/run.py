@@ -162,6 +162,7 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
          start: float) -> int:
     from corpus_dagster.cli.progress_display import RunWatcher
     from corpus_dagster.core.ledger import check_config_against_ledger, load_ledger
+    from corpus_dagster.core.settings import Settings
     from corpus_dagster.defs.instance import (
         SESSION_TAG,
         fail_orphaned_runs,
@@ -173,20 +174,21 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     from corpus_dagster.defs.runner import GLOBAL_JOB, SOURCE_JOB, repository_origin, source_pool
     from corpus_dagster.ingest.estimate import largest_first
 
+    settings = Settings.from_resolved(resolved)
     ledger = load_ledger(layout.ledger)  # LedgerError names file, line and JSON path
     # rule sources and pins against the ledger: exit 2 before any run (ingest is imported only for pins)
     check_config_against_ledger(resolved, ledger, config_path)
     if any(s.sha256 for s in ledger):
         from corpus_dagster.ingest.pins import check_pins
 
-        check_pins(resolved, ledger)
+        check_pins(settings, ledger)
     sources = [s.source_id for s in ledger]
     os.environ.setdefault("DAGSTER_HOME", str(default_dagster_home()))
     home = Path(os.environ["DAGSTER_HOME"])
     corpus = CorpusConfig(config_path=config_path)
     session = uuid.uuid4().hex[:12]
     tags = {SESSION_TAG: session}
-    workers = max(1, int(resolved["workers"]))
+    workers = max(1, settings.workers)
     print(f"{prefix}: {len(sources)} source(s), {min(workers, len(sources))} at a time ({SOURCE_JOB} runs), "
           f"then {GLOBAL_JOB}; DAGSTER_HOME={home}", flush=True)
     log.step = "instance set-up"
@@ -222,7 +224,7 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     failures = watcher.failures
     failed_checks = [c for c in watcher.checks if not c.passed]
     if not failures:
-        _print_outputs(layout, resolved, prefix)
+        _print_outputs(layout, settings, prefix)
     for f in failures:
         if not f.said_by_check:
             _error(prefix, f"{f.message}  [{HINTS[f.kind]}]")
@@ -241,7 +243,7 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     return EXIT_OK
 
 
-def _print_outputs(layout, resolved: dict, prefix: str) -> None:
+def _print_outputs(layout, settings, prefix: str) -> None:
     """Where the outputs are, in a few lines."""
     if layout.manifest.exists():
         manifest = json.loads(layout.manifest.read_text())
@@ -254,7 +256,7 @@ def _print_outputs(layout, resolved: dict, prefix: str) -> None:
     report = layout.analysis / "REPORT.md"
     if report.exists():
         print(f"{prefix}: analysis {report}")
-    card = layout.release(resolved["release"]["name"] or resolved["dataset"]) / "README.md"
+    card = layout.release(settings.release.name or settings.dataset) / "README.md"
     if card.exists():
         print(f"{prefix}: release  {card.parent}  (dataset card {card})")
     review = layout.review / "index.html"

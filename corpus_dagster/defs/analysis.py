@@ -61,10 +61,10 @@ def report_preview(text: str, limit: int = PREVIEW_LIMIT) -> str:
 def corpus_analysis(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """Measure the clean (pre-dedup) documents and the published shards: lengths per tokenizer, duplicates, clusters."""
     with corpus_failure("corpus_analysis"):
-        resolved, layout = corpus.load()
+        settings, layout = corpus.load()
     sources, waiting = materialized_sources(context, "clean_documents", layout)
     with corpus_failure("corpus_analysis"):
-        stats = driver.run_analysis_stage(layout, resolved, sources, log=context.log.info)
+        stats = driver.run_analysis_stage(layout, settings, sources, log=context.log.info)
     report = layout.analysis / "REPORT.md"
     overall = stats.get("steps", {}).get("clusters", {}).get("overall", {})
     views = [[view, _pct(v.get("affected_pct")), _pct(v.get("removable_pct"))] for view, v in overall.items()]
@@ -88,8 +88,8 @@ def corpus_analysis(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> 
 
 def _verify(corpus: CorpusConfig, which: str) -> dg.AssetCheckResult:
     with corpus_failure(f"analysis check {which}"):
-        resolved, layout = corpus.load()
-        return check_result(driver.verify_analysis(layout, resolved, which))
+        settings, layout = corpus.load()
+        return check_result(driver.verify_analysis(layout, settings, which))
 
 
 @dg.asset_check(asset=corpus_analysis, blocking=True,

@@ -134,8 +134,8 @@ def explain_document(context: dg.OpExecutionContext, config: ExplainConfig, corp
     from corpus_dagster.explain import explain, first_published_id, render
 
     with corpus_failure("explain"):
-        resolved, layout = corpus.load()
-        answer = explain(layout, resolved, config.document or first_published_id(layout))
+        settings, layout = corpus.load()
+        answer = explain(layout, settings, config.document or first_published_id(layout))
     context.log.info(render(answer))
     rows = [[name, step["status"], step["summary"]] for name, step in answer["steps"].items()]
     rows += [[name, "not reached" if answer["left_at"] else "not read", ""] for name in answer["not_reached"]]

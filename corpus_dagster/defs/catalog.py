@@ -5,6 +5,7 @@ Imported on first use of `corpus_dagster.defs.ASSETS` (and its siblings): import
 
 import dagster as dg
 
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.defs.analysis import ANALYSIS_ASSETS, ANALYSIS_CHECKS
 from corpus_dagster.defs.automation import (
     automation_sensor,
@@ -40,27 +41,27 @@ def assets_for(fan_out: int) -> list[dg.AssetsDefinition]:
     return [graphs.get(a.node_def.name, a) for a in ASSETS]
 
 
-def executor_for(resolved: dict) -> dg.ExecutorDefinition:
+def executor_for(settings: Settings) -> dg.ExecutorDefinition:
     """The executor of every job but `build_source` on the local kind: in-process, or the dask cluster."""
     from corpus_dagster.defs.runner import dask_executor_for
 
-    return dask_executor_for(resolved) if resolved["executor"]["kind"] == "dask" else dg.in_process_executor
+    return dask_executor_for(settings) if settings.executor.kind == "dask" else dg.in_process_executor
 
 
 def build_definitions(corpus: CorpusConfig) -> dg.Definitions:
     """Every definition for one corpus config; the refresh cron and executor come from the loaded config."""
     from corpus_dagster.defs.runner import source_job
 
-    resolved = corpus.resolved()  # raises ConfigError naming the file and JSON path of every violation
-    refresh = resolved["refresh"]
+    settings = corpus.settings()  # raises ConfigError naming the file and JSON path of every violation
+    refresh = settings.refresh
     return dg.Definitions(
-        assets=assets_for(fan_out_of(resolved)),
+        assets=assets_for(fan_out_of(settings)),
         asset_checks=CHECKS,
-        jobs=[ingest_job, build_corpus_job, explain_document_job, source_job(resolved)],
-        schedules=[refresh_schedule_for(refresh["cron"], refresh["timezone"])],
+        jobs=[ingest_job, build_corpus_job, explain_document_job, source_job(settings)],
+        schedules=[refresh_schedule_for(refresh.cron, refresh.timezone)],
         sensors=[ledger_sensor, automation_sensor],
         resources={"corpus": corpus},
         # Local kind: one process per run; steps are light wrappers around drivers that parallelize inside
         # (`workers`), and a process per step (each of the checks included) made UI runs several times slower.
-        executor=executor_for(resolved),
+        executor=executor_for(settings),
     )

@@ -1,13 +1,13 @@
 """clean_documents[source_id] and rejects[source_id]: repaired, filtered documents and every drop explained."""
 
 import time
-from typing import Any
 
 import dagster as dg
 import pyarrow.parquet as pq
 
 from corpus_dagster.clean import driver
 from corpus_dagster.core.parquet import head_rows
+from corpus_dagster.core.settings import CleanSettings
 from corpus_dagster.defs.charts import charts_markdown, stacked_bars
 from corpus_dagster.defs.common import (
     PREVIEW_ROWS,
@@ -41,7 +41,7 @@ def _spec(key: str, description: str) -> dg.AssetSpec:
     )
 
 
-def reason_threshold(reason: str, clean_cfg: dict[str, Any]) -> str:
+def reason_threshold(reason: str, clean_cfg: CleanSettings) -> str:
     """The configured limits a reason code's decision reads, as its filter declares them: `key=value` in the
     section's order for each declared key set to a number (a null threshold is switched off; word lists and
     switches are shown on the review page); lang names its allowed languages and its score threshold."""
@@ -49,7 +49,7 @@ def reason_threshold(reason: str, clean_cfg: dict[str, Any]) -> str:
         flt, declared = driver.find_reason(reason)
     except ValueError:
         return ""
-    section = clean_cfg.get(flt.name, {})
+    section = getattr(clean_cfg, flt.name).to_dict()
     if reason == "lang":
         return f"allowed={','.join(section.get('allowed') or [])}, min_score={section.get('min_score')}"
     return ", ".join(f"{k}={v}" for k, v in section.items()
@@ -72,7 +72,7 @@ def explain_first(files: list, location: str) -> dict[str, dg.MetadataValue]:
     return {"explain": explain_link(head[0]["id"], location)} if head else {}
 
 
-def rejected_preview(layout, source_id: str, clean_cfg: dict[str, Any],
+def rejected_preview(layout, source_id: str, clean_cfg: CleanSettings,
                      reasons: dict[str, int] | None = None) -> dg.MetadataValue:
     """Up to EXAMPLES_PER_REASON rejected documents per reason, with the measured value and the threshold.
 
@@ -111,14 +111,14 @@ def rejected_preview(layout, source_id: str, clean_cfg: dict[str, Any],
 def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
     """Assign ids, repair, detect language and filter one source; rejects keep what was dropped."""
     with corpus_failure(f"clean_documents[{context.partition_key}]"):
-        resolved, layout = corpus.load()
+        settings, layout = corpus.load()
         source = source_for_partition(layout, context.partition_key)
         sid = source.source_id
         start = time.monotonic()
-        stats = driver.run_clean_source(layout, resolved, sid, log=context.log)
+        stats = driver.run_clean_source(layout, settings, sid, log=context.log.info)
         own = time.monotonic() - start
         kept = kept_preview(layout, sid)
-        rejected = rejected_preview(layout, sid, resolved["clean"], stats["reasons"])
+        rejected = rejected_preview(layout, sid, settings.clean, stats["reasons"])
     version = dg.DataVersion(stats["key"])
     reasons = stats["reasons"]
     chart = stacked_bars({sid: {"kept": stats["kept"], **reasons}}, f"{sid}: kept and dropped per reason")
@@ -151,7 +151,7 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
             **table_metadata(stats["rejected"], driver.REJECT_SCHEMA),
             "rejected": dg.MetadataValue.int(stats["rejected"]),
             "by_reason": table(["reason", "documents", "threshold"],
-                               [[k, v, reason_threshold(k, resolved["clean"])] for k, v in reasons.items()]),
+                               [[k, v, reason_threshold(k, settings.clean)] for k, v in reasons.items()]),
             "examples": rejected,
             **explain_first(driver.reject_files(layout, sid), location_of(context)),
         },

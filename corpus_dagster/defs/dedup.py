@@ -126,8 +126,8 @@ def dedup_asset(fan_out: int = 1) -> dg.AssetsDefinition:
                 f"(waiting: {', '.join(waiting) or 'none; the ledger sensor adds partitions'}); materialize the sources first"
             )
         with corpus_failure("dedup"):
-            resolved, layout = corpus.load()
-            value = plan_value(driver.plan_dedup(layout, resolved, sources, log=context.log.info), started)
+            settings, layout = corpus.load()
+            value = plan_value(driver.plan_dedup(layout, settings, sources, log=context.log.info), started)
         value["info"].update(sources=sources, waiting=waiting)
         return value
 
@@ -139,8 +139,8 @@ def dedup_asset(fan_out: int = 1) -> dg.AssetsDefinition:
         if plan["cached"] is not None:
             return plan
         with corpus_failure("dedup"):
-            resolved, layout = corpus.load()
-            value = plan_value(driver.plan_verify(layout, resolved, plan["key"], log=context.log.info), plan["started"])
+            settings, layout = corpus.load()
+            value = plan_value(driver.plan_verify(layout, settings, plan["key"], log=context.log.info), plan["started"])
         value["info"] = {**plan["info"], **value["info"]}
         return value
 
@@ -150,11 +150,11 @@ def dedup_asset(fan_out: int = 1) -> dg.AssetsDefinition:
            description="Clusters, dropped/clusters/pairs tables and the stage record.")
     def finish_op(context: dg.OpExecutionContext, corpus: CorpusConfig, plan: dict):
         with corpus_failure("dedup"):
-            resolved, layout = corpus.load()
+            settings, layout = corpus.load()
             stats = plan["cached"] if plan["cached"] is not None else driver.finish_dedup(
-                layout, resolved, plan["key"], log=context.log.info)
+                layout, settings, plan["key"], log=context.log.info)
             metadata = dedup_metadata(layout, stats, plan["info"]["sources"], plan["info"]["waiting"],
-                                      resolved["dedup"]["jaccard_threshold"], seconds_since_plan(plan))
+                                      settings.dedup.jaccard_threshold, seconds_since_plan(plan))
         return versioned_output(metadata, stats["key"])
 
     @dg.graph_asset(

@@ -30,9 +30,9 @@ def raw_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg
     is requested by automation.
     """
     with corpus_failure(f"raw_documents[{context.partition_key}]"):
-        resolved, layout = corpus.load()
+        settings, layout = corpus.load()
         source = source_for_partition(layout, context.partition_key)
-        result = driver.run_fetch(layout, resolved, source, log=context.log)
+        result = driver.run_fetch(layout, settings, source, log=context.log.info)
     folder = layout.raw_source(source.source_id) / result.date
     quarantined = sum(result.quarantined.values())
     if quarantined:

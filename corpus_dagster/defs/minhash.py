@@ -27,10 +27,10 @@ from corpus_dagster.minhash import driver
 def minhash_signatures(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """MinHash signatures of one source's clean documents; adding a source hashes only that source."""
     with corpus_failure(f"minhash_signatures[{context.partition_key}]"):
-        resolved, layout = corpus.load()
+        settings, layout = corpus.load()
         source = source_for_partition(layout, context.partition_key)
         start = time.monotonic()
-        stats = driver.run_signatures(layout, resolved, source.source_id, context.log)
+        stats = driver.run_signatures(layout, settings, source.source_id, log=context.log.info)
         own = time.monotonic() - start
     if stats["no_signature"]:
         context.log.info(

@@ -101,8 +101,8 @@ def shards_asset(fan_out: int = 1) -> dg.AssetsDefinition:
     def plan_op(context: dg.OpExecutionContext, corpus: CorpusConfig) -> dict:
         started = time.time()
         with corpus_failure("shards"):
-            resolved, layout = corpus.load()
-            return plan_value(driver.plan_publish(layout, resolved, log=context.log.info), started)
+            settings, layout = corpus.load()
+            return plan_value(driver.plan_publish(layout, settings, log=context.log.info), started)
 
     write_ops = group_ops("shards", "write", driver.run_publish_unit, fan_out)
 
@@ -111,8 +111,8 @@ def shards_asset(fan_out: int = 1) -> dg.AssetsDefinition:
            description="Manifest, atomic replacement of the published folder, stage record.")
     def finish_op(context: dg.OpExecutionContext, corpus: CorpusConfig, plan: dict):
         with corpus_failure("shards"):
-            resolved, layout = corpus.load()
-            result = driver.finish_publish(layout, resolved, plan["key"], log=context.log.info)
+            settings, layout = corpus.load()
+            result = driver.finish_publish(layout, settings, plan["key"], log=context.log.info)
             shards, manifest = publish_metadata(layout, result, seconds_since_plan(plan),
                                                 location_of(context))
             purged = purge_after_publish(layout, result.sources)
@@ -153,8 +153,8 @@ shards_and_manifest = shards_asset()
 def _check(corpus: CorpusConfig, name: str) -> dg.AssetCheckResult:
     """The published-folder check `name`, computed alone by the driver, with what it covered."""
     with corpus_failure(name):
-        resolved, layout = corpus.load()
-        report = driver.publish_check(layout, resolved, name)
+        settings, layout = corpus.load()
+        report = driver.publish_check(layout, settings, name)
         scope = driver.check_scope(layout)
         return check_result(report, {**scope, "rows_checked": dg.MetadataValue.int(scope["rows_checked"]),
                                      "bytes_checked": dg.MetadataValue.int(scope["bytes_checked"]),

@@ -27,12 +27,12 @@ from corpus_dagster.release import driver
 def release(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """Bucket the published documents by token length (segments for long ones, caps per source) with a card."""
     with corpus_failure("release"):
-        resolved, layout = corpus.load()
-        if not resolved["release"]["enabled"]:
+        settings, layout = corpus.load()
+        if not settings.release.enabled:
             context.log.info("release.enabled is false: nothing built")
             return dg.MaterializeResult(metadata={"enabled": False})
-        stats = driver.run_release_stage(layout, resolved)
-    out = layout.release(driver.release_name(resolved))
+        stats = driver.run_release_stage(layout, settings, log=context.log.info)
+    out = layout.release(driver.release_name(settings))
     buckets = [[k, v] for k, v in sorted(stats.get("docs_per_bucket", {}).items())]
     metadata = {
         **table_metadata(stats.get("docs", 0)),
@@ -55,10 +55,10 @@ def release(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.Mater
 
 def _release_check(corpus: CorpusConfig, name: str) -> dg.AssetCheckResult:
     with corpus_failure(f"release check {name}"):
-        resolved, layout = corpus.load()
-        if not resolved["release"]["enabled"]:
+        settings, layout = corpus.load()
+        if not settings.release.enabled:
             return dg.AssetCheckResult(passed=True, metadata={"skipped": "release.enabled is false"})
-        return check_result(driver.release_check(layout, resolved, name))
+        return check_result(driver.release_check(layout, settings, name))
 
 
 @dg.asset_check(asset=release, blocking=True, description="Every row's token count lies in its bucket's range.")
@@ -87,10 +87,10 @@ def release_card_matches_data(corpus: CorpusConfig) -> dg.AssetCheckResult:
                             "and _RELEASE.json; 0 rebuilds every file; off: release.rebuild_check.")
 def release_reproducible(corpus: CorpusConfig) -> dg.AssetCheckResult:
     with corpus_failure("release check reproducible"):
-        resolved, layout = corpus.load()
-        if not (resolved["release"]["enabled"] and resolved["release"]["rebuild_check"]):
+        settings, layout = corpus.load()
+        if not (settings.release.enabled and settings.release.rebuild_check):
             return dg.AssetCheckResult(passed=True, metadata={"skipped": "release.enabled or release.rebuild_check is false"})
-        return check_result(driver.release_rebuild_check(layout, resolved))
+        return check_result(driver.release_rebuild_check(layout, settings))
 
 
 RELEASE_ASSETS = [release]

@@ -10,6 +10,7 @@ from corpus_dagster.core.config import load_config, packaged_config_path
 from corpus_dagster.core.errors import LedgerError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import check_config_against_ledger, load_ledger, source_lists
+from corpus_dagster.core.settings import Settings
 
 
 class CorpusConfig(dg.ConfigurableResource):
@@ -32,8 +33,12 @@ class CorpusConfig(dg.ConfigurableResource):
             overrides["workers"] = self.workers
         return load_config(self.config_path, overrides)
 
-    def load(self) -> tuple[dict[str, Any], Layout]:
-        """The resolved config and its layout, from one read and validation of the file.
+    def settings(self) -> Settings:
+        """The typed view of `resolved()`: what assets, jobs and drivers read."""
+        return Settings.from_resolved(self.resolved())
+
+    def load(self) -> tuple[Settings, Layout]:
+        """The typed config and its layout, from one read and validation of the file.
 
         Every asset starts here, so a config `sources` list naming an id the ledger lacks fails each of them
         with the ConfigError the CLI gives. An unreadable or invalid ledger is left to the steps that read it
@@ -48,7 +53,7 @@ class CorpusConfig(dg.ConfigurableResource):
                 sources = None
             if sources is not None:
                 check_config_against_ledger(resolved, sources, self.config_path)
-        return resolved, layout
+        return Settings.from_resolved(resolved), layout
 
     def layout(self) -> Layout:
         """The artifact layout of the resolved config: paths only, so the sensors and schedules that need no

@@ -18,8 +18,8 @@ def review_sample(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg
     """Sample N documents per (source, rule) with the measured value and threshold beside each, to read what
     every curation rule drops or redacts; duplicates beside their kept partner, redactions in context."""
     with corpus_failure("review_sample"):
-        resolved, layout = corpus.load()
-        stats = driver.run_review_stage(layout, resolved, log=context.log.info)
+        settings, layout = corpus.load()
+        stats = driver.run_review_stage(layout, settings, log=context.log.info)
     if stats.get("enabled") is False:
         return dg.MaterializeResult(data_version=dg.DataVersion("disabled"),
                                     metadata={"enabled": False, "note": "review.enabled is false: nothing built"})

@@ -29,6 +29,7 @@ from dagster._serdes import deserialize_value, serialize_value
 
 from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.parallel import exit_with_parent
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 from corpus_dagster.defs.resources import CorpusConfig
 
@@ -79,7 +80,7 @@ def all_checks() -> list:
     return list(CHECKS)
 
 
-def dask_executor_for(resolved: dict[str, Any]) -> dg.ExecutorDefinition:
+def dask_executor_for(settings: Settings) -> dg.ExecutorDefinition:
     """Dagster's dask executor on the configured scheduler, else a LocalCluster of `workers` processes."""
     try:
         from corpus_dagster.defs.dask_executor import corpus_dask_executor as dask_executor
@@ -88,21 +89,21 @@ def dask_executor_for(resolved: dict[str, Any]) -> dg.ExecutorDefinition:
 
         raise ConfigError("executor.kind is dask but dagster-dask is not installed: "
                           "pip install 'corpus-dagster[dask]' (dagster-dask, distributed)") from exc
-    address = resolved["executor"]["dask_address"]
+    address = settings.executor.dask_address
     cluster = ({"existing": {"address": address}} if address else
-               {"local": {"n_workers": max(1, int(resolved["workers"])), "threads_per_worker": 1, "processes": True,
+               {"local": {"n_workers": max(1, settings.workers), "threads_per_worker": 1, "processes": True,
                           "dashboard_address": None}})
     return dask_executor.configured({"cluster": cluster}, name="dask")
 
 
-def source_job(resolved: dict[str, Any]) -> dg.UnresolvedAssetJobDefinition:
+def source_job(settings: Settings) -> dg.UnresolvedAssetJobDefinition:
     """Every per-source asset of one source partition (fetch, clean, sign) and their checks.
 
     Local kind: the steps run in the run's own process, one after another (they are a chain anyway, and
     each parallelizes inside through `workers`). A process per step cost about 0.5 s of wall each, most of
     a small source's run. Dask kind: the steps go to the cluster like every other run's.
     """
-    executor = dask_executor_for(resolved) if resolved["executor"]["kind"] == "dask" else dg.in_process_executor
+    executor = dask_executor_for(settings) if settings.executor.kind == "dask" else dg.in_process_executor
     return dg.define_asset_job(
         SOURCE_JOB,
         selection=dg.AssetSelection.assets(*[k for a in per_source_assets() for k in a.keys]),
@@ -315,7 +316,7 @@ def source_pool(corpus: CorpusConfig, instance: dg.DagsterInstance, source_ids: 
     repository the runs are created under (default: the definitions module's, as `dagster dev -m` loads it).
     """
     add_partitions(instance, source_ids)
-    workers = max(1, int(corpus.resolved()["workers"]))
+    workers = max(1, corpus.settings().workers)
     return RunPool(corpus, instance, min(workers, max(1, len(source_ids))), output, origin)
 
 

@@ -29,9 +29,9 @@ from corpus_dagster.scrub.api import PII_TYPES
 def scrubbed(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:
     """Remove what dedup dropped and scrub PII per source (cached per source), recomputing sha256 and n_chars."""
     with corpus_failure("scrubbed"):
-        resolved, layout = corpus.load()
+        settings, layout = corpus.load()
         start = time.monotonic()
-        per_source = driver.run_scrub(layout, resolved, log=context.log.info)
+        per_source = driver.run_scrub(layout, settings, log=context.log.info)
         own = time.monotonic() - start
     rows = [[sid, s["docs"], *[s["pii"][t] for t in PII_TYPES], s["cached"]] for sid, s in per_source.items()]
     examples = [[sid, *e[:2], preview_text(e[2]) if len(e) > 2 else ""]

@@ -81,8 +81,8 @@ def token_streams_asset(fan_out: int = 1) -> dg.AssetsDefinition:
     def plan_op(context: dg.OpExecutionContext, corpus: CorpusConfig) -> dict:
         started = time.time()
         with corpus_failure("token_streams"):  # bad input or an unloadable tokenizer: the message says what to do
-            resolved, layout = corpus.load()
-            return plan_value(driver.plan_token_streams(layout, resolved, log=context.log.info), started)
+            settings, layout = corpus.load()
+            return plan_value(driver.plan_token_streams(layout, settings, log=context.log.info), started)
 
     encode_ops = group_ops("token_streams", "encode", driver.run_token_unit, fan_out)
 
@@ -90,8 +90,8 @@ def token_streams_asset(fan_out: int = 1) -> dg.AssetsDefinition:
            description="Per-split Megatron files in shard order, token counts, _TOKENS.json, stage record.")
     def finish_op(context: dg.OpExecutionContext, corpus: CorpusConfig, plan: dict):
         with corpus_failure("token_streams"):
-            resolved, layout = corpus.load()
-            run = driver.finish_token_streams(layout, resolved, plan["key"], log=context.log.info)
+            settings, layout = corpus.load()
+            run = driver.finish_token_streams(layout, settings, plan["key"], log=context.log.info)
         return versioned_output(streams_metadata(context, layout, run, seconds_since_plan(plan)), run.key)
 
     @dg.graph_asset(
@@ -124,18 +124,18 @@ def token_counts_consistent(corpus: CorpusConfig) -> dg.AssetCheckResult:
 def token_sample_decodes(corpus: CorpusConfig) -> dg.AssetCheckResult:
     """A sample of documents decodes back to exactly their shard text, framed by BOS/EOD as configured."""
     with corpus_failure("token_sample_decodes"):
-        cfg, layout = corpus.load()
-        return check_result(driver.check_streams_decode(layout, cfg))
+        settings, layout = corpus.load()
+        return check_result(driver.check_streams_decode(layout, settings))
 
 
 @dg.asset_check(asset="token_streams", blocking=False)
 def token_streams_reproducible(corpus: CorpusConfig) -> dg.AssetCheckResult:
     """A rebuild with another worker count gives byte-identical files (off: tokenize.rebuild_check)."""
-    cfg, layout = corpus.load()
-    if not cfg["tokenize"]["rebuild_check"]:
+    settings, layout = corpus.load()
+    if not settings.tokenize.rebuild_check:
         return dg.AssetCheckResult(passed=True, metadata={"skipped": "tokenize.rebuild_check is false"})
     with corpus_failure("token_streams_reproducible"):
-        return check_result(driver.check_streams_rebuild(layout, cfg))
+        return check_result(driver.check_streams_rebuild(layout, settings))
 
 
 TOKEN_ASSETS = [token_streams]

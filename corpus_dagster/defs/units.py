@@ -15,6 +15,7 @@ from typing import Any
 
 import dagster as dg
 
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.core.units import Plan, run_units, unit_groups
 from corpus_dagster.defs.common import corpus_failure
 from corpus_dagster.defs.resources import CorpusConfig
@@ -48,8 +49,8 @@ def group_ops(stage: str, phase: str, run_unit: RunUnit, fan_out: int) -> list[d
                 return
             start = time.monotonic()
             with corpus_failure(f"{stage} {phase} units {units[0]}..{units[-1]}"):
-                resolved, layout = corpus.load()
-                run_units(run_unit, (layout, resolved, plan["key"]), units, int(resolved["workers"]))
+                settings, layout = corpus.load()
+                run_units(run_unit, (layout, settings, plan["key"]), units, settings.workers)
             context.log.info(
                 f"{stage} {phase}: group {index + 1}/{fan_out} ran {len(units)} unit(s) "
                 f"({units[0]} .. {units[-1]}) in {time.monotonic() - start:.1f}s, pid {os.getpid()}"
@@ -60,9 +61,9 @@ def group_ops(stage: str, phase: str, run_unit: RunUnit, fan_out: int) -> list[d
     return [make(i) for i in range(fan_out)]
 
 
-def fan_out_of(resolved: dict[str, Any]) -> int:
+def fan_out_of(settings: Settings) -> int:
     """How many executor steps each global fan-out is spread over (`executor.fan_out`)."""
-    return max(1, int(resolved["executor"]["fan_out"]))
+    return max(1, int(settings.executor.fan_out))
 
 
 def after_groups(fan_out: int) -> dict[str, dg.In]:

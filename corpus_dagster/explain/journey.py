@@ -1,6 +1,6 @@
 """A document's journey, read only from stage outputs through the drivers' reader functions; nothing reruns.
 
-`explain(layout, resolved, "alpha:7")` (or a url) returns what each stage did to the document, in pipeline
+`explain(layout, settings, "alpha:7")` (or a url) returns what each stage did to the document, in pipeline
 order, and stops at the stage where the document left the pipeline (`left_at`): ingest names the document's
 own source file and its line (JSON Lines) or row (Parquet); clean says kept, or the rule that rejected it with
 the measured value, the comparison and the configured threshold; dedup says kept (with its near-duplicate
@@ -26,6 +26,7 @@ from corpus_dagster.clean import driver as clean
 from corpus_dagster.core.errors import CorpusError, UpstreamMissing
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
+from corpus_dagster.core.settings import CleanSettings, Settings, as_settings
 from corpus_dagster.dedup import driver as dedup
 from corpus_dagster.ingest import driver as ingest
 from corpus_dagster.ingest.files import cache_name
@@ -111,10 +112,11 @@ def resolve_id(layout: Layout, query: str) -> str:
     raise DocumentNotFound(f"no document with url {query!r} in the clean outputs of {', '.join(sources)}")
 
 
-def explain(layout: Layout, resolved: dict[str, Any], query: str) -> dict[str, Any]:
+def explain(layout: Layout, config: Settings | dict[str, Any], query: str) -> dict[str, Any]:
     """Every stage's answer for one document, up to the stage where it left the pipeline (`left_at`).
 
     A stage that has not run says so ("not built") instead of failing, and the stages after it are not read."""
+    settings = as_settings(config)
     doc_id = resolve_id(layout, query)
     sid, k = doc_id.rsplit(":", 1)
     out: dict[str, Any] = {"id": doc_id, "source_id": sid}
@@ -122,7 +124,7 @@ def explain(layout: Layout, resolved: dict[str, Any], query: str) -> dict[str, A
     left_at = None
     for name in STAGES:
         try:
-            step = _STEPS[name](layout, resolved, doc_id, sid, int(k))
+            step = _STEPS[name](layout, settings, doc_id, sid, int(k))
         except UpstreamMissing as exc:
             step = {"status": "not built", "summary": f"not built: {str(exc).splitlines()[0]}"}
         steps[name] = step
@@ -137,7 +139,7 @@ def explain(layout: Layout, resolved: dict[str, Any], query: str) -> dict[str, A
     return out
 
 
-def _source_file(layout: Layout, resolved: dict[str, Any], sid: str, k: int, raw_url: str) -> dict[str, Any]:
+def _source_file(layout: Layout, settings: Settings, sid: str, k: int, raw_url: str) -> dict[str, Any]:
     """The source file a document was read from and its line (JSON Lines) or 0-based row (Parquet)."""
     source = next(s for s in load_ledger(layout.ledger) if s.source_id == sid)
     fetch = ingest.load_record(layout.fetch_record(sid)) or {}
@@ -150,7 +152,7 @@ def _source_file(layout: Layout, resolved: dict[str, Any], sid: str, k: int, raw
             return {"file": url, where: int(raw_url[len(url) + 1:])}
     # The url is the document's own (url_field): count the documents of the source files in order.
     selection = Selection.for_source(source)
-    max_bytes = int(resolved["ingest"]["max_doc_bytes"])
+    max_bytes = settings.ingest.max_doc_bytes
     seen = 0
     for url in file_urls:
         local = url[len("file://"):] if url.startswith("file://") else str(layout.downloads(sid) / cache_name(url))
@@ -172,13 +174,13 @@ def _shown_file(layout: Layout, url: str | None) -> str | None:
     return shown_path(layout, url[len("file://"):]) if url.startswith("file://") else url
 
 
-def _ingest(layout, resolved, _doc_id, sid, k):
+def _ingest(layout, settings, _doc_id, sid, k):
     parts, part_docs, record = ingest.raw_parts(layout, sid)
     first = 0
     for path, n in zip(parts, part_docs, strict=True):
         if k < first + n:
             raw = next(itertools.islice(read_raw_part(path), k - first, None))
-            src = _source_file(layout, resolved, sid, k, raw["url"])
+            src = _source_file(layout, settings, sid, k, raw["url"])
             file = _shown_file(layout, src.get("file"))
             pos = next((f" {w} {src[w]}" for w in ("line", "row") if w in src), "")
             summary = (f"fetched from {file}{pos}" if file else f"fetched ({src.get('detail')})")
@@ -191,14 +193,14 @@ def _ingest(layout, resolved, _doc_id, sid, k):
     raise DocumentNotFound(f"no document {sid}:{k}: source {sid!r} holds positions 0..{first - 1}")
 
 
-def rejection(reason: str, value: float | None, clean_cfg: dict[str, Any]) -> dict[str, Any]:
+def rejection(reason: str, value: float | None, clean_cfg: CleanSettings) -> dict[str, Any]:
     """What a clean reject broke: the rule, the measured value, the comparison, the threshold and its key."""
     try:
         flt, declared = clean.find_reason(reason)
     except ValueError:
         return {"rule": reason, "value": value, "summary": f"rejected by {reason}: {_num(value)}"}
     section_name = flt.name
-    section = clean_cfg.get(section_name, {})
+    section = getattr(clean_cfg, section_name).to_dict()
     # the declared comparisons in order; a code with several names the first one its value breaks
     limits = [(lim.key, lim.op, section.get(lim.key)) for lim in declared.limits if section.get(lim.key) is not None]
     broken = [lim for lim in limits if value is not None and _OPS[lim[1]](value, lim[2])]
@@ -223,11 +225,11 @@ def rejection(reason: str, value: float | None, clean_cfg: dict[str, Any]) -> di
     return out
 
 
-def _clean(layout, resolved, doc_id, sid, _k):
+def _clean(layout, settings, doc_id, sid, _k):
     hits = _rows(clean.reject_files(layout, sid), "id", doc_id, ["id", "reason", "value"])
     if hits:
         rec = hits[0][2]
-        return {"status": "rejected", **rejection(rec["reason"], rec["value"], resolved["clean"]), "left": True}
+        return {"status": "rejected", **rejection(rec["reason"], rec["value"], settings.clean), "left": True}
     hits = _rows(clean.clean_doc_files(layout, sid), "id", doc_id, ["id", "lang", "n_chars"])
     if hits:
         lang, n_chars = hits[0][2]["lang"], hits[0][2]["n_chars"]
@@ -236,7 +238,7 @@ def _clean(layout, resolved, doc_id, sid, _k):
             "left": True}
 
 
-def _dedup(layout, _resolved, doc_id, _sid, _k):
+def _dedup(layout, _settings, doc_id, _sid, _k):
     tables = dedup.dedup_tables(layout)
     dropped = _rows([tables["dropped"]], "id", doc_id)
     if dropped:
@@ -258,7 +260,7 @@ def _dedup(layout, _resolved, doc_id, _sid, _k):
     return {"status": "kept", "cluster_min_id": None, "summary": "kept: no exact or near duplicate, no decontamination hit"}
 
 
-def _scrub(layout, _resolved, doc_id, sid, _k):
+def _scrub(layout, _settings, doc_id, sid, _k):
     hits = _rows(scrub.scrubbed_files(layout, sid), "id", doc_id, ["id", "text", "pii_redactions"])
     if not hits:
         return {"status": "missing", "summary": "not in the scrubbed documents (scrub outputs stale?)", "left": True}
@@ -272,7 +274,7 @@ def _scrub(layout, _resolved, doc_id, sid, _k):
     return {"status": "scrubbed", "redactions": rec["pii_redactions"], "by_type": types, "summary": summary}
 
 
-def _shards(layout, _resolved, doc_id, _sid, _k):
+def _shards(layout, _settings, doc_id, _sid, _k):
     files = publish.published_shards(layout)
     if not files:
         raise UpstreamMissing("no published shards yet; materialize shards")
@@ -285,7 +287,7 @@ def _shards(layout, _resolved, doc_id, _sid, _k):
             "summary": f"published in {shard} row {row}, split {rec['split']}"}
 
 
-def _tokens(layout, _resolved, doc_id, _sid, _k):
+def _tokens(layout, _settings, doc_id, _sid, _k):
     path = tokens.token_counts_file(layout)
     counts = pq.read_table(path, columns=["id", "n_tokens", "split"])
     frame = pl.from_arrow(counts).with_row_index("_row")

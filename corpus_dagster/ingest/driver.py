@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import shutil
 import time
@@ -31,7 +32,7 @@ from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
 from corpus_dagster.core.parquet import TABLE, write_parquet
-from corpus_dagster.core.progress import Progress
+from corpus_dagster.core.progress import Log, Progress
 from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.settings import IngestSettings, Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
@@ -52,6 +53,8 @@ FIELDS_FILE = "_FIELDS.parquet"  # the ledger's keep_fields per document id, bes
 CODE_VERSION = "3"  # bump when a change here changes raw part bytes
 SETTINGS = ("part_max_bytes", "part_max_docs", "max_doc_bytes")  # the ingest settings that shape raw parts
 INGEST = Stage("ingest", CODE_VERSION)
+
+LOGGER = logging.getLogger(__name__)
 
 
 @dataclass
@@ -82,7 +85,8 @@ def load_record(path: Path) -> dict[str, Any] | None:
 
 
 @records.locked(lambda a: f"ingest.{a['source'].source_id}")
-def run_fetch(layout: Layout, resolved: Settings | Mapping[str, Any], source: Source, log: Any = None) -> FetchResult:
+def run_fetch(layout: Layout, resolved: Settings | Mapping[str, Any], source: Source,
+              log: Log | None = None) -> FetchResult:
     """`fetch_source` as the graph runs it: the config's ingest section and progress interval, under the
     source's ingest lock (a second run on the same root waits, then finds the parts unchanged)."""
     settings = as_settings(resolved)
@@ -90,7 +94,7 @@ def run_fetch(layout: Layout, resolved: Settings | Mapping[str, Any], source: So
 
 
 def fetch_source(
-    source: Source, layout: Layout, ingest_cfg: IngestSettings, now: dt.datetime | None = None, log: Any = None,
+    source: Source, layout: Layout, ingest_cfg: IngestSettings, now: dt.datetime | None = None, log: Log | None = None,
     progress_interval_s: float | None = None,
 ) -> FetchResult:
     """Fetch one source into corpus/raw/<source_id>/<yyyymmdd>/ parts. Resumable and atomic.
@@ -110,7 +114,7 @@ def fetch_source(
     record = load_record(record_path) or {}
     files = resolve_files(source, ingest_cfg.timeout_s)
     result = FetchResult(source.source_id, date, files=len(files))
-    locals_ = _make_local(source, files, layout, record, result, log)
+    locals_ = _make_local(source, files, layout, record, result)
 
     settings = output_settings({"ingest": ingest_cfg.to_dict()}, "ingest", SETTINGS)
     file_entries = [{"url": rf.url, "sha256": sha, "bytes": _size(lp), "ukey": uk} for rf, lp, sha, uk in locals_]
@@ -122,7 +126,7 @@ def fetch_source(
         with atomic_dir(raw_dir / date) as tmp:
             writer = PartWriter(tmp, ingest_cfg.part_max_bytes, ingest_cfg.part_max_docs)
             with open(tmp / QUARANTINE_FILE, "w", encoding="utf-8", errors="backslashreplace") as qfh:
-                progress = Progress(log.info if log and progress_interval_s else None, f"fetch {source.source_id}",
+                progress = Progress(log if progress_interval_s else None, f"fetch {source.source_id}",
                                     interval_s=progress_interval_s or 0.0)
                 stream_documents(
                     locals_, source, selection, ingest_cfg.max_doc_bytes, fetched_at, writer, qfh, quarantined,
@@ -169,7 +173,7 @@ def fetch_source(
 
 
 def _make_local(
-    source: Source, files: list[ResolvedFile], layout: Layout, record: dict[str, Any], result: FetchResult, log: Any,
+    source: Source, files: list[ResolvedFile], layout: Layout, record: dict[str, Any], result: FetchResult,
 ) -> list[LocalFile]:
     """Make every file local and known by checksum, verifying pins before anything is written.
 
@@ -197,8 +201,7 @@ def _make_local(
             if not rf.is_local:
                 cached.unlink(missing_ok=True)
             raise ChecksumMismatch(source.source_id, f"checksum mismatch: ledger pins sha256 {pinned}, got {sha}", file=rf.url)
-        if log:
-            log.debug(f"{source.source_id}: {rf.url} sha256={sha[:12]} ({'skipped' if reusable else 'fetched'})")
+        LOGGER.debug(f"{source.source_id}: {rf.url} sha256={sha[:12]} ({'skipped' if reusable else 'fetched'})")
         locals_.append((rf, local_path, sha, ukey))
     return locals_
 

@@ -15,6 +15,7 @@ from corpus_dagster.clean.driver import clean_doc_files, clean_record
 from corpus_dagster.core import records
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.progress import Log
 from corpus_dagster.core.settings import Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.minhash.signatures import SIGNATURE_SETTINGS, compute_signatures
@@ -40,7 +41,7 @@ def signature_key(layout: Layout, source_id: str,
 
 @records.locked(lambda a: f"minhash.{a['source_id']}")
 def run_signatures(layout: Layout, resolved: Settings | Mapping[str, Any], source_id: str,
-                   log: Any = None) -> dict[str, Any]:
+                   log: Log | None = None) -> dict[str, Any]:
     """Hash one source's clean documents, unless the same clean output was hashed with the same settings."""
     settings = as_settings(resolved)
     key, inputs = signature_key(layout, source_id, settings)
@@ -52,7 +53,7 @@ def run_signatures(layout: Layout, resolved: Settings | Mapping[str, Any], sourc
         stats = compute_signatures(clean_doc_files(layout, source_id, settings), folder / name, settings.dedup,
                                    settings.workers)
         if log:
-            log.info(f"{source_id}: {stats['docs']} signatures ({stats['no_signature']} without one)")
+            log(f"{source_id}: {stats['docs']} signatures ({stats['no_signature']} without one)")
         return Outputs([name], files={"signatures": [name]}, stats=stats)
 
     key_settings = output_settings(settings.resolved, "dedup", SIGNATURE_SETTINGS)

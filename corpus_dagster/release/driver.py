@@ -25,6 +25,7 @@ from corpus_dagster.core.errors import CorpusError, ReleaseError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
+from corpus_dagster.core.progress import Log
 from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.settings import Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
@@ -153,7 +154,8 @@ def units_path(layout: Layout, key: str) -> Path:
 
 
 @records.locked(lambda a: "release")
-def run_release_stage(layout: Layout, resolved: Settings | Mapping[str, Any]) -> dict[str, Any]:
+def run_release_stage(layout: Layout, resolved: Settings | Mapping[str, Any],
+                      log: Log | None = None) -> dict[str, Any]:
     """Build the release folder unless its key is unchanged; returns build_release's stats plus cached and key.
 
     The record lives in the stage folder, the release folder it describes is published beside the corpus
@@ -168,6 +170,9 @@ def run_release_stage(layout: Layout, resolved: Settings | Mapping[str, Any]) ->
         kwargs = release_kwargs(layout, settings)
         stats = build_release(**kwargs, units_file=units_path(layout, key))
         names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+        if log:
+            log(f"release {out.name}: {stats.get('docs', 0)} documents, {stats.get('segments', 0)} segments, "
+                f"{stats.get('tokens', 0)} tokens in {len(names)} files")
         return Outputs(names, {"release": names}, json.loads(json.dumps(stats, default=str)))
 
     return run_cached(folder, RELEASE, inputs, output_settings(settings.resolved, "release"), compute, key=key,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from corpus_dagster.core.atomic import atomic_write_bytes
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parquet import TABLE, write_parquet
+from corpus_dagster.core.progress import Log
 from corpus_dagster.core.settings import Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.dedup.driver import dedup_record, dedup_sources, dedup_tables
@@ -87,7 +88,7 @@ def review_key(layout: Layout, resolved: Settings | Mapping[str, Any], source_id
 
 @records.locked(lambda a: "review")
 def run_review_stage(layout: Layout, resolved: Settings | Mapping[str, Any],
-                     log: Callable[[str], Any] | None = None) -> dict[str, Any]:
+                     log: Log | None = None) -> dict[str, Any]:
     """Sample, read back and write the review sample of every source the last dedup covered.
 
     Returns stats: `rows`, `strata` (source_id, stratum, reason, available, sampled per group), `sources`,

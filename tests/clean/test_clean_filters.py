@@ -145,9 +145,10 @@ def test_threshold_texts_name_the_declared_keys_and_comparisons(flt: Filter, rea
     cfg = load_config()["clean"]
     values = {limit.key: 0.125 + i for i, limit in enumerate(reason.limits)}
     cfg[flt.name].update(values)
-    review = clean_threshold(reason.code, CleanSettings.from_dict(cfg))
-    ui = reason_threshold(reason.code, cfg)
-    explained = rejection(reason.code, None, cfg)
+    typed = CleanSettings.from_dict(cfg)
+    review = clean_threshold(reason.code, typed)
+    ui = reason_threshold(reason.code, typed)
+    explained = rejection(reason.code, None, typed)
     for limit in reason.limits:
         assert f"value {limit.op} clean.{flt.name}.{limit.key} = {values[limit.key]}" in review
         assert f"{limit.key}={values[limit.key]}" in ui
@@ -163,9 +164,8 @@ def test_texts_follow_a_changed_declaration(monkeypatch: pytest.MonkeyPatch) -> 
     gopher, word_count = find_reason("gopher_word_count")
     moved = Reason(word_count.code, word_count.value, (Limit(">=", "max_mean_word_length"),))
     monkeypatch.setitem(filters._BY_CODE, word_count.code, (gopher, moved))
-    cfg = load_config()["clean"]
-    assert reason_threshold("gopher_word_count", cfg) == "max_mean_word_length=10"
     typed = Settings.from_resolved(load_config()).clean
+    assert reason_threshold("gopher_word_count", typed) == "max_mean_word_length=10"
     assert clean_threshold("gopher_word_count", typed) == "value >= clean.gopher.max_mean_word_length = 10"
-    explained = rejection("gopher_word_count", 12.0, cfg)
+    explained = rejection("gopher_word_count", 12.0, typed)
     assert explained["summary"] == "rejected by gopher_word_count: 12 >= 10 (clean.gopher.max_mean_word_length)"

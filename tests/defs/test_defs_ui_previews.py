@@ -8,6 +8,7 @@ import pytest
 
 from corpus_dagster.clean import driver as clean_driver
 from corpus_dagster.core.parquet import head_rows
+from corpus_dagster.core.settings import CleanSettings
 from corpus_dagster.defs import clean as clean_defs
 
 
@@ -56,10 +57,10 @@ def test_rejected_preview_stops_early_with_the_same_examples(tmp_path, monkeypat
                 read.append(b.num_rows)
                 yield b
 
-    expected = _full_scan_preview(None, "s", {})
+    expected = _full_scan_preview(None, "s", CleanSettings())
     full_rows = sum(counts.values())
     monkeypatch.setattr(clean_defs.pq, "ParquetFile", Counting)
-    early = clean_defs.rejected_preview(None, "s", {}, counts)
+    early = clean_defs.rejected_preview(None, "s", CleanSettings(), counts)
     assert early.records == expected.records
     assert sum(read) <= full_rows
     seen_rare = counts.get("ppl_high", 0)
@@ -82,6 +83,6 @@ def test_rejected_preview_stops_after_the_first_batch_when_it_has_every_example(
                 yield b
 
     monkeypatch.setattr(clean_defs.pq, "ParquetFile", Counting)
-    preview = clean_defs.rejected_preview(None, "s", {}, {"a": 5000, "b": 5000})
+    preview = clean_defs.rejected_preview(None, "s", CleanSettings(), {"a": 5000, "b": 5000})
     assert [r.data["id"] for r in preview.records] == ["00000", "00002", "00004", "00001", "00003", "00005"]
     assert read == [clean_defs.REJECT_SCAN_ROWS]

@@ -17,6 +17,7 @@ import yaml
 
 from corpus_dagster.cli.explain import main
 from corpus_dagster.core.records import RECORD
+from corpus_dagster.core.settings import CleanSettings
 from corpus_dagster.defs import build_definitions
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import materialize_global, materialize_sources
@@ -51,8 +52,8 @@ def corpus_built(tmp_path_factory):
     with dg.instance_for_test() as instance:
         materialize_sources(corpus, instance)
         materialize_global(corpus, instance)
-    resolved, layout = corpus.load()
-    return corpus, resolved, layout, len(rows)
+    settings, layout = corpus.load()
+    return corpus, settings, layout, len(rows)
 
 
 def _paths(answer):
@@ -61,8 +62,8 @@ def _paths(answer):
 
 
 def test_a_kept_document_has_every_step_and_its_own_file_and_line(corpus_built):
-    _corpus, resolved, layout, _n = corpus_built
-    answer = explain(layout, resolved, "alpha:3")
+    _corpus, settings, layout, _n = corpus_built
+    answer = explain(layout, settings, "alpha:3")
     steps = answer["steps"]
     assert list(steps) == ["ingest", "clean", "dedup", "scrub", "shards", "tokens"] and answer["left_at"] is None
     ingest = steps["ingest"]
@@ -77,19 +78,19 @@ def test_a_kept_document_has_every_step_and_its_own_file_and_line(corpus_built):
 
 
 def test_the_own_file_of_a_glob_source_and_a_parquet_row(corpus_built):
-    _corpus, resolved, layout, _n = corpus_built
-    gamma = explain(layout, resolved, "gamma:4")["steps"]["ingest"]
+    _corpus, settings, layout, _n = corpus_built
+    gamma = explain(layout, settings, "gamma:4")["steps"]["ingest"]
     assert Path(gamma["file"]).name == "doc04.txt"  # the source is a glob of text files, one document each
-    beta = explain(layout, resolved, "beta:2")["steps"]["ingest"]  # no url field: the raw url names file and line
+    beta = explain(layout, settings, "beta:2")["steps"]["ingest"]  # no url field: the raw url names file and line
     assert Path(beta["file"]).name == "beta.jsonl.zst" and beta["line"] == 3
-    delta = explain(layout, resolved, "delta:4")["steps"]["ingest"]  # a url field: found by reading the file
+    delta = explain(layout, settings, "delta:4")["steps"]["ingest"]  # a url field: found by reading the file
     assert Path(delta["file"]).name == "delta.parquet" and delta["row"] == 4 and "line" not in delta
     assert delta["url"] == "https://d.example/4" and f"{delta['file']} row 4" in delta["summary"]
 
 
 def test_paths_are_normalized_and_relative_to_the_artifacts_root(corpus_built):
-    _corpus, resolved, layout, _n = corpus_built
-    answer = explain(layout, resolved, "alpha:3")
+    _corpus, settings, layout, _n = corpus_built
+    answer = explain(layout, settings, "alpha:3")
     inside = [answer["steps"][s][k] for s, k in (("ingest", "raw_part"), ("shards", "shard"), ("tokens", "counts_file"))]
     for path in inside:
         assert ".." not in Path(path).parts and not Path(path).is_absolute() and (layout.root / path).is_file(), path
@@ -100,17 +101,17 @@ def test_paths_are_normalized_and_relative_to_the_artifacts_root(corpus_built):
 
 
 def test_a_rejected_document_stops_at_clean_with_rule_value_and_threshold(corpus_built):
-    _corpus, resolved, layout, _n = corpus_built
-    answer = explain(layout, resolved, "https://a.example/short")
+    _corpus, settings, layout, _n = corpus_built
+    answer = explain(layout, settings, "https://a.example/short")
     assert list(answer["steps"]) == ["ingest", "clean"] and answer["left_at"] == "clean"
     clean = answer["steps"]["clean"]
-    min_words = resolved["clean"]["gopher"]["min_words"]
+    min_words = settings.clean.gopher.min_words
     assert clean["status"] == "rejected" and clean["rule"] == "gopher_word_count"
     assert clean["value"] == 5 and clean["op"] == "<" and clean["threshold"] == min_words
     assert clean["summary"] == f"rejected by gopher_word_count: 5 < {min_words} (clean.gopher.min_words)"
     text = render(answer)
     assert "dedup   " not in text and "not reached: dedup, scrub, shards, tokens" in text
-    soup = explain(layout, resolved, "https://a.example/soup")["steps"]["clean"]
+    soup = explain(layout, settings, "https://a.example/soup")["steps"]["clean"]
     assert soup["status"] == "rejected" and soup["summary"].startswith(f"rejected by {soup['rule']}: ")
 
 
@@ -118,45 +119,46 @@ def test_every_clean_reason_code_names_its_threshold(corpus_built):
     from corpus_dagster.clean.cleaner import REASON_CODES
     from corpus_dagster.explain import rejection
 
-    _corpus, resolved, _layout, _n = corpus_built
+    _corpus, settings, _layout, _n = corpus_built
     for code in REASON_CODES:
-        assert rejection(code, 0.5, resolved["clean"]).get("config", "").startswith("clean."), code
-    cfg = {**resolved["clean"], "gopher": {**resolved["clean"]["gopher"], "max_words": 1000}}
-    too_long = rejection("gopher_word_count", 1200, cfg)
+        assert rejection(code, 0.5, settings.clean).get("config", "").startswith("clean."), code
+    cfg = settings.clean.to_dict()
+    cfg["gopher"]["max_words"] = 1000
+    too_long = rejection("gopher_word_count", 1200, CleanSettings.from_dict(cfg))
     assert too_long["summary"] == "rejected by gopher_word_count: 1200 > 1000 (clean.gopher.max_words)"
 
 
 def test_a_dedup_removed_document_names_its_kept_partner(corpus_built):
-    _corpus, resolved, layout, n = corpus_built
-    twin = explain(layout, resolved, "https://a.example/twin")
+    _corpus, settings, layout, n = corpus_built
+    twin = explain(layout, settings, "https://a.example/twin")
     assert twin["id"] == f"alpha:{n - 4}"
     kept, dropped = sorted([twin["id"], "alpha:5"])  # the smallest id in byte order is kept
-    answer = explain(layout, resolved, dropped)
+    answer = explain(layout, settings, dropped)
     dedup = answer["steps"]["dedup"]
     assert dedup["status"] == "removed" and dedup["reason"] == "exact" and dedup["kept_id"] == kept
     assert dedup["summary"] == f"removed by dedup as an exact duplicate of {kept}"
     assert list(answer["steps"]) == ["ingest", "clean", "dedup"] and answer["left_at"] == "dedup"
-    assert explain(layout, resolved, kept)["steps"]["shards"]["status"] == "published"
+    assert explain(layout, settings, kept)["steps"]["shards"]["status"] == "published"
 
-    near_id = explain(layout, resolved, "https://a.example/near")["id"]
+    near_id = explain(layout, settings, "https://a.example/near")["id"]
     kept, dropped = sorted([near_id, "alpha:7"])
-    near = explain(layout, resolved, dropped)["steps"]["dedup"]
+    near = explain(layout, settings, dropped)["steps"]["dedup"]
     assert near["reason"] == "near" and near["kept_id"] == kept and 0.7 <= near["jaccard"] < 1.0
     assert near["summary"] == f"removed by dedup as a near duplicate of {kept} (jaccard {round(near['jaccard'], 4)})"
-    partner = explain(layout, resolved, kept)["steps"]["dedup"]
+    partner = explain(layout, settings, kept)["steps"]["dedup"]
     assert partner["status"] == "kept" and partner["cluster_min_id"] == kept and partner["cluster_size"] == 2
 
 
 def test_explain_reads_only_and_unknown_ids_are_named(corpus_built):
-    _corpus, resolved, layout, n = corpus_built
+    _corpus, settings, layout, n = corpus_built
     records = sorted(layout.root.glob(f"**/{RECORD}"))
     before = {p: p.stat().st_mtime_ns for p in records}
-    explain(layout, resolved, "alpha:0")
+    explain(layout, settings, "alpha:0")
     assert {p: p.stat().st_mtime_ns for p in records} == before
     with pytest.raises(DocumentNotFound, match="https://nowhere"):
-        explain(layout, resolved, "https://nowhere")
+        explain(layout, settings, "https://nowhere")
     with pytest.raises(DocumentNotFound, match=rf"'alpha:{n}'.*positions 0\.\.{n - 1}"):
-        explain(layout, resolved, f"alpha:{n}")
+        explain(layout, settings, f"alpha:{n}")
 
 
 @pytest.mark.parametrize(("doc", "names"), [
@@ -165,7 +167,7 @@ def test_explain_reads_only_and_unknown_ids_are_named(corpus_built):
     ("alpha:x", ["'alpha:x'", "<source_id>:<k>"]),
 ])
 def test_cli_unknown_or_malformed_ids_exit_2_with_one_line(corpus_built, doc, names):
-    corpus, _resolved, _layout, n = corpus_built
+    corpus, _settings, _layout, n = corpus_built
     assert n == 44
     proc = subprocess.run([sys.executable, "-m", "corpus_dagster.explain", doc, "--config", corpus.config_path],
                           capture_output=True, text=True, timeout=120)
@@ -175,7 +177,7 @@ def test_cli_unknown_or_malformed_ids_exit_2_with_one_line(corpus_built, doc, na
 
 
 def test_cli_and_ui_job_print_the_journey(corpus_built, capsys):
-    corpus, _resolved, _layout, _n = corpus_built
+    corpus, _settings, _layout, _n = corpus_built
     doc = "alpha:3"
     assert main([doc, "--config", corpus.config_path]) == 0
     out = capsys.readouterr().out
@@ -196,7 +198,7 @@ def _job_output(result):
 def test_ui_job_runs_with_its_default_config(corpus_built):
     from corpus_dagster.publish.driver import published_shards
 
-    corpus, _resolved, layout, _n = corpus_built
+    corpus, _settings, layout, _n = corpus_built
     first = pl.read_parquet(published_shards(layout)[0], columns=["id"])["id"][0]
     job = build_definitions(corpus).resolve_job_def("explain_document_job")
     result = job.execute_in_process(resources={"corpus": corpus})  # no run config: nothing to type
@@ -209,7 +211,7 @@ def test_ui_job_runs_with_its_default_config(corpus_built):
 def test_explain_link_opens_the_launchpad_with_the_id(corpus_built):
     from corpus_dagster.defs.explain_link import DEFAULT_LOCATION, explain_link, link_target
 
-    corpus, _resolved, _layout, _n = corpus_built
+    corpus, _settings, _layout, _n = corpus_built
     link = explain_link("alpha:5")
     assert isinstance(link, dg.MarkdownMetadataValue)  # a short label: a url value shows the whole path
     assert link.value.startswith("[explain alpha:5](/locations/")

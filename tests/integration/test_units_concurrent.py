@@ -20,7 +20,8 @@ from corpus_dagster.tokenize import driver as tokens
 def sources(tmp_path_factory):
     corpus = CorpusConfig(config_path=str(write_setup(tmp_path_factory.mktemp("units"))))
     materialize_sources(corpus, dg.DagsterInstance.ephemeral())
-    resolved, layout = corpus.load()
+    layout = corpus.layout()
+    resolved = corpus.resolved()
     return resolved, layout, [s for s in ("alpha", "beta", "gamma")]
 
 

@@ -17,7 +17,8 @@ from corpus_dagster.scrub import driver as scrub
 def deduped(tmp_path_factory):
     corpus = CorpusConfig(config_path=str(write_setup(tmp_path_factory.mktemp("scrub"))))
     materialize_sources(corpus, dg.DagsterInstance.ephemeral())
-    resolved, layout = corpus.load()
+    layout = corpus.layout()
+    resolved = corpus.resolved()
     ids = ["alpha", "beta", "gamma"]
     dedup.run_global_dedup(layout, resolved, ids)
     return resolved, layout, ids
