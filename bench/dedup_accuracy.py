@@ -204,21 +204,23 @@ def score_dedup(truth: GroundTruth, run: EngineRun) -> dict[str, Any]:
         "components split (kept > 1)": int((size[multi] - 1 - removed_in[multi] > 0).sum()),
         "removal's J to its kept doc < t (chains)": sum(
             1 for _, m in matched if m is None or not _at_least(np.int64(m[0]), np.int64(m[1]), t)),
-        "removal's jaccard == truth's exact ratio": f"{sum(1 for r, m in matched if m is not None and r['jaccard'] == m[0] / m[1])}"
+        "removal's jaccard == truth (pairs truth has)": f"{sum(1 for r, m in matched if m is not None and r['jaccard'] == m[0] / m[1])}"
                                                     f"/{len(exact_values)}",
-        "_missed_edges": _missed_edges(truth, comp, removed, doc_of_text, t, near, index),
+        "_missed_edges": _missed_edges(truth, removed, doc_of_text, t),
     }
 
 
-def _missed_edges(truth: GroundTruth, comp: np.ndarray, removed: np.ndarray, doc_of_text: np.ndarray,
-                  t: Fraction, near: dict, index: dict[str, int]) -> list[tuple[str, str]]:
-    """Truth edges >= t whose two documents both survived dedup: the pairs whose duplicate stayed."""
+def _missed_edges(truth: GroundTruth, removed: np.ndarray, doc_of_text: np.ndarray,
+                  t: Fraction) -> tuple[list[tuple[str, str]], str]:
+    """Truth edges >= t whose two documents both survived dedup (a duplicate stayed), and their Jaccard bands."""
     strong = _at_least(truth.intersection, truth.union, t)
     a, b = doc_of_text[truth.a[strong]], doc_of_text[truth.b[strong]]
     ok = (a >= 0) & (b >= 0)
     a, b = a[ok], b[ok]
     both_kept = ~removed[a] & ~removed[b]
-    return [(truth.ids[x], truth.ids[y]) for x, y in zip(a[both_kept].tolist(), b[both_kept].tolist(), strict=True)]
+    edges = [(truth.ids[x], truth.ids[y]) for x, y in zip(a[both_kept].tolist(), b[both_kept].tolist(), strict=True)]
+    inter, union = truth.intersection[strong][ok][both_kept], truth.union[strong][ok][both_kept]
+    return edges, _by_band(inter, union)
 
 
 def explain_misses(run: EngineRun, edges: list[tuple[str, str]]) -> dict[str, int]:
@@ -236,7 +238,8 @@ def explain_misses(run: EngineRun, edges: list[tuple[str, str]]) -> dict[str, in
         for doc_id, s in zip(table.column("id").to_pylist(), table.column("signature").to_pylist(), strict=True):
             if s is not None:
                 sig[doc_id] = np.asarray(s)
-    out = {"no shared band (banding)": 0, "shared a band, not linked (star edges)": 0, "no signature": 0}
+    out: dict[str, Any] = {"no shared band (banding)": 0, "shared a band, not linked (star edges)": 0,
+                           "no signature": 0}
     for x, y in edges:
         if x not in sig or y not in sig:
             out["no signature"] += 1
@@ -244,6 +247,13 @@ def explain_misses(run: EngineRun, edges: list[tuple[str, str]]) -> dict[str, in
         same = (sig[x] == sig[y]).reshape(run.bands, run.rows).all(axis=1)
         out["shared a band, not linked (star edges)" if same.any() else "no shared band (banding)"] += 1
     return out
+
+
+def _by_band(inter: np.ndarray, union: np.ndarray) -> str:
+    """How many pairs fall in [0.7, 0.8), [0.8, 0.9) and [0.9, 1], as "a/b/c" (exact integer tests)."""
+    edges = [Fraction(7, 10), Fraction(8, 10), Fraction(9, 10)]
+    at = [_at_least(inter, union, e) for e in edges]
+    return f"{int((at[0] & ~at[1]).sum())}/{int((at[1] & ~at[2]).sum())}/{int(at[2].sum())}"
 
 
 def score_analysis(truth: GroundTruth, run: EngineRun) -> dict[str, Any]:
@@ -292,6 +302,8 @@ def score_analysis(truth: GroundTruth, run: EngineRun) -> dict[str, Any]:
         "recall (text pairs)": hit.sum() / truth_keys.size if truth_keys.size else None,
         "precision (text pairs)": hit.sum() / uniq_found.size if uniq_found.size else None,
         "missed text pairs": int(truth_keys.size - hit.sum()),
+        "  of which J in [.7,.8) / [.8,.9) / [.9,1]": _by_band(
+            truth.intersection[keep][~np.isin(truth_keys, uniq_found)], truth.union[keep][~np.isin(truth_keys, uniq_found)]),
         "document pairs: reported / truth": f"{found_docs}/{expected_doc_pairs}",
         "rows with same text both sides": int((lo == hi).sum()),
         "intersection, union == truth": f"{int(((r_inter == t_inter) & (r_union == t_union)).sum())}/{int(known.sum())}",
@@ -303,7 +315,9 @@ def score(run: EngineRun, log) -> dict[str, Any]:
     """Ground truth of the run's clean files, then both engines scored against it."""
     truth = ground_truth(run.files, TRUTH_THRESHOLD, log=log)
     dedup = score_dedup(truth, run)
-    misses = explain_misses(run, dedup.pop("_missed_edges"))
+    edges, bands = dedup.pop("_missed_edges")
+    misses = {"surviving truth pairs >= t": len(edges), "  of which J in [.7,.8) / [.8,.9) / [.9,1]": bands,
+              **explain_misses(run, edges)}
     steps = run.analysis_steps
     counts = {
         "documents (clean, all sources)": truth.stats["documents"],
