@@ -267,6 +267,7 @@ def generate(n_docs: int, folder: Path) -> dict:
                     "repairs": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
                     "lang_score": pa.array([1.0] * n, pa.float32()),
                     "lang_sample_chars": pa.array([0] * n, pa.int32()),
+                    "lang_label": ["en"] * n,
                 },
                 schema=CLEAN_DOC_SCHEMA,
             )
