@@ -20,9 +20,11 @@ Shingles are compared by 64-bit hashes (`_reference.shingle_hashes`): two differ
 corpus collide with probability about (distinct shingles)^2 / 2^65, 2e-5 for 25 million.
 
 Results are cached under bench/out/ground_truth/<key>/ with key = sha256 of the input files' names and
-bytes and of t: `texts.parquet` (id, text: the distinct text's number, numbered in order of its smallest
-id; n_shingles), `pairs.parquet` (a < b text numbers, id_a/id_b their smallest ids, intersection, union,
-jaccard) and `stats.json`.
+bytes and of t: `docs.parquet` (id, text: its distinct text's number, texts numbered in order of their
+smallest id), `texts.parquet` (text, rep_id: its smallest id, n_shingles), `pairs.parquet` (a < b text
+numbers, id_a/id_b their smallest ids, intersection, union, jaccard) and `stats.json`. The pairs do not
+depend on the run; the count of candidates verified does a little, since tokens of equal frequency are
+ordered by hash value and Python's string hash is seeded per process.
 """
 
 from __future__ import annotations
