@@ -3,6 +3,9 @@
     .venv/bin/python bench/dedup.py --quick            # 10k documents (about a minute)
     .venv/bin/python bench/dedup.py --sizes 10k,100k   # choose sizes (10k, 100k, 1m, or any integer)
     .venv/bin/python bench/dedup.py --sizes 1m --workers 2
+    .venv/bin/python bench/dedup.py --quick --accuracy     # only: dedup and analysis vs the exact ground truth
+    .venv/bin/python bench/dedup.py --accuracy --corpus bench   # ... on the bench/pipeline.py corpus only
+    .venv/bin/python bench/dedup.py --quick --with-accuracy     # the throughput table, then the accuracy one
 
 Corpus: word streams from pydoc topics, license/copyright files and man pages, cut into base documents
 of 2..8 random passages; a share of documents are copies of a base mutated by word edits (replace,
@@ -16,6 +19,11 @@ source), the global run_dedup (which resets the peak between its sub-steps and r
 decontaminate, exact, lsh, verify, components, write), and datatrove's MinhashDedupSignature
 on the first files of the same corpus (bench/.venv-datatrove, never a runtime dependency).
 Generated data goes to bench/out/dedup/ (git-ignored) and is reused on the next run.
+
+Accuracy (--accuracy, or --with-accuracy after the throughput table): both near-duplicate engines, the
+dedup stage and the corpus analysis, against the exact all-pairs ground truth of bench/ground_truth.py,
+on the planted corpora and on the bench/pipeline.py corpus with every clean filter off (the scoring is
+bench/dedup_accuracy.py; its table's footnotes define every row).
 """
 
 from __future__ import annotations
@@ -259,6 +267,7 @@ def generate(n_docs: int, folder: Path) -> dict:
                     "repairs": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
                     "lang_score": pa.array([1.0] * n, pa.float32()),
                     "lang_sample_chars": pa.array([0] * n, pa.int32()),
+                    "lang_label": ["en"] * n,
                 },
                 schema=CLEAN_DOC_SCHEMA,
             )
@@ -496,6 +505,7 @@ def bench_size(n_docs: int, workers: int, datatrove_docs: int) -> dict:
     sig = run_sub("_signatures", str(folder), str(workers))
     print(f"[{n_docs}] signatures {sig['seconds']:.1f}s", file=sys.stderr, flush=True)
     dedup = run_sub("_dedup", str(folder), str(workers))
+    (folder / "dedup_stats.json").write_text(json.dumps(dedup, default=str))
     print(f"[{n_docs}] run_dedup {dedup['total_seconds']:.1f}s", file=sys.stderr, flush=True)
     # The same documents for both: whole files, across sources, until datatrove_docs documents.
     subset, subset_docs = [], 0
@@ -515,6 +525,39 @@ def bench_size(n_docs: int, workers: int, datatrove_docs: int) -> dict:
         "datatrove": dt,
         "quality": evaluate(folder, meta, 0.8),
     }
+
+
+def planted_engines(n_docs: int, workers: int) -> Path:
+    """The planted corpus with its signatures and run_dedup tables, made (and their stats kept beside them)
+    when a throughput run has not left them in bench/out/dedup/n<size>/ already."""
+    folder = OUT / f"n{n_docs}"
+    generate(n_docs, folder)
+    if not (folder / "dedup_stats.json").exists() or not (folder / "dedup" / "dropped.parquet").exists():
+        run_sub("_signatures", str(folder), str(workers))
+        dedup = run_sub("_dedup", str(folder), str(workers))
+        (folder / "dedup_stats.json").write_text(json.dumps(dedup, default=str))
+    return folder
+
+
+def accuracy(sizes: list[int], corpus: str, bench_mb: int, workers: int) -> list[dict]:
+    """Both near-duplicate engines against the exact ground truth (bench/dedup_accuracy.py), per corpus."""
+    import dedup_accuracy
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    runs = []
+    if corpus in ("planted", "both"):
+        for n in sizes:
+            folder = planted_engines(n, workers)
+            runs.append(dedup_accuracy.planted_run(folder, json.loads((folder / "corpus.json").read_text())))
+    if corpus in ("bench", "both"):
+        runs.append(dedup_accuracy.bench_corpus_run(bench_mb, log))
+    results = [dedup_accuracy.score(run, log) for run in runs]
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "accuracy.json").write_text(json.dumps(results, indent=1, default=str))
+    dedup_accuracy.print_accuracy(results)
+    return results
 
 
 def print_table(results: list[dict], workers: int) -> None:
@@ -638,13 +681,29 @@ def main() -> None:
     parser.add_argument(
         "--datatrove-docs", type=int, default=20_000, help="documents datatrove hashes (its files)"
     )
+    parser.add_argument(
+        "--accuracy", action="store_true",
+        help="only the accuracy of dedup and the analysis against the exact ground truth",
+    )
+    parser.add_argument(
+        "--with-accuracy", action="store_true", help="the throughput table, then the accuracy table"
+    )
+    parser.add_argument(
+        "--corpus", choices=["planted", "bench", "both"], default="both",
+        help="accuracy on the planted corpora (--sizes/--quick), the bench/pipeline.py corpus, or both",
+    )
+    parser.add_argument("--bench-mb", type=int, default=160, help="size of the bench/pipeline.py corpus")
     args = parser.parse_args()
     sizes = [10_000] if args.quick else [parse_size(s) for s in args.sizes.split(",")]
     datatrove_docs = min(args.datatrove_docs, 5_000) if args.quick else args.datatrove_docs
-    results = [bench_size(n, args.workers, datatrove_docs) for n in sizes]
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    print_table(results, args.workers)
+    if not args.accuracy:
+        results = [bench_size(n, args.workers, datatrove_docs) for n in sizes]
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / "results.json").write_text(json.dumps(results, indent=1, default=str))
+        print_table(results, args.workers)
+    if args.accuracy or args.with_accuracy:
+        print()
+        accuracy(sizes, args.corpus, args.bench_mb, args.workers)
 
 
 if __name__ == "__main__":
