@@ -56,17 +56,7 @@ def test_fetch_logs_progress_lines_at_info(setup_dir: Path) -> None:
     layout = Layout.from_config(resolved)
     source = next(s for s in load_ledger(layout.ledger) if s.source_id == "alpha")
 
-    class Log:
-        def __init__(self) -> None:
-            self.lines: list[str] = []
-
-        def info(self, line: str) -> None:
-            self.lines.append(line)
-
-        def debug(self, line: str) -> None:
-            pass
-
-    log = Log()
-    fetch_source(source, layout, Settings.from_resolved(resolved).ingest, log=log, progress_interval_s=1e-9)
-    progress = [line for line in log.lines if line.startswith("fetch alpha:")]
+    lines: list[str] = []
+    fetch_source(source, layout, Settings.from_resolved(resolved).ingest, log=lines.append, progress_interval_s=1e-9)
+    progress = [line for line in lines if line.startswith("fetch alpha:")]
     assert len(progress) >= 40 and "documents" in progress[-1] and progress[-1].endswith("done")

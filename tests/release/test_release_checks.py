@@ -12,7 +12,7 @@ from release_factory import build_kwargs, make_docs
 
 from corpus_dagster.core.checks import sample_units
 from corpus_dagster.core.layout import Layout
-from corpus_dagster.core.settings import ReleaseSettings
+from corpus_dagster.core.settings import ReleaseSettings, Settings
 from corpus_dagster.release import checks as release_checks
 from corpus_dagster.release import driver
 from corpus_dagster.release.buckets import Buckets
@@ -122,8 +122,8 @@ def test_each_asset_check_runs_only_its_own_check(release_layout, check_calls, m
     from corpus_dagster.defs.resources import CorpusConfig
 
     layout, resolved, _ = release_layout
-    resolved = resolved | {"release": resolved["release"] | {"enabled": True}}
-    monkeypatch.setattr(CorpusConfig, "load", lambda self: (resolved, layout))
+    settings = Settings.from_resolved(resolved | {"release": resolved["release"] | {"enabled": True}})
+    monkeypatch.setattr(CorpusConfig, "load", lambda self: (settings, layout))
     corpus = CorpusConfig(config_path=str(layout.root))
     for name in RELEASE_CHECKS:
         check_calls["checks"].clear()
