@@ -77,7 +77,11 @@ def http_server(tmp_path):
         yield www, f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # SIGTERM ignored (a disposition inherited from the test process)
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def test_file_over_one_block_from_a_server_without_range_support(tmp_path, http_server):
