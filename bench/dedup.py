@@ -341,7 +341,7 @@ def step_signatures(folder: Path, workers: int, subset: list[str] | None) -> dic
     from corpus_dagster.minhash import compute_signatures
 
     meta = json.loads((folder / "corpus.json").read_text())
-    cfg = Settings.from_resolved(load_config()).dedup
+    cfg = Settings.from_resolved(load_config()).near_dup
     jobs = {"subset": subset} if subset is not None else meta["files"]
     out = {"docs": 0, "seconds": 0.0, "no_signature": 0}
     start = time.monotonic()
@@ -362,15 +362,15 @@ def step_dedup(folder: Path, workers: int) -> dict:
     from corpus_dagster.dedup import DedupSource, run_dedup
 
     meta = json.loads((folder / "corpus.json").read_text())
-    cfg = Settings.from_resolved(load_config(
+    settings = Settings.from_resolved(load_config(
         overrides={"dedup": {"protected_sets": [{"name": "heldout-eval", "path": meta["protected"]}]}}
-    )).dedup
+    ))
     sources = [
         DedupSource(s, [Path(f) for f in fs], folder / "sig" / f"{s}.parquet")
         for s, fs in meta["files"].items()
     ]
     start = time.monotonic()
-    stats = run_dedup(sources, cfg, folder / "dedup", workers=workers)
+    stats = run_dedup(sources, settings.dedup, folder / "dedup", workers=workers, near=settings.near_dup)
     stats["total_seconds"] = time.monotonic() - start
     stats["peak_rss_mb_total"] = max(stats["peak_rss_mb"].values())
     return stats

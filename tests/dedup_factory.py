@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from dataclasses import fields
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,14 +12,28 @@ import pyarrow.parquet as pq
 
 from corpus_dagster.clean.driver import CLEAN_DOC_SCHEMA
 from corpus_dagster.core.config import load_config
+from corpus_dagster.core.settings import NearDupSettings
 from corpus_dagster.dedup import DedupSource
 from corpus_dagster.lib.text import words
 from corpus_dagster.minhash.signatures import compute_signatures
+
+NEAR_KEYS = {f.name for f in fields(NearDupSettings)}
 
 
 def dedup_cfg(**overrides) -> dict:
     """The resolved `dedup` section with overrides (validated by the real config loader)."""
     return load_config(overrides={"dedup": overrides})["dedup"]
+
+
+def configs(**overrides) -> tuple[dict, dict]:
+    """The resolved (`dedup`, `near_dup`) sections, each override in the section that holds its key
+    (batch_bytes in both); `bands` alone keeps rows = num_perm // bands."""
+    near = {k: v for k, v in overrides.items() if k in NEAR_KEYS}
+    dedup = {k: v for k, v in overrides.items() if k not in NEAR_KEYS or k == "batch_bytes"}
+    if "bands" in near and "rows" not in near:
+        near["rows"] = near.get("num_perm", 128) // near["bands"]
+    resolved = load_config(overrides={"dedup": dedup, "near_dup": near})
+    return resolved["dedup"], resolved["near_dup"]
 
 
 def write_clean_docs(
@@ -49,9 +64,10 @@ def write_clean_docs(
 
 
 def make_sources(
-    root: Path, corpus: dict[str, list[str]], cfg: dict, workers: int = 1, files_per_source: int = 1
+    root: Path, corpus: dict[str, list[str]], near: dict | None = None, workers: int = 1, files_per_source: int = 1
 ):
-    """Write clean files and signature files for {source_id: texts}; return the DedupSource list."""
+    """Write clean files and signature files (`near`: the near_dup section, None: its defaults) for
+    {source_id: texts}; return the DedupSource list."""
     sources = []
     for sid, texts in corpus.items():
         files, step = [], max(1, -(-len(texts) // files_per_source))
@@ -65,7 +81,7 @@ def make_sources(
                 )
             )
         sig = root / "sig" / f"{sid}.parquet"
-        compute_signatures(files, sig, cfg, workers=workers)
+        compute_signatures(files, sig, near if near is not None else {}, workers=workers)
         sources.append(DedupSource(sid, files, sig))
     return sources
 

@@ -27,7 +27,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="print the estimated time, disk and memory per step (with --step: of those steps only); run nothing")
     p.add_argument("--step", action="append", choices=STEPS, help="run this step (and unfinished earlier ones); repeatable")
     p.add_argument("--force", action="store_true", help="rerun the requested steps even when finished")
-    p.add_argument("--config", type=Path, help="corpus config (YAML/JSON); its `analysis` section is used")
+    p.add_argument("--config", type=Path,
+                   help="corpus config (YAML/JSON); its `analysis` and `near_dup` sections are used")
     p.add_argument("--tokenizer", action="append", help="tokenizer name or tokenizer.json path (overrides the config); repeatable")
     p.add_argument("--workers", type=int, default=1, help="worker processes for scanning and shingling")
     return p
@@ -59,13 +60,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         overrides = {"analysis": {"tokenizers": args.tokenizer}} if args.tokenizer else None
-        cfg = Settings.from_resolved(load_config(args.config, overrides)).analysis
+        settings = Settings.from_resolved(load_config(args.config, overrides))
+        cfg, near = settings.analysis, settings.near_dup
         corpus = corpus_from_dir(args.corpus_dir, exclude=args.out_dir)
         if args.dry_run:
-            print_plan(plan_analysis(corpus, cfg, workers=args.workers), args.step)
+            print_plan(plan_analysis(corpus, cfg, near=near, workers=args.workers), args.step)
             return 0
-        res = run_analysis(corpus, args.out_dir, cfg, steps=args.step, force=args.force, workers=args.workers,
-                           log=lambda m: print(m, file=sys.stderr))
+        res = run_analysis(corpus, args.out_dir, cfg, near=near, steps=args.step, force=args.force,
+                           workers=args.workers, log=lambda m: print(m, file=sys.stderr))
     except CorpusError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from corpus_dagster.analysis.candidates import pair_keys
 from corpus_dagster.core.arrays import unique_sorted
+from corpus_dagster.lib.lsh import pack_pairs
 
 
 @dataclass
@@ -37,13 +37,13 @@ class PairLookup:
     """Exact Jaccard of verified pairs by packed key (sorted array + binary search, vectorized)."""
 
     def __init__(self, pairs: np.ndarray, jaccard: np.ndarray) -> None:
-        keys = pair_keys(pairs[:, 0], pairs[:, 1]) if len(pairs) else np.zeros(0, np.uint64)
+        keys = pack_pairs(pairs[:, 0], pairs[:, 1]) if len(pairs) else np.zeros(0, np.uint64)
         order = np.argsort(keys, kind="stable")
         self.keys, self.jaccard = keys[order], np.asarray(jaccard, dtype=np.float64)[order]
 
     def get(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Jaccard of each pair (a[i], b[i]); -1 where the pair was not verified at or above the floor."""
-        want = pair_keys(np.asarray(a), np.asarray(b))
+        want = pack_pairs(np.asarray(a), np.asarray(b))
         if len(self.keys) == 0:
             return np.full(len(want), -1.0)
         slot = np.minimum(np.searchsorted(self.keys, want), len(self.keys) - 1)

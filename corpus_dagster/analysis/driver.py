@@ -28,6 +28,8 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.progress import Log
 from corpus_dagster.core.settings import Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
+from corpus_dagster.dedup.driver import dedup_record, near_graph
+from corpus_dagster.lib.near_graph import GraphSpec
 from corpus_dagster.minhash.driver import signature_file
 from corpus_dagster.publish.driver import read_manifest, verified_shards
 from corpus_dagster.tokenize.driver import token_counts_file
@@ -61,6 +63,29 @@ def _graph_inputs(layout: Layout, source_ids: list[str]) -> tuple[CorpusFiles, C
     return documents, lengths, signatures, [p for p in counts if p.exists()], inputs
 
 
+def _shared_graph(layout: Layout, settings: Settings, source_ids: list[str],
+                  log: Log | None) -> tuple[Path, GraphSpec] | None:
+    """Dedup's near-duplicate graph when it serves this analysis: over exactly these sources, at or below
+    the pair threshold, with the same shingles. Otherwise None, and the analysis computes its own (said in
+    the log: it costs a second pass over the candidates)."""
+    try:
+        path, spec, covered = near_graph(layout, settings)
+    except CorpusError:
+        return None
+    why = None
+    if sorted(covered) != sorted(source_ids):
+        why = f"it covers the sources {sorted(covered)}, the analysis {sorted(source_ids)}"
+    elif spec.threshold > settings.analysis.pair_threshold:
+        why = f"it keeps pairs from Jaccard {spec.threshold}, above analysis.pair_threshold"
+    elif spec.shingle_size != settings.near_dup.shingle_size:
+        why = f"its shingles are {spec.shingle_size} words, the config's {settings.near_dup.shingle_size}"
+    if why is not None:
+        if log:
+            log(f"analysis: computes its own near-duplicate pairs: dedup's graph does not serve it ({why})")
+        return None
+    return path, spec
+
+
 @records.locked(lambda a: "analysis")
 def run_analysis_stage(layout: Layout, resolved: Settings | Mapping[str, Any], source_ids: list[str],
                        log: Log | None = None) -> dict[str, Any]:
@@ -71,13 +96,17 @@ def run_analysis_stage(layout: Layout, resolved: Settings | Mapping[str, Any], s
 
     settings = as_settings(resolved)
     documents, lengths, signatures, counts, inputs = _graph_inputs(layout, source_ids)
+    graph = _shared_graph(layout, settings, source_ids, log)
+    if graph is not None:
+        inputs["graph"] = dedup_record(layout).key
     out = layout.analysis
     folder = layout.stage(STAGE)
     ran: list[str] = []
 
     def compute(_key: str) -> Outputs:
-        result = run_analysis(documents, out, settings.analysis, length_documents=lengths, signature_files=signatures,
-                              token_counts=counts, workers=settings.workers, log=log)
+        result = run_analysis(documents, out, settings.analysis, near=settings.near_dup, graph=graph,
+                              length_documents=lengths, signature_files=signatures, token_counts=counts,
+                              workers=settings.workers, log=log)
         ran.extend(result.get("ran", []))
         names = sorted(str(p.relative_to(out)) for p in out.rglob("*")
                        if p.is_file() and p.relative_to(out).parts[0] not in INTERNAL)

@@ -219,7 +219,8 @@ def _input_list(corpus: CorpusFiles, out: Path, old: dict[str, Any] | None) -> d
     return {"corpus_dir": Path(os.path.relpath(Path(root).resolve(), out.resolve())).as_posix(), "files": entries}
 
 
-def write_inputs(out: Path, key: str, documents: CorpusFiles, lengths: CorpusFiles, cfg: AnalysisSettings) -> None:
+def write_inputs(out: Path, key: str, documents: CorpusFiles, lengths: CorpusFiles, cfg: AnalysisSettings,
+                 shingle_size: int) -> None:
     """`_INPUTS.json`: the files this analysis read and the thresholds its tables were cut at, so a check
     given only the out dir verifies against exactly them. Rehashed only when the run key changed."""
     old = read_inputs(out)
@@ -229,7 +230,7 @@ def write_inputs(out: Path, key: str, documents: CorpusFiles, lengths: CorpusFil
         "documents": _input_list(documents, out, old.get("documents") if same_key else None),
         "lengths": _input_list(lengths, out, old.get("lengths") if same_key else None),
         "settings": {"pair_threshold": cfg.pair_threshold, "cluster_thresholds": list(cfg.cluster_thresholds),
-                     "shingle_size": cfg.shingle_size,
+                     "shingle_size": shingle_size,
                      "duplicates": duplicates_dir_name(cfg), "groups": GROUPS_FILE,
                      "clusters": {tag(t): cluster_file(t) for t in cfg.cluster_thresholds}},
     }

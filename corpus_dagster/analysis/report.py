@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from corpus_dagster.core.settings import AnalysisSettings
+from corpus_dagster.lib.near_graph import GraphSpec
 
 
 def _pct(x: float) -> str:
@@ -14,6 +15,7 @@ def _pct(x: float) -> str:
 def render_report(
     *,
     cfg: AnalysisSettings,
+    spec: GraphSpec,
     views: list[dict[str, Any]],
     lengths: list[dict[str, Any]],
     stats: dict[str, dict[str, Any]],
@@ -26,12 +28,14 @@ def render_report(
     lines = ["# Corpus analysis report", ""]
     lines += [
         f"- Documents: {scan['docs']:,} in {scan['files']} file(s), {scan['text_bytes']:,} bytes of UTF-8 text.",
-        f"- Documents with fewer than {cfg.shingle_size} normalized words (no shingles; only exact "
+        f"- Documents with fewer than {spec.shingle_size} normalized words (no shingles; only exact "
         f"duplication can see them): {scan['no_shingle_docs']:,}.",
-        f"- Near duplicates: exact Jaccard over sets of normalized {cfg.shingle_size}-word shingles; "
-        f"candidates from MinHash LSH with {cfg.bands} bands x {cfg.rows} rows (a pair at Jaccard "
-        f"{cfg.pair_threshold} becomes a candidate with probability "
-        f"{stats['candidates']['p_candidate_at_pair_threshold']}); every reported Jaccard is exact, never estimated.",
+        f"- Near duplicates: exact Jaccard over sets of normalized {spec.shingle_size}-word shingles; "
+        f"candidates from MinHash LSH with {spec.bands} bands x {spec.rows} rows, every pair of a bucket (a pair "
+        f"at Jaccard {cfg.pair_threshold} becomes a candidate with probability "
+        f"{stats['candidates']['p_candidate_at_pair_threshold']}); every reported Jaccard is exact, never estimated."
+        + (f" The pairs are the near-duplicate graph's that dedup verified (at Jaccard >= {spec.threshold}): "
+           "each pair was scored once for both." if "graph_pairs" in stats["candidates"] else ""),
         "",
         "## Headline",
         "",
@@ -72,7 +76,9 @@ def render_report(
     jc = stats["jaccard"]
     lines += [
         f"- Exact groups: {stats['exact']['exact_groups']:,} (`duplicate_groups.jsonl`).",
-        f"- Candidate pairs {jc['candidate_pairs']:,}, of which {jc['verified_pairs']:,} at exact Jaccard >= "
+        f"- {'Graph pairs' if 'graph_pairs' in stats['candidates'] else 'Candidate pairs'} "
+        f"{stats['candidates'].get('graph_pairs', jc['candidate_pairs']):,}, of which {jc['verified_pairs']:,} "
+        f"at exact Jaccard >= "
         f"{cfg.pair_threshold} (`{duplicates_dir}/`: {stats['duplicates']['rows']:,} documents).",
         "",
         "## Token lengths",

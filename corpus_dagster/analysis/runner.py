@@ -27,20 +27,18 @@ from corpus_dagster.core import config, records
 from corpus_dagster.core.atomic import remove_stale_temps
 from corpus_dagster.core.errors import AnalysisError
 from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
-from corpus_dagster.core.settings import AnalysisSettings
+from corpus_dagster.core.settings import AnalysisSettings, NearDupSettings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
+from corpus_dagster.lib.near_graph import GraphSpec, graph_spec
 
 SECTION = "analysis"
 # Settings that only change speed or memory, never an output byte: those the core config marks for the section.
 EXECUTION_KEYS = tuple(k.split(".", 1)[1] for k in config.EXECUTION_KEYS if k.startswith(f"{SECTION}."))
-# verify_cluster_pairs sizes a verification sample and changes no analysis byte, yet the run key hashes it:
-# the run key is the `key` field of `_INPUTS.json`, a published file that an unchanged analysis keeps as it is.
-RUN_KEY_ALSO = ("verify_cluster_pairs",)
 STATE_DIR = "_state"  # one stage record per finished step
 INTERNAL = (STATE_DIR, WORK_DIR)  # step records and intermediate arrays: not part of the published analysis
 
 
-def check_cfg(cfg: AnalysisSettings) -> None:
+def check_cfg(cfg: AnalysisSettings, spec: GraphSpec) -> None:
     """Refuse settings whose outputs would contradict each other."""
     thresholds = cfg.cluster_thresholds
     if cfg.pair_threshold > min(thresholds) + 1e-12:
@@ -50,26 +48,36 @@ def check_cfg(cfg: AnalysisSettings) -> None:
         )
     if len({tag(t) for t in thresholds}) != len(thresholds):
         raise AnalysisError(f"analysis.cluster_thresholds: two thresholds share a file tag: {thresholds}")
+    if spec.threshold > cfg.pair_threshold + 1e-12:
+        raise AnalysisError(f"the near-duplicate graph keeps pairs from Jaccard {spec.threshold}, above "
+                            f"analysis.pair_threshold ({cfg.pair_threshold}): lower near_dup.threshold")
 
 
-def run_settings(cfg: AnalysisSettings) -> dict[str, Any]:
-    """The settings the run key hashes."""
-    return {k: v for k, v in cfg.to_dict().items() if k not in EXECUTION_KEYS or k in RUN_KEY_ALSO}
+def run_settings(cfg: AnalysisSettings, spec: GraphSpec) -> dict[str, Any]:
+    """The settings the run key hashes: the output-deciding analysis settings and the graph's shape."""
+    return {**{k: v for k, v in cfg.to_dict().items() if k not in EXECUTION_KEYS}, "graph": spec.as_dict()}
 
 
-def run_key(inputs: dict[str, Any], cfg: AnalysisSettings) -> str:
+def analysis_spec(cfg: AnalysisSettings, near: NearDupSettings) -> GraphSpec:
+    """The graph an analysis computes for itself (no graph handed over): threshold and banding for the
+    smaller of near_dup.threshold and its pair_threshold."""
+    return graph_spec(near, cfg.pair_threshold)
+
+
+def run_key(inputs: dict[str, Any], cfg: AnalysisSettings, spec: GraphSpec) -> str:
     """The key of one analysis run: its input fingerprints, its settings and the code version."""
-    blob = json.dumps({"code": CODE_VERSION, "cfg": run_settings(cfg), "inputs": inputs}, sort_keys=True)
+    blob = json.dumps({"code": CODE_VERSION, "cfg": run_settings(cfg, spec), "inputs": inputs}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _input_fingerprints(documents: CorpusFiles, lengths: CorpusFiles, signature_files: Sequence[Path],
-                        token_counts: Sequence[Path]) -> dict[str, Any]:
+                        token_counts: Sequence[Path], graph: Path | None) -> dict[str, Any]:
     return {
         "documents": [fingerprint(documents.files), documents.source_ids, documents.default_source],
         "lengths": [fingerprint(lengths.files), lengths.source_ids, lengths.default_source],
         "signatures": fingerprint(signature_files),
         "token_counts": fingerprint(token_counts),
+        "graph": fingerprint([graph] if graph is not None else []),
     }
 
 
@@ -106,6 +114,8 @@ def run_analysis(
     out_dir: str | Path,
     cfg: AnalysisSettings,
     *,
+    near: NearDupSettings | None = None,
+    graph: tuple[Path, GraphSpec] | None = None,
     length_documents: CorpusFiles | None = None,
     signature_files: Sequence[Path] = (),
     token_counts: Sequence[Path] = (),
@@ -119,25 +129,30 @@ def run_analysis(
     documents: the corpus measured for duplication; length_documents: the corpus measured for token
     lengths (default: the same); signature_files: dedup signature files to reuse instead of computing
     MinHash; token_counts: token streams' token_counts.parquet files to reuse per tokenizer name.
-    cfg is the resolved `analysis` config section. force reruns the requested steps even when finished.
+    cfg is the `analysis` config section, near the `near_dup` one (None: its defaults); graph: the verified
+    pairs file of a near-duplicate graph over exactly these documents and the graph's shape (dedup's
+    pairs.parquet), read instead of computing candidates and their Jaccard. force reruns the requested
+    steps even when finished.
     """
-    check_cfg(cfg)
+    near = near if near is not None else NearDupSettings()
+    graph_path, spec = (Path(graph[0]), graph[1]) if graph is not None else (None, analysis_spec(cfg, near))
+    check_cfg(cfg, spec)
     for unknown in set(steps or ()) - set(STEPS):
         raise AnalysisError(f"unknown step {unknown!r}; steps are {list(STEPS)}")
     lengths = length_documents or documents
-    inputs = _input_fingerprints(documents, lengths, signature_files, token_counts)
+    inputs = _input_fingerprints(documents, lengths, signature_files, token_counts, graph_path)
     out = Path(out_dir)
     ctx = StepContext(documents, lengths, out, cfg, [Path(p) for p in signature_files], [Path(p) for p in token_counts],
-                      max(1, workers), run_key(inputs, cfg), _recorded_stats(out))
+                      max(1, workers), run_key(inputs, cfg, spec), _recorded_stats(out), near, spec, graph_path)
     last = max((STEPS.index(s) for s in steps), default=len(STEPS) - 1) if steps else len(STEPS) - 1
     out.mkdir(parents=True, exist_ok=True)
     for folder in (out, ctx.work, out / STATE_DIR):
         remove_stale_temps(folder)
-    write_inputs(out, ctx.key, documents, lengths, cfg)
+    write_inputs(out, ctx.key, documents, lengths, cfg, spec.shingle_size)
     result: dict[str, Any] = {
         "out_dir": str(out), "key": ctx.key, "ran": [], "skipped": [], "steps": {}, "seconds": {}, "peak_rss_mb": {}
     }
-    settings = run_settings(cfg)
+    settings = run_settings(cfg, spec)
     rerun_rest = False
     for step in STEPS[: last + 1]:
         if rerun_rest or (force and (steps is None or step in steps)):
@@ -154,14 +169,14 @@ def run_analysis(
             result["peak_rss_mb"][step] = peak_rss_mb()
             if log:
                 log(f"analysis: {step} done in {seconds:.1f} s")
-            return Outputs(_written(out, step_outputs(step, cfg)), stats=stats)
+            return Outputs(_written(out, step_outputs(step, cfg, graph_path is not None)), stats=stats)
 
         run = run_cached(_state(out, step), Stage(f"{SECTION}.{step}", CODE_VERSION), inputs, settings, compute,
                          key=ctx.key, output_dir="../..", prune=False)
         result["skipped" if run.cached else "ran"].append(step)
         result["steps"][step] = run.stats
         rerun_rest = rerun_rest or not run.cached
-    result["outputs"] = {s: step_outputs(s, cfg) for s in STEPS[: last + 1]}
+    result["outputs"] = {s: step_outputs(s, cfg, graph_path is not None) for s in STEPS[: last + 1]}
     if (out / REPORT_FILE).is_file() and last == len(STEPS) - 1:
         result["report_path"] = str(out / REPORT_FILE)
         result["report_markdown"] = (out / REPORT_FILE).read_text(encoding="utf-8")
@@ -173,12 +188,13 @@ def plan_analysis(
     documents: CorpusFiles,
     cfg: AnalysisSettings,
     *,
+    near: NearDupSettings | None = None,
     length_documents: CorpusFiles | None = None,
     workers: int = 1,
 ) -> dict[str, Any]:
     """Dry run: per step, estimated seconds, disk and peak memory from metadata counts (nothing is read
     but Parquet footers)."""
-    check_cfg(cfg)
+    check_cfg(cfg, analysis_spec(cfg, near if near is not None else NearDupSettings()))
     docs, text_bytes = corpus_size(documents)
     l_docs, l_bytes = corpus_size(length_documents) if length_documents else (docs, text_bytes)
     steps = []

@@ -13,6 +13,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from corpus_dagster.core.deprecated import migrate
 from corpus_dagster.core.errors import ConfigError
 
 # The schemas and the demo config ship inside the package (a wheel install needs no checkout); the top-level
@@ -134,7 +135,7 @@ def resolve_config(raw: dict[str, Any], source: str = "<config>") -> dict[str, A
 @lru_cache(maxsize=16)
 def _resolve_cached(raw_json: bytes, source: str) -> dict[str, Any]:
     """resolve_config of one canonical raw config (an invalid one raises and is not kept)."""
-    raw = json.loads(raw_json)
+    raw = migrate(json.loads(raw_json), source)
     schema = load_schema("corpus-config.schema.json")
     errors = schema_errors(raw, schema)
     if not errors:
@@ -142,9 +143,14 @@ def _resolve_cached(raw_json: bytes, source: str) -> dict[str, Any]:
         errors = schema_errors(resolved, schema)
     if errors:
         raise ConfigError(source, [text for _, text in errors], [where for where, _ in errors])
-    dedup = resolved.get("dedup", {})
-    if dedup.get("num_perm", 0) % max(dedup.get("bands", 1), 1):
-        raise ConfigError(source, ["$.dedup.bands: num_perm must be a multiple of bands"], [("dedup", "bands")])
+    near = resolved.get("near_dup", {})
+    bands, rows = near.get("bands"), near.get("rows")
+    if (bands is None) != (rows is None):
+        raise ConfigError(source, ["$.near_dup: set both bands and rows, or neither (null chooses both)"],
+                          [("near_dup", "bands" if bands is None else "rows")])
+    if bands is not None and bands * rows > near["num_perm"]:
+        raise ConfigError(source, [f"$.near_dup.bands: bands x rows ({bands} x {rows}) exceeds num_perm "
+                                   f"({near['num_perm']})"], [("near_dup", "bands")])
     return resolved
 
 

@@ -587,46 +587,23 @@ class DedupProtectedSetsItemSettings(Section):
 class DedupSettings(Section):
     """`dedup`: Exact, near-duplicate and decontamination settings (data.04)."""
 
-    #: MinHash permutations per signature; must be a multiple of `bands`.
-    num_perm: int = 128
-    #: LSH bands of num_perm / bands rows each.
-    bands: int = 16
     #: A candidate pair joins a near-duplicate cluster only at or above this Jaccard similarity.
     jaccard_threshold: float = 0.8
     #: Token n-gram length for decontamination against protected sets.
     ngram: int = 13
-    #: Seed of the MinHash permutations (numpy RandomState, as datasketch.MinHash(num_perm, seed)). Changing
-    #: it recomputes every signature.
-    seed: int = 1
-    #: datasketch (>= 2.0) permutation scheme the signatures reproduce: affine32 (datasketch's default; uint32
-    #: values, top 32 bits of the shingle hash) or affine64 (uint64 values, full 64-bit shingle hash).
-    scheme: str = 'affine32'
-    #: Words per MinHash shingle, over the normalized text (lowercase, each run of non-letter/non-number
-    #: characters one space). A document with fewer words gets no signature and can only be an exact
-    #: duplicate.
-    shingle_size: int = 5
-    #: Check every LSH candidate pair by the exact Jaccard of the two shingle sets; only pairs at or above
-    #: jaccard_threshold join a cluster. false trusts the LSH buckets (faster, can merge dissimilar
-    #: documents).
+    #: true: only candidate pairs at or above jaccard_threshold by exact Jaccard join a cluster. false: every
+    #: candidate pair among the dedup's documents joins one (trusts the LSH buckets; can merge dissimilar
+    #: documents). The graph's pairs are verified either way: the analysis reads their exact values.
     verify: bool = True
     #: drop: each near-duplicate cluster keeps only its smallest id. keep: every member stays; clusters are
     #: only annotated (clusters.parquet, minhash_cluster).
     action: str = 'drop'
-    #: Verified candidate pairs with at least this exact Jaccard are kept in pairs.parquet for the corpus
-    #: analysis (merging still uses jaccard_threshold).
-    analysis_threshold: float = 0.7
     #: Evaluation sets to decontaminate against: a document sharing an `ngram`-word n-gram with any of them is
     #: dropped. Held in memory (evaluation-sized).
     protected_sets: tuple[DedupProtectedSetsItemSettings, ...] = ()
     #: UTF-8 text bytes hashed per vectorized batch (4 MiB); bounds memory per worker. Execution only: never
     #: changes an output byte.
     batch_bytes: int = 4194304
-    #: Shingle-set entries read per verification chunk; bounds verification memory. Execution only: never
-    #: changes an output byte.
-    verify_batch_shingles: int = 4000000
-    #: Candidate pairs per exact-Jaccard verification unit (one executor task each). Sets only how the work is
-    #: split, never an output byte.
-    verify_chunk_pairs: int = 1000000
     #: How many largest clusters and example pairs the stats report for the UI.
     report_examples: int = 5
 
@@ -634,21 +611,78 @@ class DedupSettings(Section):
     def from_dict(cls, data: Mapping[str, Any]) -> DedupSettings:
         """Read a config dict; a key it lacks keeps the schema default."""
         return cls(**given(cls, data, {
-            "num_perm": None,
-            "bands": None,
             "jaccard_threshold": None,
             "ngram": None,
+            "verify": None,
+            "action": None,
+            "protected_sets": tuple_of(DedupProtectedSetsItemSettings.from_dict),
+            "batch_bytes": None,
+            "report_examples": None,
+        }))
+
+
+@dataclass(frozen=True, slots=True)
+class NearDupSettings(Section):
+    """`near_dup`: The near-duplicate graph dedup and the analysis share: MinHash signatures per source, LSH
+    candidate pairs banded for the lowest threshold either asks for, the exact Jaccard of every candidate pair
+    (computed once), the verified pairs. Dedup drops by its policy over the graph (dedup.jaccard_threshold),
+    the analysis reads its views from it (analysis.pair_threshold, analysis.cluster_thresholds)."""
+
+    #: MinHash values per signature (the minhash stage). The banding uses bands x rows of them, the first
+    #: ones.
+    num_perm: int = 128
+    #: Seed of the MinHash permutations (numpy RandomState, as datasketch.MinHash(num_perm, seed)). Changing
+    #: it recomputes every signature.
+    seed: int = 1
+    #: datasketch (>= 2.0) permutation scheme the signatures reproduce: affine32 (datasketch's default; uint32
+    #: values, top 32 bits of the shingle hash) or affine64 (uint64 values, full 64-bit shingle hash).
+    scheme: str = 'affine32'
+    #: Words per shingle, over the normalized text (lowercase, each run of non-letter/non-number characters
+    #: one space), for the signatures and the exact Jaccard. A document with fewer words has no shingles and
+    #: no signature: only exact dedup can see it (the analysis counts them).
+    shingle_size: int = 5
+    #: The lowest exact Jaccard at which the graph keeps a verified pair (pairs.parquet), and the threshold
+    #: the banding is chosen for. dedup.jaccard_threshold below it lowers it for the run; the analysis reads
+    #: its pairs from the graph when analysis.pair_threshold is at least this value, and computes its own
+    #: otherwise.
+    threshold: float = 0.7
+    #: LSH bands. null: chosen with rows for the graph's threshold (the smaller of threshold and
+    #: dedup.jaccard_threshold): the most rows per band, with bands x rows <= num_perm, that still make a pair
+    #: at that threshold a candidate with candidate_probability. Every pair that shares a bucket in any band
+    #: is a candidate (not only pairs with the bucket's smallest document) and is scored by exact Jaccard.
+    bands: int | None = None
+    #: MinHash values per LSH band; null: chosen with bands (see bands). Set both or neither; bands x rows
+    #: must not exceed num_perm.
+    rows: int | None = None
+    #: With bands and rows null: the least probability that a pair at the graph's threshold becomes a
+    #: candidate (1 - (1 - t^rows)^bands). 0.98 picks 25 x 5 for 0.7 with 128 values: a pair at 0.8 is then
+    #: missed with probability 5e-5, at 0.7 with 0.01.
+    candidate_probability: float = 0.98
+    #: UTF-8 text bytes hashed per vectorized batch (signatures, shingle sets); bounds memory per worker.
+    #: Execution only: never changes an output byte.
+    batch_bytes: int = 4194304
+    #: Shingle-set entries read per verification chunk; bounds verification memory. Execution only: never
+    #: changes an output byte.
+    verify_batch_shingles: int = 4000000
+    #: Candidate pairs per exact-Jaccard verification unit (one executor task each). Sets only how the work is
+    #: split, never an output byte.
+    verify_chunk_pairs: int = 1000000
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NearDupSettings:
+        """Read a config dict; a key it lacks keeps the schema default."""
+        return cls(**given(cls, data, {
+            "num_perm": None,
             "seed": None,
             "scheme": None,
             "shingle_size": None,
-            "verify": None,
-            "action": None,
-            "analysis_threshold": None,
-            "protected_sets": tuple_of(DedupProtectedSetsItemSettings.from_dict),
+            "threshold": None,
+            "bands": None,
+            "rows": None,
+            "candidate_probability": None,
             "batch_bytes": None,
             "verify_batch_shingles": None,
             "verify_chunk_pairs": None,
-            "report_examples": None,
         }))
 
 
@@ -1078,19 +1112,6 @@ class AnalysisSettings(Section):
     #: Complete-linkage cluster thresholds: one near_dup_clusters_t<NN>.jsonl each, and one row of the
     #: affected/removable table each.
     cluster_thresholds: tuple[float, ...] = (0.7, 0.8, 0.9)
-    #: Words per shingle over the normalized text (lowercase, each run of non-alphanumeric characters one
-    #: space), as in dedup. Documents with fewer words have no shingles and are counted separately.
-    shingle_size: int = 5
-    #: LSH bands for candidate pairs. With rows 5, a pair at Jaccard 0.7 becomes a candidate with probability
-    #: 1 - (1 - 0.7^5)^25 = 0.99; every candidate is then scored by exact Jaccard.
-    bands: int = 25
-    #: MinHash values per LSH band; bands x rows permutations are computed (or taken from the front of reused
-    #: dedup signatures).
-    rows: int = 5
-    #: Seed of the MinHash permutations the analysis computes itself (numpy RandomState, as datasketch).
-    seed: int = 1
-    #: MinHash permutation scheme of the signatures the analysis computes itself (see dedup.scheme).
-    scheme: str = 'affine32'
     #: Tokenizers for the length distribution: cl100k or cl100k_base, o200k or o200k_base (installed packages,
     #: never downloaded), or a path to a local tokenizer.json (or its folder). Counts are text tokens, without
     #: BOS/EOD.
@@ -1123,9 +1144,6 @@ class AnalysisSettings(Section):
     #: UTF-8 text bytes processed per vectorized batch; bounds memory per worker. Execution only: never
     #: changes an output byte.
     batch_bytes: int = 4194304
-    #: Shingle-set entries read per exact-Jaccard chunk, `workers` chunks at a time on threads; bounds scoring
-    #: memory (8 bytes x this x workers). Execution only: never changes an output byte.
-    verify_batch_shingles: int = 4000000
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AnalysisSettings:
@@ -1133,11 +1151,6 @@ class AnalysisSettings(Section):
         return cls(**given(cls, data, {
             "pair_threshold": None,
             "cluster_thresholds": tuple,
-            "shingle_size": None,
-            "bands": None,
-            "rows": None,
-            "seed": None,
-            "scheme": None,
             "tokenizers": tuple,
             "histogram_bins": None,
             "length_bins": None,
@@ -1148,7 +1161,6 @@ class AnalysisSettings(Section):
             "verify_cluster_bytes": None,
             "rows_per_group": None,
             "batch_bytes": None,
-            "verify_batch_shingles": None,
         }))
 
 
@@ -1260,6 +1272,12 @@ class Settings(Section):
     clean: CleanSettings = field(default_factory=CleanSettings)
     #: Exact, near-duplicate and decontamination settings (data.04).
     dedup: DedupSettings = field(default_factory=DedupSettings)
+    #: The near-duplicate graph dedup and the analysis share: MinHash signatures per source, LSH candidate
+    #: pairs banded for the lowest threshold either asks for, the exact Jaccard of every candidate pair
+    #: (computed once), the verified pairs. Dedup drops by its policy over the graph
+    #: (dedup.jaccard_threshold), the analysis reads its views from it (analysis.pair_threshold,
+    #: analysis.cluster_thresholds).
+    near_dup: NearDupSettings = field(default_factory=NearDupSettings)
     #: PII scrub (data.05).
     pii: PiiSettings = field(default_factory=PiiSettings)
     #: Token streams (data.07): Megatron-LM indexed datasets per split plus exact per-document token counts.
@@ -1310,6 +1328,7 @@ class Settings(Section):
             "progress": ProgressSettings.from_dict,
             "clean": CleanSettings.from_dict,
             "dedup": DedupSettings.from_dict,
+            "near_dup": NearDupSettings.from_dict,
             "pii": PiiSettings.from_dict,
             "tokenize": TokenizeSettings.from_dict,
             "publish": PublishSettings.from_dict,

@@ -3,9 +3,11 @@
 Order of operations (each step only sees what the previous ones kept):
 1. decontaminate: drop every document sharing an `ngram`-word n-gram with a protected set;
 2. exact: among the rest, group by SHA-256 of the clean text, keep each group's smallest id;
-3. near: among the survivors that have a signature, LSH candidate pairs (each bucket member linked to
-   the bucket's smallest id), exact-Jaccard verification (`verify`), connected components; each
-   cluster keeps its smallest id and, with `action: drop`, drops the others.
+3. near: the near-duplicate graph of every distinct text with a signature (decontaminated ones too: the
+   analysis reads the same graph) - LSH candidate pairs, every pair of a bucket, banded for the graph's
+   threshold (`lib.near_graph`), each scored once by exact Jaccard - and dedup's policy over it: the
+   pairs between survivors of 1-2 at jaccard_threshold (any candidate pair without `verify`), their
+   connected components; each cluster keeps its smallest id and, with `action: drop`, drops the others.
 Documents are numbered by id in byte order (the gid) and every output is sorted by it, so the result
 never depends on source order, file order, completion order or the worker count.
 """
@@ -27,7 +29,7 @@ import pyarrow as pa
 from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
-from corpus_dagster.core.settings import DedupSettings
+from corpus_dagster.core.settings import DedupSettings, NearDupSettings
 from corpus_dagster.dedup.exact import exact_duplicates
 from corpus_dagster.dedup.near import build_store, lsh_band_keys, near_clusters
 from corpus_dagster.dedup.protected import build_protected_index
@@ -46,13 +48,14 @@ from corpus_dagster.dedup.tables import (
     report,
     write_parquet,
 )
-from corpus_dagster.lib.jaccard import ShingleStore
+from corpus_dagster.lib.jaccard import ShingleStore, jaccard_of
 from corpus_dagster.lib.lsh import candidate_pairs
-from corpus_dagster.minhash.driver import SIGNATURE_SETTINGS, dedup_settings, signature_settings
+from corpus_dagster.lib.near_graph import GraphSpec, graph_spec
+from corpus_dagster.minhash.driver import SIGNATURE_SETTINGS, near_settings, signature_settings
 
 __all__ = ["CLUSTERS_SCHEMA", "DROPPED_SCHEMA", "PAIRS_SCHEMA", "DedupSource", "run_dedup"]
 
-REPORTED_SETTINGS = ("num_perm", "bands", "jaccard_threshold", "ngram", "shingle_size", "action", "verify")
+REPORTED_SETTINGS = ("jaccard_threshold", "ngram", "action", "verify")
 
 
 @dataclass
@@ -92,15 +95,15 @@ class StepTimer:
         self.rss[name] = max(self.rss.get(name, 0.0), rss_mb)
 
 
-def check_inputs(sources: list[DedupSource], cfg: DedupSettings) -> None:
+def check_inputs(sources: list[DedupSource], near: NearDupSettings, spec: GraphSpec) -> None:
     names = [s.source_id for s in sources]
     if len(set(names)) != len(names):
         raise DedupInputError(f"run_dedup: a source is listed twice: {sorted(names)}")
-    if cfg.num_perm % cfg.bands:
+    if spec.width > spec.num_perm:
         raise DedupInputError(
-            f"dedup.num_perm ({cfg.num_perm}) must be a multiple of dedup.bands ({cfg.bands})"
+            f"near_dup.bands x rows ({spec.bands} x {spec.rows}) exceeds near_dup.num_perm ({spec.num_perm})"
         )
-    want = {k: getattr(cfg, k) for k in SIGNATURE_SETTINGS}
+    want = {k: getattr(near, k) for k in SIGNATURE_SETTINGS}
     for s in sources:
         if not Path(s.signature_file).exists():
             raise DedupInputError(f"source {s.source_id!r}: signature file {s.signature_file} does not exist")
@@ -113,23 +116,32 @@ def check_inputs(sources: list[DedupSource], cfg: DedupSettings) -> None:
 
 
 def run_dedup(
-    sources: list[DedupSource], cfg: DedupSettings | Mapping[str, Any], out_dir: Path, workers: int = 1
+    sources: list[DedupSource], cfg: DedupSettings | Mapping[str, Any], out_dir: Path, workers: int = 1,
+    near: NearDupSettings | Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Decontaminate, exact-dedup and near-dedup all sources; write dropped/clusters/pairs.parquet.
 
-    cfg is the `dedup` section (typed, or its resolved dict). Every output file is written atomically and is byte-identical
-    across runs and `workers` values. Returns the stats a person wants to see (counts, largest clusters,
-    example pairs, per-step seconds and peak RSS).
+    cfg is the `dedup` section, near the `near_dup` section (typed, or their resolved dicts; None: the
+    defaults). Every output file is written atomically and is byte-identical across runs and `workers`
+    values. Returns the stats a person wants to see (counts, largest clusters, example pairs, per-step
+    seconds and peak RSS).
     """
-    cfg = dedup_settings(cfg)
+    cfg = dedup_section(cfg)
+    near = near_settings(near if near is not None else {})
+    spec = graph_spec(near, cfg.jaccard_threshold)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    check_inputs(sources, cfg)
+    check_inputs(sources, near, spec)
     work = Path(tempfile.mkdtemp(prefix=f".dedup-work-{uuid.uuid4().hex[:8]}-", dir=out_dir))
     try:
-        return _run(sources, cfg, out_dir, work, workers)
+        return _run(sources, cfg, near, spec, out_dir, work, workers)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def dedup_section(cfg: DedupSettings | Mapping[str, Any]) -> DedupSettings:
+    """The typed `dedup` section, from itself or its resolved dict."""
+    return cfg if isinstance(cfg, DedupSettings) else DedupSettings.from_dict(cfg)
 
 
 @dataclass
@@ -140,9 +152,10 @@ class Prepared:
     ids: pa.Array  # in gid order
     status: np.ndarray  # int8 per gid: KEPT, DECONTAMINATED, EXACT (NEAR is set by `finish`)
     matched: np.ndarray  # int64 per gid: gid of the kept exact copy, else -1
+    spec: GraphSpec  # the graph's threshold and banding
     detail: dict[int, str]  # gid -> "set: n-gram" of every decontaminated document
     by_set: dict[str, int]  # decontaminated documents per protected set, in config order
-    band_keys: np.ndarray  # (participants, bands) uint64 band hashes of the LSH participants
+    band_keys: np.ndarray  # (participants, bands) uint64 band hashes of the graph's documents
     band_gids: np.ndarray  # int64 gid of each band_keys row
     no_signature: int
     jobs: list[Job]  # the scan's row groups, to re-read the text of the verified documents
@@ -150,14 +163,15 @@ class Prepared:
 
     @property
     def participants(self) -> int:
-        """Documents that took part in LSH."""
+        """Documents of the graph: every distinct text with a signature."""
         return len(self.band_gids)
 
 
 def prepare(
-    sources: list[DedupSource], cfg: DedupSettings, work: Path, workers: int, timer: StepTimer
+    sources: list[DedupSource], cfg: DedupSettings, spec: GraphSpec, work: Path, workers: int, timer: StepTimer
 ) -> Prepared:
-    """Steps 1-2 and the band hashes of step 3: scan, decontaminate, exact-dedup, band the survivors.
+    """Steps 1-2 and the band hashes of step 3: scan, decontaminate, exact-dedup, band the graph's documents
+    (the smallest id of every distinct text: the survivors of 1-2 and the decontaminated texts).
 
     `work` holds the protected index while the scan reads it.
     """
@@ -181,18 +195,21 @@ def prepare(
     del index
     timer.lap("decontaminate")
 
-    # 2. Exact duplicates among the rest.
+    # 2. Exact duplicates among the rest. A text and its contamination go together, so the smallest id of a
+    # text is the same among all documents as among the survivors: the graph's documents are those.
     dup, kept_as = exact_duplicates(corpus.sha256, np.flatnonzero(status == KEPT))
     status[dup], matched[dup] = EXACT, kept_as
+    distinct = np.ones(corpus.n, dtype=bool)
+    distinct[exact_duplicates(corpus.sha256, np.arange(corpus.n, dtype=np.int64))[0]] = False
     corpus.sha256 = np.zeros((0, 32), np.uint8)
     timer.lap("exact")
 
-    # 3a. Band hashes of the survivors (the pairs come from each band on its own).
+    # 3a. Band hashes of the graph's documents (the pairs come from each band on its own).
     sig_files = [(s.source_id, Path(s.signature_file)) for s in sources]
-    band_keys, band_gids, no_signature = lsh_band_keys(sig_files, corpus, status == KEPT, cfg)
+    band_keys, band_gids, no_signature = lsh_band_keys(sig_files, corpus, distinct, spec)
     timer.lap("lsh")
     return Prepared(
-        corpus.ids, status, matched, detail, by_set, band_keys, band_gids, no_signature, corpus.jobs,
+        corpus.ids, status, matched, spec, detail, by_set, band_keys, band_gids, no_signature, corpus.jobs,
         corpus.gid_of_scan,
     )
 
@@ -200,25 +217,30 @@ def prepare(
 def finish(
     prep: Prepared,
     pairs: np.ndarray,
-    pair_j: np.ndarray,
+    counts: tuple[np.ndarray, np.ndarray],
     store: ShingleStore | None,
     cfg: DedupSettings,
+    near: NearDupSettings,
     out_dir: Path,
     timer: StepTimer,
 ) -> dict[str, Any]:
-    """Steps 5-6: clusters of the verified pairs (each keeps its smallest id), the three tables, the stats.
+    """Steps 5-6: dedup's clusters over the verified graph (each keeps its smallest id), the three tables
+    (pairs.parquet: every pair of the graph at or above its threshold), the stats.
 
-    pairs: sorted candidate pairs; pair_j: their exact Jaccard (nan without `verify`); store: the shingle
-    store of the pairs' documents (None without `verify` or pairs).
+    pairs: sorted candidate pairs; counts: (intersection, union) of their shingle sets; store: the shingle
+    store of the pairs' documents (None without pairs).
     """
-    status, matched = prep.status, prep.matched
+    status, matched, spec = prep.status, prep.matched, prep.spec
+    inter, union = counts
+    pair_j = jaccard_of(inter, union)
     jaccard = np.full(len(status), np.nan, dtype=np.float64)
     nodes = unique_sorted(pairs)  # sorted gids of every document in a candidate pair
     pair_nodes = np.searchsorted(nodes, pairs)
-    accepted = pair_j >= cfg.jaccard_threshold if cfg.verify else np.ones(len(pairs), dtype=bool)
+    survivors = (status[pairs[:, 0]] == KEPT) & (status[pairs[:, 1]] == KEPT)
+    accepted = survivors & (pair_j >= cfg.jaccard_threshold) if cfg.verify else survivors
 
     # 5. Clusters; each keeps its smallest id.
-    clusters = near_clusters(nodes, pairs, pair_nodes, pair_j, accepted, store, cfg.verify_batch_shingles)
+    clusters = near_clusters(nodes, pairs, pair_nodes, pair_j, accepted, store, near.verify_batch_shingles)
     member_gids = nodes[clusters.members]
     if cfg.action == "drop":
         status[member_gids] = NEAR
@@ -228,12 +250,12 @@ def finish(
 
     # 6. Tables.
     ids = prep.ids
-    keep = np.flatnonzero(pair_j >= cfg.analysis_threshold) if cfg.verify else np.zeros(0, np.int64)
+    keep = np.flatnonzero(pair_j >= spec.threshold)
     write_parquet(
         dropped_table(ids, status, matched, jaccard, prep.detail, clusters), out_dir / "dropped.parquet"
     )
     write_parquet(clusters_table(ids, clusters), out_dir / "clusters.parquet")
-    write_parquet(pairs_table(ids, pairs, pair_j, keep), out_dir / "pairs.parquet")
+    write_parquet(pairs_table(ids, pairs, inter, union, keep), out_dir / "pairs.parquet")
     stats = report(ids, clusters, pairs, pair_j, keep, cfg.report_examples)
     timer.lap("write")
     stats.update(
@@ -246,11 +268,16 @@ def finish(
         near_below_threshold_to_kept=int((clusters.member_jaccard < cfg.jaccard_threshold).sum()),
         no_signature=prep.no_signature,
         lsh_participants=prep.participants,
+        shingled_docs=len(nodes),
         candidate_pairs=len(pairs),
+        scored_pairs=len(pairs),
+        dedup_pairs=int(survivors.sum()),
         verified_pairs=int(accepted.sum()) if cfg.verify else None,
-        rejected_pairs=int((~accepted).sum()) if cfg.verify else None,
+        rejected_pairs=int((survivors & ~accepted).sum()) if cfg.verify else None,
         pairs_rows=len(keep),
-        settings={k: getattr(cfg, k) for k in REPORTED_SETTINGS},
+        graph=spec.as_dict(),
+        settings={k: getattr(cfg, k) for k in REPORTED_SETTINGS} | {
+            "num_perm": spec.num_perm, "bands": spec.bands, "rows": spec.rows, "shingle_size": spec.shingle_size},
         seconds=timer.seconds,
         peak_rss_mb=timer.rss,
     )
@@ -258,21 +285,23 @@ def finish(
 
 
 def _run(
-    sources: list[DedupSource], cfg: DedupSettings, out_dir: Path, work: Path, workers: int
+    sources: list[DedupSource], cfg: DedupSettings, near: NearDupSettings, spec: GraphSpec, out_dir: Path,
+    work: Path, workers: int,
 ) -> dict[str, Any]:
     timer = StepTimer()
-    prep = prepare(sources, cfg, work, workers, timer)
+    prep = prepare(sources, cfg, spec, work, workers, timer)
 
-    # 3b. LSH candidate pairs among the survivors.
+    # 3b. LSH candidate pairs among the graph's documents.
     pairs = candidate_pairs(prep.band_keys, prep.band_gids)
     timer.lap("lsh")
 
-    # 4. Exact Jaccard of every candidate pair.
+    # 4. Exact Jaccard of every candidate pair, once.
     nodes = unique_sorted(pairs)
     pair_nodes = np.searchsorted(nodes, pairs)
-    store, pair_j = None, np.full(len(pairs), np.nan)
-    if cfg.verify and len(pairs):
-        store = build_store(nodes, prep.jobs, prep.gid_of_scan, cfg, work / "shingles.u64", workers)
-        pair_j = store.jaccard(pair_nodes[:, 0], pair_nodes[:, 1], cfg.verify_batch_shingles)
+    store = None
+    counts = (np.zeros(len(pairs), np.int64), np.zeros(len(pairs), np.int64))
+    if len(pairs):
+        store = build_store(nodes, prep.jobs, prep.gid_of_scan, near, work / "shingles.u64", workers)
+        counts = store.counts(pair_nodes[:, 0], pair_nodes[:, 1], near.verify_batch_shingles)
     timer.lap("verify")
-    return finish(prep, pairs, pair_j, store, cfg, out_dir, timer)
+    return finish(prep, pairs, counts, store, cfg, near, out_dir, timer)

@@ -6,10 +6,11 @@ the protected sets' content hashes and the `dedup` settings. The record also nam
 covered: the scrub and publish stages build exactly that source set.
 
 The global dedup is split into units any executor can run on any process or machine that mounts the
-artifacts root (`core.units`): `plan_dedup` (scan, decontaminate, exact dedup, band hashes; one unit per
-LSH band), `run_dedup_unit` (`lsh-band-NNN`: one band's candidate pairs; `verify-NNNNN`: exact Jaccard of
-one chunk of pairs), `plan_verify` (merge the bands' pairs, build the shingle store, one unit per
-`dedup.verify_chunk_pairs` pairs) and `finish_dedup` (clusters, tables, record). They share the key's work
+artifacts root (`core.units`): `plan_dedup` (scan, decontaminate, exact dedup, band hashes of the
+near-duplicate graph's documents; one unit per LSH band), `run_dedup_unit` (`lsh-band-NNN`: every pair that
+shares a bucket of one band; `verify-NNNNN`: the shingle counts of one chunk of pairs), `plan_verify` (merge
+the bands' pairs, build the shingle store, one unit per `near_dup.verify_chunk_pairs` pairs) and
+`finish_dedup` (dedup's clusters over the graph, tables, record). They share the key's work
 folder `stages/dedup/.work-<key>/` (`core.work.WorkFolder`; its files are named, written and read in
 `dedup.work_files`; each unit's done-marker `units/<unit>.json`, with its timing, is written last).
 
@@ -33,6 +34,7 @@ from corpus_dagster.core import records
 from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.config import output_settings
+from corpus_dagster.core.errors import UpstreamMissing
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
@@ -50,7 +52,7 @@ from corpus_dagster.dedup.work_files import (
     BAND_GIDS,
     BAND_HASHES,
     CANDIDATES,
-    JACCARD,
+    COUNTS,
     LSH_UNIT,
     PAIR_NODES,
     PAIRS,
@@ -72,7 +74,8 @@ from corpus_dagster.dedup.work_files import (
     verify_unit,
     write_prepared,
 )
-from corpus_dagster.lib.lsh import band_edges, merge_band_edges
+from corpus_dagster.lib.lsh import band_pairs, merge_pairs, unpack_pairs
+from corpus_dagster.lib.near_graph import GraphSpec, graph_spec
 from corpus_dagster.minhash.driver import run_signatures, signature_file, signature_key, signatures_current
 
 DEDUP = "dedup"
@@ -101,7 +104,12 @@ def dedup_key(layout: Layout, resolved: Settings | Mapping[str, Any],
         ],
         "protected": protected_hashes(settings.dedup),
     }
-    return DEDUP_STAGE.key(inputs, output_settings(settings.resolved, "dedup")), inputs
+    return DEDUP_STAGE.key(inputs, key_settings(settings)), inputs
+
+
+def key_settings(settings: Settings) -> dict[str, Any]:
+    """The settings that decide the dedup outputs: dedup's policy and the near-duplicate graph's shape."""
+    return {"dedup": output_settings(settings.resolved, "dedup"), "near_dup": output_settings(settings.resolved, "near_dup")}
 
 
 def work_folder(layout: Layout, key: str) -> WorkFolder:
@@ -147,16 +155,18 @@ def _prepare(layout: Layout, settings: Settings, source_ids: list[str], work: Wo
             run_signatures(layout, settings, sid)
     sources = [DedupSource(sid, clean_doc_files(layout, sid, settings), signature_file(layout, sid)) for sid in source_ids]
     cfg = settings.dedup
-    check_inputs(sources, cfg)
+    spec = graph_spec(settings.near_dup, cfg.jaccard_threshold)
+    check_inputs(sources, settings.near_dup, spec)
     path = work.path
     timer = StepTimer()
-    prep = prepare(sources, cfg, path, settings.workers, timer)
+    prep = prepare(sources, cfg, spec, path, settings.workers, timer)
     (path / "protected.npz").unlink(missing_ok=True)
     write_prepared(path, prep)
     return work.write_plan({
         "sources": source_ids,
         "docs": len(prep.ids),
-        "bands": int(cfg.bands),
+        "bands": spec.bands,
+        "graph": spec.as_dict(),
         "participants": prep.participants,
         "no_signature": prep.no_signature,
         "detail": [[gid, text] for gid, text in sorted(prep.detail.items())],
@@ -182,8 +192,8 @@ def run_dedup_unit(layout: Layout, resolved: Settings | Mapping[str, Any], key: 
             return
         hashes = np.load(work.path / BAND_HASHES, mmap_mode="r")
         gids = np.load(work.path / BAND_GIDS, mmap_mode="r")
-        output, result = PAIRS, band_edges(np.array(hashes[band]), np.array(gids))
-    elif unit.startswith(VERIFY_UNIT):
+        output, result = PAIRS, band_pairs(np.array(hashes[band]), np.array(gids))[0]
+    elif unit.startswith(VERIFY_UNIT):  # (2, m): intersections and unions
         plan = work.read_plan(VERIFY, step="plan_verify")
         chunk = unit_number(unit, VERIFY_UNIT, plan["units"])
         if work.done(unit) is not None:
@@ -191,8 +201,9 @@ def run_dedup_unit(layout: Layout, resolved: Settings | Mapping[str, Any], key: 
         size = plan["chunk_pairs"]
         pair_nodes = np.array(np.load(work.path / PAIR_NODES, mmap_mode="r")[chunk * size : (chunk + 1) * size])
         store = open_store(work)
-        output = JACCARD
-        result = store.jaccard(pair_nodes[:, 0], pair_nodes[:, 1], as_settings(resolved).dedup.verify_batch_shingles)
+        output = COUNTS
+        result = np.stack(store.counts(pair_nodes[:, 0], pair_nodes[:, 1],
+                                       as_settings(resolved).near_dup.verify_batch_shingles))
     else:
         raise DedupWorkError(
             f"unknown dedup unit {unit!r} for {work.path}: expected {LSH_UNIT}NNN or {VERIFY_UNIT}NNNNN"
@@ -204,8 +215,8 @@ def run_dedup_unit(layout: Layout, resolved: Settings | Mapping[str, Any], key: 
 
 def plan_verify(layout: Layout, resolved: Settings | Mapping[str, Any], key: str, log: Log | None = None) -> Plan:
     """After every LSH unit: merge the bands' pairs into the sorted candidate pairs, build the shingle store
-    of their documents and name one verification unit per `dedup.verify_chunk_pairs` pairs (none without
-    `verify` or pairs). A second call reuses the first one's plan."""
+    of their documents and name one verification unit per `near_dup.verify_chunk_pairs` pairs (none without
+    pairs). A second call reuses the first one's plan."""
     work = work_folder(layout, key)
     with records.stage_lock(layout.root, "dedup", resolved, what=f"plan_verify (dedup {key})"):
         done = records.cached(layout.stage(DEDUP), key)
@@ -221,28 +232,28 @@ def plan_verify(layout: Layout, resolved: Settings | Mapping[str, Any], key: str
 
 
 def _plan_verify(layout: Layout, settings: Settings, work: WorkFolder, meta: dict[str, Any]) -> dict[str, Any]:
-    cfg = settings.dedup
+    near = settings.near_dup
     path = work.path
     timer = StepTimer()
     bands = [lsh_unit(b) for b in range(meta["bands"])]
     work.require_done(bands)
-    pairs = merge_band_edges([np.load(work.unit_path(u, PAIRS)) for u in bands])
+    pairs = unpack_pairs(merge_pairs([np.load(work.unit_path(u, PAIRS)) for u in bands]))
     save_array(path / CANDIDATES, pairs)
     timer.lap("lsh")
     nodes = unique_sorted(pairs)
     save_array(path / PAIR_NODES, np.searchsorted(nodes, pairs))
     units = 0
-    if cfg.verify and len(pairs):
+    if len(pairs):
         jobs = [Job(src, absolute(layout.root, p), rg, scan_start, rows) for src, p, rg, scan_start, rows in meta["jobs"]]
         gid_of_scan = np.load(path / "gid_of_scan.npy")
         with atomic_path(path / SHINGLES) as tmp:
-            store = build_store(nodes, jobs, gid_of_scan, cfg, tmp, settings.workers)
+            store = build_store(nodes, jobs, gid_of_scan, near, tmp, settings.workers)
         save_array(path / "store_offset.npy", store.offset)
         save_array(path / "store_length.npy", store.length)
-        units = -(-len(pairs) // cfg.verify_chunk_pairs)
+        units = -(-len(pairs) // near.verify_chunk_pairs)
     timer.lap("verify")
     plan = {
-        "pairs": len(pairs), "chunk_pairs": int(cfg.verify_chunk_pairs), "units": units,
+        "pairs": len(pairs), "chunk_pairs": int(near.verify_chunk_pairs), "units": units,
         "seconds": timer.seconds, "peak_rss_mb": timer.rss,
     }
     return work.write_plan(plan, files=verify_files(units), name=VERIFY)
@@ -274,19 +285,20 @@ def finish_dedup(layout: Layout, resolved: Settings | Mapping[str, Any], key: st
     band_markers = [work.done(lsh_unit(b), verify=False) or {} for b in range(meta["bands"])]  # timings only
     timer = steps_timer(meta, plan, band_markers, verified)
     pairs = np.load(work.path / CANDIDATES)
-    store, pair_j = None, np.full(len(pairs), np.nan)
+    store, counts = None, (np.zeros(len(pairs), np.int64), np.zeros(len(pairs), np.int64))
     if plan["units"]:
-        pair_j = np.concatenate([np.load(work.unit_path(u, JACCARD)) for u in chunks])
+        inter, union = np.concatenate([np.load(work.unit_path(u, COUNTS)) for u in chunks], axis=1)
+        counts = (inter, union)
         store = open_store(work)
-    prep = read_prepared(work.path, meta)
+    prep = read_prepared(work.path, meta, graph_spec(settings.near_dup, cfg.jaccard_threshold))
     timer.restart()
     out_dir = folder / key
     out_dir.mkdir(parents=True, exist_ok=True)
     records.begin(out_dir)
-    stats = finish(prep, pairs, pair_j, store, cfg, out_dir, timer)
+    stats = finish(prep, pairs, counts, store, cfg, settings.near_dup, out_dir, timer)
     stats["sources"] = source_ids
     names = [f"{key}/{t}" for t in TABLES]
-    commit_outputs(folder, DEDUP_STAGE, key, inputs, output_settings(settings.resolved, "dedup"),
+    commit_outputs(folder, DEDUP_STAGE, key, inputs, key_settings(settings),
                    Outputs(names, files={"tables": names}, stats=jsonable(stats)))
     del prep, store
     work.remove()
@@ -360,6 +372,18 @@ def dropped_ids(layout: Layout, resolved: Settings | Mapping[str, Any] | None = 
 def clusters(layout: Layout, resolved: Settings | Mapping[str, Any] | None = None) -> pl.DataFrame:
     """id, cluster_min_id of every member of a near-duplicate cluster (`resolved`: see dedup_tables)."""
     return pl.read_parquet(_table(layout, "clusters.parquet", resolved), columns=["id", "cluster_min_id"])
+
+
+def near_graph(layout: Layout, resolved: Settings | Mapping[str, Any] | None = None) -> tuple[Path, GraphSpec, list[str]]:
+    """The last dedup's near-duplicate graph: its verified-pair table (pairs.parquet), the graph's shape and
+    the sources it covers (`resolved`: see dedup_tables)."""
+    record = dedup_record(layout)
+    shape = record.stats.get("graph")
+    if shape is None:
+        raise UpstreamMissing(f"{layout.stage(DEDUP)}: the last dedup recorded no near-duplicate graph; run dedup")
+    spec = GraphSpec(float(shape["threshold"]), int(shape["bands"]), int(shape["rows"]), int(shape["num_perm"]),
+                     int(shape["shingle_size"]))
+    return dedup_tables(layout, resolved)["pairs"], spec, list(record.stats["sources"])
 
 
 def dedup_tables(layout: Layout, resolved: Settings | Mapping[str, Any] | None = None) -> dict[str, Path]:

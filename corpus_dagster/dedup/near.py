@@ -1,6 +1,6 @@
-"""Near-duplicate steps of the global run: LSH candidates from the signature files, exact-Jaccard
-verification over an on-disk shingle store, connected components and each member's Jaccard to its
-cluster's kept document."""
+"""Near-duplicate steps of the global run: the band hashes of the graph's documents from the signature
+files, their shingle store for exact-Jaccard verification, and dedup's policy over the verified graph:
+connected components of the pairs it accepts and each member's Jaccard to its cluster's kept document."""
 
 from __future__ import annotations
 
@@ -13,34 +13,24 @@ import pyarrow.parquet as pq
 
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.parallel import ordered_map
-from corpus_dagster.core.settings import DedupSettings
+from corpus_dagster.core.settings import NearDupSettings
 from corpus_dagster.dedup.components import cluster_keepers
 from corpus_dagster.dedup.scan import Corpus, Job
 from corpus_dagster.lib.jaccard import ShingleStore, shingle_sets_task
-from corpus_dagster.lib.lsh import band_hashes, candidate_pairs
-
-
-def lsh_candidates(
-    signature_files: list[tuple[str, Path]], corpus: Corpus, eligible: np.ndarray, cfg: DedupSettings
-) -> tuple[np.ndarray, int, int]:
-    """Candidate pairs (gid_a < gid_b) among eligible documents with a signature.
-
-    signature_files: (source_id, path) in the corpus' source order; eligible: bool per gid.
-    Returns (pairs (m, 2) int64 sorted, documents that took part, documents without a signature).
-    """
-    keys, gids, no_signature = lsh_band_keys(signature_files, corpus, eligible, cfg)
-    return candidate_pairs(keys, gids), len(gids), no_signature
+from corpus_dagster.lib.lsh import band_hashes
+from corpus_dagster.lib.near_graph import GraphSpec
 
 
 def lsh_band_keys(
-    signature_files: list[tuple[str, Path]], corpus: Corpus, eligible: np.ndarray, cfg: DedupSettings
+    signature_files: list[tuple[str, Path]], corpus: Corpus, eligible: np.ndarray, spec: GraphSpec
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Band hashes of the eligible documents with a signature: ((n, bands) uint64, their gids, documents
-    without a signature). Ids only, never text: memory is n * bands * 8 bytes.
+    """Band hashes of the eligible documents with a signature (the first bands x rows values of each):
+    ((n, bands) uint64, their gids, documents without a signature, eligible or not). Ids only, never text: memory
+    is n * bands * 8 bytes.
 
     A signature file whose ids differ from its source's clean documents is refused as stale.
     """
-    width, band_parts, gid_parts, no_signature = cfg.num_perm, [], [], 0
+    width, band_parts, gid_parts, no_signature = spec.num_perm, [], [], 0
     for si, (source_id, path) in enumerate(signature_files):
         lo, hi = int(corpus.source_start[si]), int(corpus.source_start[si + 1])
         seen = 0
@@ -61,7 +51,7 @@ def lsh_band_keys(
             # Null signatures come back with null child values: fill them (those rows are never used).
             child = pc.fill_null(sig.values.slice(sig.offset * width, len(sig) * width), 0)
             values = child.to_numpy().reshape(len(sig), width)
-            band_parts.append(band_hashes(values[take], cfg.bands))
+            band_parts.append(band_hashes(np.ascontiguousarray(values[take, : spec.width]), spec.bands))
             gid_parts.append(gids[take])
             seen += batch.num_rows
         if lo + seen != hi:
@@ -69,7 +59,7 @@ def lsh_band_keys(
                 f"source {source_id!r}: signature file {path} has {seen} rows, its clean documents {hi - lo}; "
                 "recompute it"
             )
-    keys = np.concatenate(band_parts) if band_parts else np.zeros((0, cfg.bands), np.uint64)
+    keys = np.concatenate(band_parts) if band_parts else np.zeros((0, spec.bands), np.uint64)
     gids = np.concatenate(gid_parts) if gid_parts else np.zeros(0, np.int64)
     return keys, gids, no_signature
 
@@ -77,7 +67,7 @@ def lsh_band_keys(
 
 
 def build_store(
-    nodes: np.ndarray, corpus_jobs: list[Job], gid_of_scan: np.ndarray, cfg: DedupSettings, path: Path,
+    nodes: np.ndarray, corpus_jobs: list[Job], gid_of_scan: np.ndarray, near: NearDupSettings, path: Path,
     workers: int,
 ) -> ShingleStore:
     """Re-shingle the documents `nodes` (sorted gids) into an on-disk store indexed by node number.
@@ -91,7 +81,7 @@ def build_store(
         slot = np.minimum(np.searchsorted(nodes, gids), len(nodes) - 1)
         rows = np.flatnonzero(nodes[slot] == gids)
         if len(rows):
-            jobs.append((job.path, job.row_group, rows, cfg.shingle_size, cfg.batch_bytes))
+            jobs.append((job.path, job.row_group, rows, near.shingle_size, near.batch_bytes))
             job_nodes.append(slot[rows])
     for node_ids, (values, lengths) in zip(job_nodes, ordered_map(shingle_sets_task, jobs, workers), strict=True):
         store.append(node_ids, values, lengths)

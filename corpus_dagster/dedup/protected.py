@@ -24,7 +24,6 @@ from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.settings import DedupSettings
 from corpus_dagster.lib.shingle_hashing import shingle_hashes, word_hashes
 from corpus_dagster.lib.text import WordBatch, tokenize_batch
-from corpus_dagster.minhash.driver import dedup_settings
 
 FORMATS = ("jsonl", "parquet", "text")
 
@@ -158,7 +157,7 @@ class ProtectedIndex:
 
 def build_protected_index(cfg: DedupSettings | Mapping[str, Any]) -> ProtectedIndex:
     """Read and index every configured protected set (cfg = the `dedup` section, typed or its resolved dict)."""
-    cfg = dedup_settings(cfg)
+    cfg = cfg if isinstance(cfg, DedupSettings) else DedupSettings.from_dict(cfg)
     n = cfg.ngram
     specs = protected_set_specs(cfg)
     all_hashes, all_sets, all_pos, batches = [], [], [], []

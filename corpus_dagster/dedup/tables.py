@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 from corpus_dagster.core.parquet import TABLE
 from corpus_dagster.core.parquet import write_parquet as write_table_file
 from corpus_dagster.dedup.near import Clusters
+from corpus_dagster.lib.jaccard import jaccard_of
 
 DROPPED_SCHEMA = pa.schema(
     [
@@ -23,7 +24,10 @@ DROPPED_SCHEMA = pa.schema(
     ]
 )
 CLUSTERS_SCHEMA = pa.schema([("id", pa.string()), ("cluster_min_id", pa.string())])
-PAIRS_SCHEMA = pa.schema([("id_a", pa.string()), ("id_b", pa.string()), ("jaccard", pa.float64())])
+# The verified near-duplicate graph: intersection and union are the shingle counts behind jaccard, so a
+# reader can test a threshold exactly (intersection * 100 >= 70 * union).
+PAIRS_SCHEMA = pa.schema([("id_a", pa.string()), ("id_b", pa.string()), ("jaccard", pa.float64()),
+                          ("intersection", pa.int64()), ("union", pa.int64())])
 
 KEPT, DECONTAMINATED, EXACT, NEAR = 0, 1, 2, 3
 REASONS = {DECONTAMINATED: "decontaminated", EXACT: "exact", NEAR: "near"}
@@ -81,13 +85,15 @@ def clusters_table(ids: pa.Array, clusters: Clusters) -> pa.Table:
     )
 
 
-def pairs_table(ids: pa.Array, pairs: np.ndarray, pair_jaccard: np.ndarray, keep: np.ndarray) -> pa.Table:
-    """The verified pairs `keep` (indices into sorted `pairs`), id_a < id_b, sorted by (id_a, id_b)."""
+def pairs_table(ids: pa.Array, pairs: np.ndarray, inter: np.ndarray, union: np.ndarray, keep: np.ndarray) -> pa.Table:
+    """The graph's pairs `keep` (indices into sorted `pairs`), id_a < id_b, sorted by (id_a, id_b)."""
     return pa.table(
         {
             "id_a": ids.take(pa.array(pairs[keep, 0])),
             "id_b": ids.take(pa.array(pairs[keep, 1])),
-            "jaccard": pa.array(pair_jaccard[keep], pa.float64()),
+            "jaccard": pa.array(jaccard_of(inter[keep], union[keep]), pa.float64()),
+            "intersection": pa.array(inter[keep], pa.int64()),
+            "union": pa.array(union[keep], pa.int64()),
         },
         schema=PAIRS_SCHEMA,
     )

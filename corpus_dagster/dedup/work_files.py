@@ -8,8 +8,8 @@ the arrays the plan leaves for the units and the finish (ids and numbers as .npy
     candidates.npy        the merged candidate pairs; pair_nodes.npy the same as node numbers
     shingles.u64, store_offset.npy, store_length.npy   the shingle store of the pairs' documents
     verify.json           the verification plan, written last: pairs, chunk size, unit count
-    units/lsh-band-NNN.pairs.npy      an LSH unit's pairs, packed (gid_a << 32 | gid_b)
-    units/verify-NNNNN.jaccard.npy    a verification unit's Jaccard values
+    units/lsh-band-NNN.pairs.npy      an LSH unit's pairs (every pair of each bucket), packed (gid_a << 32 | gid_b)
+    units/verify-NNNNN.counts.npy     a verification unit's (2, pairs) shingle intersections and unions
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.work import WorkFolder
 from corpus_dagster.dedup.corpus_dedup import Prepared, StepTimer
 from corpus_dagster.lib.jaccard import ShingleStore
+from corpus_dagster.lib.near_graph import GraphSpec
 
 VERIFY = "verify"  # the verification plan (`WorkFolder.write_plan(..., name=VERIFY)`)
 IDS = "ids.arrow"
@@ -37,7 +38,7 @@ PREPARED_FILES = (IDS, "status.npy", "matched.npy", "gid_of_scan.npy", BAND_HASH
 LSH_UNIT = "lsh-band-"
 VERIFY_UNIT = "verify-"
 PAIRS = "pairs.npy"  # an LSH unit's output
-JACCARD = "jaccard.npy"  # a verification unit's output
+COUNTS = "counts.npy"  # a verification unit's output: (2, pairs) intersections and unions
 
 
 class DedupWorkError(CorpusError):
@@ -84,7 +85,7 @@ def write_prepared(path: Path, prep: Prepared) -> None:
         writer.write_table(pa.table({"id": prep.ids}))
 
 
-def read_prepared(path: Path, meta: dict[str, Any]) -> Prepared:
+def read_prepared(path: Path, meta: dict[str, Any], spec: GraphSpec) -> Prepared:
     """The prepared corpus the finish needs back from the work folder and its plan (`meta`): ids, status,
     exact matches, contamination details, the band gids; not the band hashes or scan jobs the units used."""
     with pa.ipc.open_file(str(path / IDS)) as reader:
@@ -93,6 +94,7 @@ def read_prepared(path: Path, meta: dict[str, Any]) -> Prepared:
         ids=ids,
         status=np.load(path / "status.npy"),
         matched=np.load(path / "matched.npy"),
+        spec=spec,
         detail={int(gid): text for gid, text in meta["detail"]},
         by_set={name: n for name, n in meta["by_set"]},
         band_keys=np.zeros((0, meta["bands"]), np.uint64),

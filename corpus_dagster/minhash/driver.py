@@ -20,7 +20,7 @@ from corpus_dagster.core.settings import Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.minhash.signatures import SIGNATURE_SETTINGS, compute_signatures
 from corpus_dagster.minhash.signatures import (
-    dedup_settings as dedup_settings,  # the dedup logic's entries accept the dict form the same way
+    near_settings as near_settings,  # the dedup logic's entries accept the dict form the same way
 )
 from corpus_dagster.minhash.signatures import (
     signature_settings as signature_settings,  # a signature file's reader
@@ -35,7 +35,7 @@ def signature_key(layout: Layout, source_id: str,
                   resolved: Settings | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """(key, inputs) of a source's signatures: the clean output's key and the signature settings."""
     inputs = {"clean": clean_record(layout, source_id).key}
-    settings = output_settings(as_settings(resolved).resolved, "dedup", SIGNATURE_SETTINGS)
+    settings = output_settings(as_settings(resolved).resolved, "near_dup", SIGNATURE_SETTINGS)
     return SIGNATURES_STAGE.key(inputs, settings), inputs
 
 
@@ -50,13 +50,13 @@ def run_signatures(layout: Layout, resolved: Settings | Mapping[str, Any], sourc
     def compute(key: str) -> Outputs:
         name = f"{key}/signatures.parquet"
         (folder / key).mkdir(exist_ok=True)
-        stats = compute_signatures(clean_doc_files(layout, source_id, settings), folder / name, settings.dedup,
+        stats = compute_signatures(clean_doc_files(layout, source_id, settings), folder / name, settings.near_dup,
                                    settings.workers)
         if log:
             log(f"{source_id}: {stats['docs']} signatures ({stats['no_signature']} without one)")
         return Outputs([name], files={"signatures": [name]}, stats=stats)
 
-    key_settings = output_settings(settings.resolved, "dedup", SIGNATURE_SETTINGS)
+    key_settings = output_settings(settings.resolved, "near_dup", SIGNATURE_SETTINGS)
     return run_cached(folder, SIGNATURES_STAGE, inputs, key_settings, compute, key=key).summary()
 
 

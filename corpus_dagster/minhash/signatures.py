@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.parallel import ordered_map
-from corpus_dagster.core.settings import DedupSettings
+from corpus_dagster.core.settings import NearDupSettings
 from corpus_dagster.lib.minhash import batch_signatures, permutations, signature_dtype
 from corpus_dagster.lib.text import byte_batches, tokenize_batch
 
@@ -30,14 +30,14 @@ SIGNATURE_FORMAT = 1
 SIGNATURE_SETTINGS = ("num_perm", "seed", "scheme", "shingle_size")
 
 
-def dedup_settings(cfg: DedupSettings | Mapping[str, Any]) -> DedupSettings:
-    """The typed `dedup` section of `cfg`, or `cfg` itself: what a public logic entry accepts (callers holding
-    only the resolved `dedup` dict, such as tests and benchmarks, convert here once)."""
-    return cfg if isinstance(cfg, DedupSettings) else DedupSettings.from_dict(cfg)
+def near_settings(cfg: NearDupSettings | Mapping[str, Any]) -> NearDupSettings:
+    """The typed `near_dup` section of `cfg`, or `cfg` itself: what a public logic entry accepts (callers holding
+    only the resolved `near_dup` dict, such as tests and benchmarks, convert here once)."""
+    return cfg if isinstance(cfg, NearDupSettings) else NearDupSettings.from_dict(cfg)
 
 
-def signature_schema(cfg: DedupSettings) -> pa.Schema:
-    """Arrow schema of a signature file for the `dedup` section (settings in its metadata)."""
+def signature_schema(cfg: NearDupSettings) -> pa.Schema:
+    """Arrow schema of a signature file for the `near_dup` section (settings in its metadata)."""
     value_type = pa.uint32() if signature_dtype(cfg.scheme) == np.uint32 else pa.uint64()
     meta = {k: getattr(cfg, k) for k in SIGNATURE_SETTINGS} | {"format": SIGNATURE_FORMAT}
     return pa.schema(
@@ -73,7 +73,7 @@ def _open_docs(path: Path) -> pq.ParquetFile:
 
 
 
-def _signature_task(path: str, row_group: int, cfg: DedupSettings) -> pa.Table:
+def _signature_task(path: str, row_group: int, cfg: NearDupSettings) -> pa.Table:
     """Signatures of one row group of one clean document file (runs in a worker process)."""
     table = pq.ParquetFile(path).read_row_group(row_group, columns=["id", "text"])
     texts = table.column("text").combine_chunks()
@@ -105,15 +105,15 @@ def _signature_task(path: str, row_group: int, cfg: DedupSettings) -> pa.Table:
 
 
 def compute_signatures(
-    doc_files: list[Path], out_path: Path, cfg: DedupSettings | Mapping[str, Any], workers: int = 1
+    doc_files: list[Path], out_path: Path, cfg: NearDupSettings | Mapping[str, Any], workers: int = 1
 ) -> dict[str, Any]:
     """Write the MinHash signature file of one source's clean documents, in document order; return stats.
 
-    cfg is the `dedup` section (typed, or its resolved dict). A document with fewer words than shingle_size gets a null
+    cfg is the `near_dup` section (typed, or its resolved dict). A document with fewer words than shingle_size gets a null
     signature (it can only be caught as an exact duplicate). The output is written atomically and is
     byte-identical for any `workers` value: the unit of work is one input row group, written in order.
     """
-    cfg = dedup_settings(cfg)
+    cfg = near_settings(cfg)
     start = time.monotonic()
     jobs = []
     for path in doc_files:

@@ -9,6 +9,7 @@ from typing import Any
 from corpus_dagster.clean.driver import BASE_FILTER_KEYS
 from corpus_dagster.core.config import config_sha256, load_schema, schema_violations
 from corpus_dagster.core.settings import Settings
+from corpus_dagster.lib.near_graph import graph_spec
 
 PII_KEYS = ("emails", "phones", "cards", "ips", "keys")
 DEDUP_COUNT_KEYS = ("exact_dropped", "near_dropped", "decontaminated")
@@ -39,8 +40,8 @@ def build_manifest(
         manifest["repairs"] = {k: int(v) for k, v in repairs.items()}
     manifest["dedup"] = {k: int(dedup_counts.get(k, 0)) for k in DEDUP_COUNT_KEYS} | {
         "jaccard_threshold": dedup_cfg.jaccard_threshold,
-        "num_perm": dedup_cfg.num_perm,
-        "bands": dedup_cfg.bands,
+        "num_perm": settings.near_dup.num_perm,
+        "bands": graph_spec(settings.near_dup, dedup_cfg.jaccard_threshold).bands,  # what the engine used
         "ngram": dedup_cfg.ngram,
     }
     manifest["pii"] = {k: int(pii_counts.get(k, 0)) for k in PII_KEYS}

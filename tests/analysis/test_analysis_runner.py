@@ -29,13 +29,17 @@ def test_execution_only_settings_are_those_the_core_config_marks_for_the_section
 
 
 def test_the_run_key_hashes_every_setting_but_the_execution_only_ones():
-    cfg = Settings.from_resolved(load_config(None)).analysis
+    settings = Settings.from_resolved(load_config(None))
+    cfg = settings.analysis
+    spec = runner.analysis_spec(cfg, settings.near_dup)
     inputs = {"documents": [[["a.parquet", 10, "f" * 64]], [None], "corpus"]}
-    base = runner.run_key(inputs, cfg)
+    base = runner.run_key(inputs, cfg, spec)
     for f in dataclasses.fields(cfg):
         name = f.name
-        moved = runner.run_key(inputs, dataclasses.replace(cfg, **{name: "another value"})) != base
-        assert moved == (name not in runner.EXECUTION_KEYS or name in runner.RUN_KEY_ALSO), name
+        moved = runner.run_key(inputs, dataclasses.replace(cfg, **{name: "another value"}), spec) != base
+        assert moved == (name not in runner.EXECUTION_KEYS), name
+    for f in dataclasses.fields(spec):  # the graph's shape decides the pairs
+        assert runner.run_key(inputs, cfg, dataclasses.replace(spec, **{f.name: 3})) != base, f.name
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpus_dagster.analysis import AnalysisError, corpus_from_dir, corpus_from_sources, run_analysis
-from corpus_dagster.analysis.candidates import bucket_pairs, candidate_probability, unpack_pairs
 from corpus_dagster.analysis.clusters import complete_linkage
 from corpus_dagster.analysis.exact import exact_representatives
 from corpus_dagster.analysis.lengths import length_tables
 from corpus_dagster.analysis.tokenizers import LengthTokenizer, load_tokenizers
 from corpus_dagster.analysis.views import log_bins
 from corpus_dagster.core.config import load_config
-from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.settings import NearDupSettings, Settings
+from corpus_dagster.lib.near_graph import graph_spec
 
 
 def _cfg(**kw) -> dict:
@@ -33,18 +33,10 @@ def test_exact_representatives_smallest_row_of_identical_digests():
     assert exact_representatives(d).tolist() == [0, 1, 0, 1, 0]
 
 
-def test_bucket_pairs_lists_every_pair_of_a_bucket():
-    keys = np.array([5, 9, 5, 5, 1, 9], np.uint64)
-    rows = np.array([10, 11, 12, 13, 14, 15], np.int64)
-    pairs, largest = bucket_pairs(keys, rows)
-    assert unpack_pairs(pairs).tolist() == [[10, 12], [10, 13], [11, 15], [12, 13]]
-    assert largest == 3
-
-
-def test_banding_reaches_the_recall_target_at_0_7():
-    cfg = _cfg()
-    assert candidate_probability(0.7, cfg.bands, cfg.rows) >= 0.95
-    assert candidate_probability(0.7, 16, 8) < 0.7  # the dedup stage's banding would not
+def test_the_default_graph_reaches_the_recall_target_at_the_pair_threshold():
+    spec = graph_spec(NearDupSettings(), _cfg().pair_threshold)
+    assert (spec.bands, spec.rows, spec.threshold) == (25, 5, 0.7)
+    assert spec.probability(0.7) >= 0.98 and spec.probability(0.8) > 0.9999
 
 
 def test_complete_linkage_refuses_a_member_not_linked_to_all():
@@ -143,8 +135,7 @@ def test_dedup_signature_files_are_reused(tmp_path):
     (tmp_path / "in").mkdir()
     doc_file = tmp_path / "in" / "docs.parquet"
     pq.write_table(p.table, doc_file)
-    dedup_cfg = load_config(None)["dedup"]
-    compute_signatures([doc_file], tmp_path / "sig.parquet", dedup_cfg)
+    compute_signatures([doc_file], tmp_path / "sig.parquet", NearDupSettings())
     out = tmp_path / "out"
     res = run_analysis(corpus_from_sources({"src": [doc_file]}), out, _cfg(),
                        signature_files=[tmp_path / "sig.parquet"], steps=["duplicates"])
@@ -152,5 +143,6 @@ def test_dedup_signature_files_are_reused(tmp_path):
     assert res["steps"]["jaccard"]["verified_pairs"] > 20
     assert check_duplicates_sample([doc_file], out / "doc_duplicates_t70", 0.7, sample=300)["passed"]
     with pytest.raises(AnalysisError, match="at least 200 values"):
-        run_analysis(corpus_from_sources({"src": [doc_file]}), tmp_path / "out2", _cfg(bands=40),
+        run_analysis(corpus_from_sources({"src": [doc_file]}), tmp_path / "out2", _cfg(),
+                     near=NearDupSettings(num_perm=256, bands=40, rows=5),
                      signature_files=[tmp_path / "sig.parquet"], steps=["candidates"])

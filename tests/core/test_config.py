@@ -21,7 +21,7 @@ def test_empty_config_gets_every_default():
     assert resolved["paths"]["artifacts"] == "./artifacts"
     assert resolved["ingest"]["part_max_bytes"] == 64 * 1024 * 1024
     assert resolved["refresh"]["cron"] == "0 3 * * *"
-    assert resolved["dedup"]["num_perm"] == 128
+    assert resolved["near_dup"]["num_perm"] == 128 and resolved["near_dup"]["bands"] is None
 
 
 def _walk(schema, path="$"):
@@ -45,9 +45,12 @@ def test_all_violations_reported_with_json_paths():
     assert len(err.value.violations) == 4
 
 
-def test_bands_must_divide_num_perm():
-    with pytest.raises(ConfigError, match="multiple of bands"):
-        resolve_config({"dedup": {"num_perm": 100, "bands": 16}})
+def test_banding_must_fit_the_signatures_and_be_set_whole():
+    with pytest.raises(ConfigError, match=r"bands x rows \(16 x 8\) exceeds num_perm \(100\)"):
+        resolve_config({"near_dup": {"num_perm": 100, "bands": 16, "rows": 8}})
+    with pytest.raises(ConfigError, match="set both bands and rows, or neither"):
+        resolve_config({"near_dup": {"bands": 16}})
+    assert resolve_config({"near_dup": {"num_perm": 100, "bands": 20, "rows": 5}})["near_dup"]["bands"] == 20
 
 
 def test_config_sha256_is_canonical_json_without_execution_keys():
@@ -56,13 +59,15 @@ def test_config_sha256_is_canonical_json_without_execution_keys():
     body["tokenize"] = {k: v for k, v in body["tokenize"].items()
                         if k not in ("engine", "threads_per_worker", "rebuild_check", "rebuild_check_batches")}
     body["publish"] = {k: v for k, v in body["publish"].items() if k not in ("rebuild_check_shards", "pii_check_docs", "pii_check_chars")}
-    body["dedup"] = {k: v for k, v in body["dedup"].items() if k not in ("batch_bytes", "verify_batch_shingles", "verify_chunk_pairs")}
+    body["dedup"] = {k: v for k, v in body["dedup"].items() if k != "batch_bytes"}
+    body["near_dup"] = {k: v for k, v in body["near_dup"].items()
+                        if k not in ("batch_bytes", "verify_batch_shingles", "verify_chunk_pairs")}
     assert set(EXECUTION_KEYS) == {  # marked in the schema; this list is what a rebuild elsewhere may change
         "paths", "locks", "executor", "workers", "refresh", "progress", "tokenize.engine",
         "tokenize.threads_per_worker", "tokenize.rebuild_check", "tokenize.rebuild_check_batches",
         "publish.rebuild_check_shards", "publish.pii_check_docs", "publish.pii_check_chars", "dedup.batch_bytes",
-        "dedup.verify_batch_shingles", "dedup.verify_chunk_pairs", "release.rebuild_check",
-        "release.rebuild_check_units", "analysis.batch_bytes", "analysis.verify_batch_shingles",
+        "near_dup.batch_bytes", "near_dup.verify_batch_shingles", "near_dup.verify_chunk_pairs",
+        "release.rebuild_check", "release.rebuild_check_units", "analysis.batch_bytes",
         "analysis.verify_cluster_pairs", "analysis.verify_cluster_bytes"}
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     assert config_sha256(resolved) == hashlib.sha256(canon).hexdigest()
@@ -71,7 +76,7 @@ def test_config_sha256_is_canonical_json_without_execution_keys():
     assert config_sha256(other) == config_sha256(resolved)
     assert config_sha256(load_config(None, {"dataset": "y"})) != config_sha256(resolved)
     # downstream stages' settings never change the corpus manifest
-    tuned = load_config(None, {"dataset": "x", "release": {"bucket_width": 64}, "analysis": {"bands": 20, "rows": 4}})
+    tuned = load_config(None, {"dataset": "x", "release": {"bucket_width": 64}, "analysis": {"pair_threshold": 0.75}})
     assert config_sha256(tuned) == config_sha256(resolved)
 
 

@@ -56,11 +56,11 @@ def test_yaml_nested_bad_type_names_file_line_column_and_path(tmp_path):
 
 
 def test_json_nested_bad_type_names_line(tmp_path):
-    body = json.dumps({"dataset": "x", "dedup": {"num_perm": "many"}}, indent=2)
+    body = json.dumps({"dataset": "x", "near_dup": {"num_perm": "many"}}, indent=2)
     cfg = write(tmp_path / "c.json", body)
     (violation,) = config_error(cfg).violations
     line = next(i for i, ln in enumerate(body.splitlines(), start=1) if "num_perm" in ln)
-    assert violation.startswith(f"line {line}, column 5: $.dedup.num_perm: 'many' is not of type")
+    assert violation.startswith(f"line {line}, column 5: $.near_dup.num_perm: 'many' is not of type")
 
 
 def test_unexpected_key_points_at_the_key_not_its_parent(tmp_path):
@@ -75,8 +75,12 @@ def test_list_item_and_cross_key_rule_are_located(tmp_path):
     cfg = write(tmp_path / "c.yaml", "clean:\n  gopher:\n    sources:\n      - a\n      - ''\n")
     (violation,) = config_error(cfg).violations
     assert violation.startswith("line 5, column 9: $.clean.gopher.sources[1]:")
-    bands = write(tmp_path / "d.yaml", "dedup:\n  num_perm: 100\n  bands: 16\n")
-    assert config_error(bands).violations == ["line 3, column 3: $.dedup.bands: num_perm must be a multiple of bands"]
+    bands = write(tmp_path / "d.yaml", "near_dup:\n  num_perm: 100\n  bands: 16\n  rows: 8\n")
+    assert config_error(bands).violations == [
+        "line 3, column 3: $.near_dup.bands: bands x rows (16 x 8) exceeds num_perm (100)"]
+    half = write(tmp_path / "e.yaml", "near_dup:\n  rows: 8\n")
+    assert config_error(half).violations == [
+        "line 1, column 1: $.near_dup: set both bands and rows, or neither (null chooses both)"]
 
 
 def test_yaml_syntax_error_names_line(tmp_path):

@@ -50,7 +50,7 @@ def test_drops_exactly_the_documents_sharing_a_13_gram(tmp_path: Path) -> None:
     # protected document contains them in a row, so it is not contamination.
     docs.append(" ".join(protected[0].split(" ")[-7:] + protected[1].split(" ")[:6]))
     cfg = dedup_cfg(protected_sets=[{"name": "evalset", "path": str(eval_file)}])
-    sources = make_sources(tmp_path, {"web": docs}, cfg)
+    sources = make_sources(tmp_path, {"web": docs})
     stats = run_dedup(sources, cfg, tmp_path / "out")
     protected_grams = {g for t in protected for g in ngrams(t, 13)}
     truth = {f"web:{k}" for k, t in enumerate(docs) if set(ngrams(t, 13)) & protected_grams}
@@ -124,7 +124,7 @@ def test_protected_set_names_must_be_unique_and_defaults_come_from_the_schema(tm
 def test_no_protected_sets_drops_nothing(tmp_path: Path) -> None:
     rng = random.Random(2)
     docs = [random_doc(rng, 30) for _ in range(10)]
-    stats = run_dedup(make_sources(tmp_path, {"s": docs}, dedup_cfg()), dedup_cfg(), tmp_path / "out")
+    stats = run_dedup(make_sources(tmp_path, {"s": docs}), dedup_cfg(), tmp_path / "out")
     assert stats["decontaminated"] == 0 and stats["decontaminated_by_set"] == {}
 
 

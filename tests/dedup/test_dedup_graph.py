@@ -1,4 +1,5 @@
-"""LSH candidate pairs (linear buckets), exact-Jaccard verification store, connected components."""
+"""LSH candidate pairs (every pair of a bucket), banding choice, exact-Jaccard verification store, connected
+components."""
 
 from __future__ import annotations
 
@@ -9,28 +10,54 @@ import numpy as np
 import pytest
 from dedup_factory import random_doc, shingle_set
 
+from corpus_dagster.core.settings import NearDupSettings
 from corpus_dagster.dedup.components import cluster_keepers
 from corpus_dagster.lib.jaccard import ShingleStore, concat_ranges, shingle_sets
-from corpus_dagster.lib.lsh import band_hashes, candidate_pairs
+from corpus_dagster.lib.lsh import (
+    band_hashes,
+    band_pairs,
+    candidate_pairs,
+    candidate_probability,
+    choose_banding,
+    unpack_pairs,
+)
+from corpus_dagster.lib.near_graph import graph_spec
 from corpus_dagster.lib.shingle_hashing import shingle_hash64
 
 
-def test_boilerplate_bucket_of_5000_yields_linear_pairs_to_its_smallest_member() -> None:
-    n = 5000
+def test_a_bucket_yields_every_pair_of_its_members_in_any_row_order() -> None:
+    n = 300
     keys = np.full((n, 4), 7, dtype=np.uint64)  # every band: one bucket holding everybody
     gids = np.arange(100, 100 + n, dtype=np.int64)[::-1].copy()  # order of rows must not matter
     pairs = candidate_pairs(keys, gids)
-    assert len(pairs) == n - 1  # not n * (n - 1) / 2 = 12.5 million
-    assert (pairs[:, 0] == 100).all()
-    assert sorted(pairs[:, 1].tolist()) == list(range(101, 100 + n))
+    assert len(pairs) == n * (n - 1) // 2
+    assert pairs.tolist() == [[a, b] for a in range(100, 100 + n) for b in range(a + 1, 100 + n)]
 
 
-def test_candidate_pairs_link_within_buckets_per_band_only() -> None:
-    keys = np.array([[1, 5], [1, 6], [2, 6], [3, 7]], dtype=np.uint64)
-    pairs = candidate_pairs(keys, np.array([10, 11, 12, 13]))
-    # band 0: {10, 11}; band 1: {11, 12} -> 12 links to 11 (that bucket's smallest), not to 10.
-    assert pairs.tolist() == [[10, 11], [11, 12]]
+def test_candidate_pairs_are_the_union_of_each_bands_pairs() -> None:
+    keys = np.array([[1, 5], [1, 6], [2, 6], [1, 7], [3, 6]], dtype=np.uint64)
+    pairs = candidate_pairs(keys, np.array([10, 11, 12, 13, 14]))
+    # band 0: {10, 11, 13}; band 1: {11, 12, 14}: every pair of each, 12-14 too (neither is the smallest)
+    assert pairs.tolist() == [[10, 11], [10, 13], [11, 12], [11, 13], [11, 14], [12, 14]]
+    packed, largest = band_pairs(keys[:, 1], np.array([10, 11, 12, 13, 14]))
+    assert unpack_pairs(packed).tolist() == [[11, 12], [11, 14], [12, 14]] and largest == 3
     assert candidate_pairs(np.zeros((0, 2), np.uint64), np.zeros(0, np.int64)).shape == (0, 2)
+
+
+@pytest.mark.parametrize(("threshold", "expected"), [(0.7, (25, 5)), (0.8, (18, 7)), (0.9, (11, 11))])
+def test_banding_is_the_most_rows_that_reach_the_probability_at_the_threshold(threshold, expected) -> None:
+    bands, rows = choose_banding(128, threshold, 0.98)
+    assert (bands, rows) == expected and bands * rows <= 128
+    assert candidate_probability(threshold, bands, rows) >= 0.98
+    assert candidate_probability(threshold, 128 // (rows + 1), rows + 1) < 0.98  # one more row would miss it
+
+
+def test_the_graph_serves_the_lowest_threshold_and_fixed_banding_wins() -> None:
+    spec = graph_spec(NearDupSettings(threshold=0.7), 0.8)
+    assert (spec.threshold, spec.bands, spec.rows) == (0.7, 25, 5)
+    assert graph_spec(NearDupSettings(threshold=0.9), 0.8).threshold == 0.8  # dedup's lower threshold wins
+    fixed = graph_spec(NearDupSettings(bands=16, rows=8), 0.8)
+    assert (fixed.bands, fixed.rows, fixed.width) == (16, 8, 128)
 
 
 def test_band_hashes_depend_on_every_row_of_their_band_only() -> None:
@@ -42,6 +69,7 @@ def test_band_hashes_depend_on_every_row_of_their_band_only() -> None:
     assert (h[0] == h[1]).tolist() == [True, False, True, True]
     with pytest.raises(ValueError, match="multiple of bands"):
         band_hashes(sig, 5)
+    assert (band_hashes(sig[:, :15], 5) == band_hashes(sig[:, :15], 5)).all()  # the first bands x rows values
 
 
 def test_components_keep_the_smallest_node_and_chain_through_edges() -> None:

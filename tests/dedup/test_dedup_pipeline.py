@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from dedup_factory import dedup_cfg, make_sources, mutate, random_doc, true_jaccard, write_clean_docs
+from dedup_factory import configs, make_sources, mutate, random_doc, true_jaccard, write_clean_docs
 
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup import (
@@ -59,8 +59,8 @@ def read(out: Path, name: str) -> list[dict]:
 def planted_run(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("planted")
     corpus, planted = planted_corpus()
-    cfg = dedup_cfg()
-    stats = run_dedup(make_sources(root, corpus, cfg, files_per_source=3), cfg, root / "out")
+    cfg, near = configs()
+    stats = run_dedup(make_sources(root, corpus, near, files_per_source=3), cfg, root / "out", near=near)
     return root, corpus, planted, stats
 
 
@@ -126,8 +126,8 @@ def test_order_of_operations_and_byte_order_keeper(tmp_path: Path) -> None:
     texts[3] = mutate(rng, a, 1) + " " + "protected words " * 7  # near duplicate, but contaminated
     eval_file = tmp_path / "eval.txt"
     eval_file.write_text("protected words " * 7 + "\n", encoding="utf-8")
-    cfg = dedup_cfg(protected_sets=[{"name": "ev", "path": str(eval_file)}])
-    stats = run_dedup(make_sources(tmp_path, {"s": texts}, cfg), cfg, tmp_path / "out")
+    cfg, near = configs(protected_sets=[{"name": "ev", "path": str(eval_file)}])
+    stats = run_dedup(make_sources(tmp_path, {"s": texts}, near), cfg, tmp_path / "out", near=near)
     rows = {r["id"]: r for r in read(tmp_path / "out", "dropped")}
     assert set(rows) == {"s:3", "s:9", "s:11"}
     assert rows["s:3"]["reason"] == "decontaminated" and rows["s:3"]["detail"].startswith(
@@ -148,8 +148,8 @@ def test_order_of_operations_and_byte_order_keeper(tmp_path: Path) -> None:
 
 def test_keep_mode_annotates_without_dropping(tmp_path: Path) -> None:
     corpus, _ = planted_corpus(seed=1, families=40)
-    drop_cfg, keep_cfg = dedup_cfg(), dedup_cfg(action="keep")
-    sources = make_sources(tmp_path, corpus, drop_cfg)
+    (drop_cfg, near), (keep_cfg, _) = configs(), configs(action="keep")
+    sources = make_sources(tmp_path, corpus, near)
     kept = run_dedup(sources, keep_cfg, tmp_path / "keep")
     dropped = run_dedup(sources, drop_cfg, tmp_path / "drop")
     assert read(tmp_path / "keep", "dropped") == []
@@ -166,8 +166,8 @@ def test_short_documents_are_counted_and_only_exact_deduped(tmp_path: Path) -> N
         "five words are now here",
     ]
     texts += ["five words are now here", "five words are now there"]
-    cfg = dedup_cfg()
-    stats = run_dedup(make_sources(tmp_path, {"s": texts}, cfg), cfg, tmp_path / "out")
+    cfg, near = configs()
+    stats = run_dedup(make_sources(tmp_path, {"s": texts}, near), cfg, tmp_path / "out", near=near)
     assert stats["no_signature"] == 3  # the 4-word documents have no 5-word shingle
     rows = {r["id"]: (r["reason"], r["matched_id"]) for r in read(tmp_path / "out", "dropped")}
     # s:1 normalizes like s:0 but is not byte-identical: a short document is only caught as an exact copy.
@@ -180,15 +180,16 @@ def test_verification_blocks_lsh_false_merges(tmp_path: Path) -> None:
     texts = [base, mutate(rng, base, 14)]  # true Jaccard about 0.5
     assert true_jaccard(*texts) < 0.7
     loose = dict(num_perm=64, bands=64)  # one row per band: almost any overlap is a candidate
-    on, off = dedup_cfg(**loose), dedup_cfg(**loose, verify=False)
-    sources = make_sources(tmp_path, {"s": texts}, on)
-    with_verify = run_dedup(sources, on, tmp_path / "on")
-    without = run_dedup(sources, off, tmp_path / "off")
+    (on, near), (off, _) = configs(**loose), configs(**loose, verify=False)
+    sources = make_sources(tmp_path, {"s": texts}, near)
+    with_verify = run_dedup(sources, on, tmp_path / "on", near=near)
+    without = run_dedup(sources, off, tmp_path / "off", near=near)
     assert with_verify["candidate_pairs"] == 1 and with_verify["rejected_pairs"] == 1
     assert read(tmp_path / "on", "dropped") == [] and read(tmp_path / "on", "clusters") == []
-    assert [(r["id"], r["reason"], r["jaccard"]) for r in read(tmp_path / "off", "dropped")] == [
-        ("s:1", "near", None)
-    ]
+    # without verify every candidate pair merges; the graph is still scored, so the drop shows its Jaccard
+    (row,) = read(tmp_path / "off", "dropped")
+    assert (row["id"], row["reason"]) == ("s:1", "near")
+    assert row["jaccard"] == pytest.approx(true_jaccard(*texts), abs=1e-12)
     assert without["verified_pairs"] is None and read(tmp_path / "off", "pairs") == []
 
 
@@ -202,8 +203,8 @@ def test_chained_cluster_reports_exact_jaccard_to_the_kept_document(tmp_path: Pa
     assert true_jaccard(left, middle) >= 0.8 and true_jaccard(middle, right) >= 0.8 > true_jaccard(
         left, right
     )
-    cfg = dedup_cfg(bands=32)
-    stats = run_dedup(make_sources(tmp_path, {"s": texts}, cfg), cfg, tmp_path / "out")
+    cfg, near = configs(bands=32)
+    stats = run_dedup(make_sources(tmp_path, {"s": texts}, near), cfg, tmp_path / "out", near=near)
     rows = {r["id"]: r for r in read(tmp_path / "out", "dropped")}
     assert set(rows) == {"s:1", "s:2"} and {r["matched_id"] for r in rows.values()} == {"s:0"}
     assert rows["s:2"]["jaccard"] == pytest.approx(true_jaccard(left, right), abs=1e-12)
@@ -212,10 +213,10 @@ def test_chained_cluster_reports_exact_jaccard_to_the_kept_document(tmp_path: Pa
 
 def test_byte_identical_across_workers_and_source_order(tmp_path: Path) -> None:
     corpus, _ = planted_corpus(seed=2, families=60)
-    cfg = dedup_cfg(verify_batch_shingles=2048, batch_bytes=65536)
-    sources = make_sources(tmp_path, corpus, cfg, files_per_source=2)
-    run_dedup(sources, cfg, tmp_path / "w1", workers=1)
-    run_dedup(list(reversed(sources)), cfg, tmp_path / "w2", workers=2)
+    cfg, near = configs(verify_batch_shingles=2048, batch_bytes=65536)
+    sources = make_sources(tmp_path, corpus, near, files_per_source=2)
+    run_dedup(sources, cfg, tmp_path / "w1", workers=1, near=near)
+    run_dedup(list(reversed(sources)), cfg, tmp_path / "w2", workers=2, near=near)
     for name in ("dropped", "clusters", "pairs"):
         one, two = (tmp_path / d / f"{name}.parquet" for d in ("w1", "w2"))
         assert one.read_bytes() == two.read_bytes(), name
@@ -225,33 +226,33 @@ def test_byte_identical_across_workers_and_source_order(tmp_path: Path) -> None:
 def test_stale_or_mismatched_signature_files_are_refused(tmp_path: Path) -> None:
     rng = random.Random(1)
     texts = [random_doc(rng, 20) for _ in range(5)]
-    cfg = dedup_cfg()
-    (src,) = make_sources(tmp_path, {"s": texts}, cfg)
+    cfg, near = configs()
+    (src,) = make_sources(tmp_path, {"s": texts}, near)
     write_clean_docs(src.doc_files[0], "s", texts + [random_doc(rng, 20)])  # a document was added since
     with pytest.raises(DedupInputError, match="does not match its clean documents|has 5 rows"):
-        run_dedup([src], cfg, tmp_path / "out")
+        run_dedup([src], cfg, tmp_path / "out", near=near)
     write_clean_docs(src.doc_files[0], "s", texts)
     with pytest.raises(DedupInputError, match="was computed with .*recompute it"):
-        run_dedup([src], dedup_cfg(seed=2), tmp_path / "out")
+        run_dedup([src], cfg, tmp_path / "out", near=configs(seed=2)[1])
     with pytest.raises(DedupInputError, match="signature file .* does not exist"):
-        run_dedup([DedupSource("s", src.doc_files, tmp_path / "none.parquet")], cfg, tmp_path / "out")
+        run_dedup([DedupSource("s", src.doc_files, tmp_path / "none.parquet")], cfg, tmp_path / "out", near=near)
     with pytest.raises(DedupInputError, match="listed twice"):
-        run_dedup([src, src], cfg, tmp_path / "out")
+        run_dedup([src, src], cfg, tmp_path / "out", near=near)
     assert not (tmp_path / "out" / "dropped.parquet").exists()
 
 
 def test_duplicate_document_ids_are_refused(tmp_path: Path) -> None:
-    cfg = dedup_cfg()
+    cfg, near = configs()
     one = write_clean_docs(tmp_path / "a.parquet", "s", ["x y z w v u"])
     two = write_clean_docs(tmp_path / "b.parquet", "s", ["a b c d e f"])
-    compute_signatures([one, two], tmp_path / "sig.parquet", cfg)
+    compute_signatures([one, two], tmp_path / "sig.parquet", near)
     with pytest.raises(DedupInputError, match="'s:0' occurs twice"):
-        run_dedup([DedupSource("s", [one, two], tmp_path / "sig.parquet")], cfg, tmp_path / "out")
+        run_dedup([DedupSource("s", [one, two], tmp_path / "sig.parquet")], cfg, tmp_path / "out", near=near)
 
 
 def test_empty_corpus_writes_empty_tables(tmp_path: Path) -> None:
-    cfg = dedup_cfg()
-    stats = run_dedup(make_sources(tmp_path, {"s": []}, cfg), cfg, tmp_path / "out")
+    cfg, near = configs()
+    stats = run_dedup(make_sources(tmp_path, {"s": []}, near), cfg, tmp_path / "out", near=near)
     assert (
         stats["docs"] == 0
         and read(tmp_path / "out", "dropped") == []
@@ -261,11 +262,11 @@ def test_empty_corpus_writes_empty_tables(tmp_path: Path) -> None:
 
 def test_batch_sizes_change_no_output_byte_and_report_examples_limits_the_report(tmp_path: Path) -> None:
     corpus, _ = planted_corpus(seed=3, families=50)
-    big = dedup_cfg()
-    small = dedup_cfg(batch_bytes=65536, verify_batch_shingles=1024, report_examples=1)
-    sources = make_sources(tmp_path, corpus, big)
-    run_dedup(sources, big, tmp_path / "big")
-    stats = run_dedup(sources, small, tmp_path / "small")
+    big, near = configs()
+    small, small_near = configs(batch_bytes=65536, verify_batch_shingles=1024, report_examples=1)
+    sources = make_sources(tmp_path, corpus, near)
+    run_dedup(sources, big, tmp_path / "big", near=near)
+    stats = run_dedup(sources, small, tmp_path / "small", near=small_near)
     for name in ("dropped", "clusters", "pairs"):
         assert (tmp_path / "big" / f"{name}.parquet").read_bytes() == (
             tmp_path / "small" / f"{name}.parquet"
@@ -276,22 +277,22 @@ def test_batch_sizes_change_no_output_byte_and_report_examples_limits_the_report
 def test_bad_clean_inputs_are_refused_with_the_file_named(tmp_path: Path) -> None:
     import pyarrow as pa
 
-    cfg = dedup_cfg()
-    (src,) = make_sources(tmp_path, {"s": ["one two three four five six"]}, cfg)
+    cfg, near = configs()
+    (src,) = make_sources(tmp_path, {"s": ["one two three four five six"]}, near)
     gone = DedupSource("s", [tmp_path / "gone.parquet"], src.signature_file)
     with pytest.raises(
         DedupInputError, match=r"source 's': clean document file .*gone.parquet does not exist"
     ):
-        run_dedup([gone], cfg, tmp_path / "out")
+        run_dedup([gone], cfg, tmp_path / "out", near=near)
     no_sha = tmp_path / "nosha.parquet"
     pq.write_table(pa.table({"id": ["s:0"], "text": ["one two three four five six"]}), no_sha)
     with pytest.raises(DedupInputError, match=r"nosha.parquet lacks column\(s\) \['sha256'\]"):
-        run_dedup([DedupSource("s", [no_sha], src.signature_file)], cfg, tmp_path / "out")
+        run_dedup([DedupSource("s", [no_sha], src.signature_file)], cfg, tmp_path / "out", near=near)
     null_sha = tmp_path / "nullsha.parquet"
     table = pq.read_table(src.doc_files[0])
     table = table.set_column(7, "sha256", pa.array([None], pa.binary(32)))
     pq.write_table(table, null_sha)
     with pytest.raises(DedupInputError, match="nullsha.parquet: row group 0 has null sha256"):
-        run_dedup([DedupSource("s", [null_sha], src.signature_file)], cfg, tmp_path / "out")
-    with pytest.raises(DedupInputError, match="multiple of dedup.bands"):
-        run_dedup([src], {**cfg, "bands": 7}, tmp_path / "out")
+        run_dedup([DedupSource("s", [null_sha], src.signature_file)], cfg, tmp_path / "out", near=near)
+    with pytest.raises(DedupInputError, match=r"bands x rows \(7 x 20\) exceeds near_dup.num_perm \(128\)"):
+        run_dedup([src], cfg, tmp_path / "out", near={**near, "bands": 7, "rows": 20})

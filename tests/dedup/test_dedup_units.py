@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from dedup_factory import mutate, random_doc, write_clean_docs
+from dedup_factory import NEAR_KEYS, mutate, random_doc, write_clean_docs
 
 from corpus_dagster.core import records
 from corpus_dagster.core.config import load_config
@@ -74,7 +74,9 @@ def build_root(root: Path, workers: int = 1, **dedup) -> tuple[Layout, dict]:
     resolved = load_config(overrides={
         "paths": {"artifacts": str(root / "artifacts")},
         "workers": workers,
-        "dedup": {"protected_sets": [{"name": "evalset", "path": str(eval_file)}], **dedup},
+        "dedup": {"protected_sets": [{"name": "evalset", "path": str(eval_file)}],
+                  **{k: v for k, v in dedup.items() if k not in NEAR_KEYS}},
+        "near_dup": {k: v for k, v in dedup.items() if k in NEAR_KEYS},
     })
     layout = Layout.from_config(resolved)
     for sid, texts in corpus.items():
@@ -109,7 +111,7 @@ def reference(root: Path, workers: int, **dedup) -> tuple[dict[str, str], dict]:
 def run_by_hand(layout: Layout, resolved: dict, units_order=reversed) -> dict:
     """plan, every LSH unit in its own call, verification plan, every verification unit, finish."""
     plan = plan_dedup(layout, resolved, list(SOURCES))
-    assert plan.cached is None and plan.units == tuple(f"lsh-band-{b:03d}" for b in range(16))
+    assert plan.cached is None and plan.units == tuple(f"lsh-band-{b:03d}" for b in range(25))  # banded for 0.7
     for unit in units_order(plan.units):
         run_dedup_unit(layout, resolved, plan.key, unit)
     verify = plan_verify(layout, resolved, plan.key)
@@ -147,7 +149,7 @@ def test_rerunning_a_finished_unit_does_nothing(tmp_path: Path) -> None:
     verify = plan_verify(layout, resolved, plan.key)
     assert len(verify.units) > 1
     run_dedup_unit(layout, resolved, plan.key, verify.units[0])
-    outputs = [work.unit_path("lsh-band-000", "pairs.npy"), work.unit_path("verify-00000", "jaccard.npy")]
+    outputs = [work.unit_path("lsh-band-000", "pairs.npy"), work.unit_path("verify-00000", "counts.npy")]
     before = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in outputs]
     run_dedup_unit(layout, resolved, plan.key, plan.units[0])
     run_dedup_unit(layout, resolved, plan.key, verify.units[0])
@@ -204,7 +206,11 @@ def test_a_cached_dedup_plans_no_units(tmp_path: Path) -> None:
     plan = plan_dedup(layout, resolved, list(SOURCES))
     for unit in plan.units:
         run_dedup_unit(layout, resolved, plan.key, unit)
-    assert plan_verify(layout, resolved, plan.key).units == ()  # verify: false has no verification units
+    # verify: false merges every candidate pair, yet the graph the analysis reads is still scored
+    verify = plan_verify(layout, resolved, plan.key)
+    assert verify.units
+    for unit in verify.units:
+        run_dedup_unit(layout, resolved, plan.key, unit)
     stats = finish_dedup(layout, resolved, plan.key)
     cached = plan_dedup(layout, resolved, list(SOURCES))
     assert cached.units == () and cached.key == plan.key

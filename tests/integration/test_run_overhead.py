@@ -42,10 +42,10 @@ def test_ledger_rows_are_a_new_list_each_call(tmp_path) -> None:
 
 def test_resolved_config_is_a_copy() -> None:
     first = resolve_config({"workers": 3})
-    first["dedup"]["num_perm"] = 7
+    first["near_dup"]["num_perm"] = 7
     first["workers"] = 99
     again = resolve_config({"workers": 3})
-    assert again["workers"] == 3 and again["dedup"]["num_perm"] == 128
+    assert again["workers"] == 3 and again["near_dup"]["num_perm"] == 128
     assert resolve_config({"workers": 2})["workers"] == 2
 
 

@@ -32,8 +32,9 @@ def built(setup_dir: Path) -> Path:
 SETTING_CHANGES = [
     ("ingest", "part_max_docs", 7, "ingest"),
     ("clean", "lang", {"enabled": False}, "clean"),
-    ("dedup", "scheme", "affine64", "minhash"),
-    ("dedup", "num_perm", 64, "minhash"),
+    ("near_dup", "scheme", "affine64", "minhash"),
+    ("near_dup", "num_perm", 64, "minhash"),
+    ("near_dup", "threshold", 0.6, "dedup"),
     ("dedup", "jaccard_threshold", 0.5, "dedup"),
     ("pii", "emails", {"enabled": False}, "scrub"),
     ("publish", "zstd_level", 9, "publish"),
@@ -56,7 +57,7 @@ def test_a_setting_recomputes_its_stage_and_only_downstream(built: Path, section
 
 
 def test_changing_the_signature_scheme_recomputes_signatures_and_dedup_succeeds(built: Path) -> None:
-    edit_config(built, "dedup", "scheme", "affine64")
+    edit_config(built, "near_dup", "scheme", "affine64")
     resolved = load_config(built)
     layout = Layout.from_config(resolved)
     assert run_all(built)["minhash"]

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dedup_factory import dedup_cfg, random_doc, write_clean_docs
+from dedup_factory import configs, random_doc, write_clean_docs
 
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.lib.minhash import shingle_input_hash
@@ -29,7 +29,7 @@ def _texts(n: int = 50, seed: int = 0) -> list[str]:
 
 
 def test_signature_file_rows_schema_and_values(tmp_path: Path) -> None:
-    cfg = dedup_cfg(num_perm=32, bands=8)
+    _, cfg = configs(num_perm=32, bands=8)
     texts = _texts()
     docs = write_clean_docs(tmp_path / "docs.parquet", "src", texts, row_group_size=7)
     out = tmp_path / "sig.parquet"
@@ -61,7 +61,7 @@ def test_signature_file_rows_schema_and_values(tmp_path: Path) -> None:
 
 
 def test_affine64_signatures_are_uint64(tmp_path: Path) -> None:
-    cfg = dedup_cfg(num_perm=16, bands=4, scheme="affine64")
+    _, cfg = configs(num_perm=16, bands=4, scheme="affine64")
     docs = write_clean_docs(tmp_path / "docs.parquet", "s", _texts(5))
     compute_signatures([docs], tmp_path / "sig.parquet", cfg)
     sig_type = pq.read_schema(tmp_path / "sig.parquet").field("signature").type
@@ -69,7 +69,7 @@ def test_affine64_signatures_are_uint64(tmp_path: Path) -> None:
 
 
 def test_several_files_keep_document_order_and_workers_change_no_byte(tmp_path: Path) -> None:
-    cfg = dedup_cfg(num_perm=16, bands=4, batch_bytes=65536)
+    _, cfg = configs(num_perm=16, bands=4, batch_bytes=65536)
     texts = _texts(120, seed=4)
     files = [
         write_clean_docs(
@@ -90,7 +90,7 @@ def test_several_files_keep_document_order_and_workers_change_no_byte(tmp_path: 
 def test_missing_input_fails_and_leaves_no_file(tmp_path: Path) -> None:
     out = tmp_path / "sig.parquet"
     with pytest.raises(DedupInputError, match="does not exist"):
-        compute_signatures([tmp_path / "nope.parquet"], out, dedup_cfg())
+        compute_signatures([tmp_path / "nope.parquet"], out, configs()[1])
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
@@ -100,7 +100,7 @@ def test_input_without_text_column_is_refused(tmp_path: Path) -> None:
     with pytest.raises(
         DedupInputError, match=r"bad.parquet: clean document file lacks column\(s\) \['text'\]"
     ):
-        compute_signatures([bad], tmp_path / "sig.parquet", dedup_cfg())
+        compute_signatures([bad], tmp_path / "sig.parquet", configs()[1])
 
 
 def test_failure_midway_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,7 +119,7 @@ def test_failure_midway_leaves_no_partial_file(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(mod, "_signature_task", flaky)
     out = tmp_path / "out" / "sig.parquet"
     with pytest.raises(RuntimeError, match="disk gone"):
-        compute_signatures([docs], out, dedup_cfg())
+        compute_signatures([docs], out, configs()[1])
     assert not out.exists() and list(out.parent.iterdir()) == []
 
 

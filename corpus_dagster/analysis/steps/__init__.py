@@ -28,6 +28,7 @@ from corpus_dagster.analysis.steps.context import (
     BANDS_FILE,
     CANDIDATES_FILE,
     DOCS_TABLE,
+    GRAPH_COUNTS_FILE,
     PAIRS_TABLE,
     REPS_FILE,
     StepContext,
@@ -55,12 +56,13 @@ STEP_FUNCS: dict[str, Callable[[StepContext], dict[str, Any]]] = {
 STEPS = tuple(STEP_FUNCS)
 
 
-def step_outputs(step: str, cfg: AnalysisSettings) -> list[str]:
-    """Paths (relative to the out dir, files or folders) a finished step has written."""
+def step_outputs(step: str, cfg: AnalysisSettings, graph: bool = False) -> list[str]:
+    """Paths (relative to the out dir, files or folders) a finished step has written (`graph`: the pairs
+    came from a near-duplicate graph, with their counts)."""
     return {
         "scan": [DOCS_TABLE, BANDS_FILE],
         "exact": [REPS_FILE, GROUPS_FILE],
-        "candidates": [CANDIDATES_FILE],
+        "candidates": [CANDIDATES_FILE] + ([GRAPH_COUNTS_FILE] if graph else []),
         "jaccard": [PAIRS_TABLE],
         "duplicates": [duplicates_dir_name(cfg)],
         "clusters": [cluster_file(t) for t in cfg.cluster_thresholds]

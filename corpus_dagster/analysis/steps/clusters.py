@@ -23,7 +23,7 @@ def step_clusters(ctx: StepContext) -> dict[str, Any]:
     pairs, jac, _, _ = load_pairs(ctx)
     ids = docs.column("id").combine_chunks()
     words = docs.column("n_words").to_numpy()
-    has_shingles = words >= cfg.shingle_size
+    has_shingles = words >= ctx.spec.shingle_size
     views = [exact_view(groups)]
     stats: dict[str, Any] = {}
     for t in cfg.cluster_thresholds:

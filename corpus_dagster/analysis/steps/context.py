@@ -18,13 +18,15 @@ import pyarrow.parquet as pq
 from corpus_dagster.analysis.exact import group_members
 from corpus_dagster.analysis.inputs import CorpusFiles
 from corpus_dagster.analysis.views import Groups
-from corpus_dagster.core.settings import AnalysisSettings
+from corpus_dagster.core.settings import AnalysisSettings, NearDupSettings
+from corpus_dagster.lib.near_graph import GraphSpec
 
 WORK_DIR = "_work"  # intermediate arrays (kept so a rerun can resume)
 DOCS_TABLE = f"{WORK_DIR}/docs.parquet"  # one row per document, sorted by id
 BANDS_FILE = f"{WORK_DIR}/bands.u64"  # LSH band keys in scan order
 REPS_FILE = f"{WORK_DIR}/rep.npy"  # exact-duplicate representative per document
 CANDIDATES_FILE = f"{WORK_DIR}/candidates.npy"  # packed candidate pairs
+GRAPH_COUNTS_FILE = f"{WORK_DIR}/graph_counts.npy"  # (2, pairs) shingle counts of the candidates, read from a graph
 PAIRS_TABLE = f"{WORK_DIR}/pairs.parquet"  # verified pairs with their Jaccard
 
 
@@ -34,6 +36,9 @@ class StepContext:
 
     recorded_stats: given a step, the stats the records of every step before it hold (the report cites
     them all)
+    near, spec: the near-duplicate graph's settings and shape (threshold, banding, shingling)
+    graph: the verified pairs of a graph already computed over exactly these documents (dedup's
+    pairs.parquet), read instead of computing candidates and their Jaccard again; None computes them
     """
 
     documents: CorpusFiles
@@ -45,6 +50,9 @@ class StepContext:
     workers: int
     key: str
     recorded_stats: Callable[[str], dict[str, dict[str, Any]]]
+    near: NearDupSettings
+    spec: GraphSpec
+    graph: Path | None = None
 
     @property
     def work(self) -> Path:

@@ -1,5 +1,6 @@
-"""Step `jaccard`: the exact shingle Jaccard of every candidate pair, read back from the texts; the pairs
-at or above `pair_threshold` kept with their intersection and union."""
+"""Step `jaccard`: the exact shingle Jaccard of every candidate pair, read back from the texts (or, from a
+graph, the counts it already holds); the pairs at or above `pair_threshold` kept with their intersection
+and union."""
 
 from __future__ import annotations
 
@@ -9,13 +10,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpus_dagster.analysis.candidates import unpack_pairs
 from corpus_dagster.analysis.inputs import row_group_starts
 from corpus_dagster.analysis.outputs import write_table
-from corpus_dagster.analysis.steps.context import CANDIDATES_FILE, PAIRS_TABLE, StepContext, load_docs
+from corpus_dagster.analysis.steps.context import (
+    CANDIDATES_FILE,
+    GRAPH_COUNTS_FILE,
+    PAIRS_TABLE,
+    StepContext,
+    load_docs,
+)
 from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.lib.jaccard import ShingleStore, jaccard_of, shingle_sets_task
+from corpus_dagster.lib.lsh import unpack_pairs
 
 
 def _text_jobs(ctx: StepContext, docs: pa.Table, nodes: np.ndarray) -> tuple[list[tuple], list[np.ndarray]]:
@@ -32,7 +39,7 @@ def _text_jobs(ctx: StepContext, docs: pa.Table, nodes: np.ndarray) -> tuple[lis
         rg_of = np.searchsorted(starts, row[sel], side="right") - 1
         for rg in unique_sorted(rg_of).tolist():
             take = sel[rg_of == rg]
-            jobs.append((str(path), rg, row[take] - starts[rg], ctx.cfg.shingle_size, ctx.cfg.batch_bytes))
+            jobs.append((str(path), rg, row[take] - starts[rg], ctx.near.shingle_size, ctx.near.batch_bytes))
             slots.append(take)
     return jobs, slots
 
@@ -42,7 +49,9 @@ def step_jaccard(ctx: StepContext) -> dict[str, Any]:
     pairs = unpack_pairs(np.load(ctx.out / CANDIDATES_FILE))
     docs = load_docs(ctx)
     inter = union = np.zeros(len(pairs), dtype=np.int64)
-    if len(pairs):
+    if ctx.graph is not None:  # scored once, by the graph
+        inter, union = np.load(ctx.out / GRAPH_COUNTS_FILE)
+    elif len(pairs):
         nodes = unique_sorted(pairs)
         store_path = ctx.work / "shingles.u64"
         store = ShingleStore(store_path, len(nodes))
@@ -52,7 +61,7 @@ def step_jaccard(ctx: StepContext) -> dict[str, Any]:
                 store.append(slot, values, lengths)
             store.close()
             pn = np.searchsorted(nodes, pairs)
-            inter, union = store.counts(pn[:, 0], pn[:, 1], cfg.verify_batch_shingles, threads=ctx.workers)
+            inter, union = store.counts(pn[:, 0], pn[:, 1], ctx.near.verify_batch_shingles, threads=ctx.workers)
         finally:
             store_path.unlink(missing_ok=True)
     jac = jaccard_of(inter, union)  # every threshold decision below is on this float64 ratio, as before
@@ -61,6 +70,7 @@ def step_jaccard(ctx: StepContext) -> dict[str, Any]:
                       "intersection": inter[keep], "union": union[keep]})
     write_table(table, ctx.out / PAIRS_TABLE, row_group=1 << 20)
     return {
+        "source": "near-duplicate graph" if ctx.graph is not None else "scored here",
         "candidate_pairs": len(pairs),
         "verified_pairs": int(keep.sum()),
         "rejected_pairs": int((~keep).sum()),

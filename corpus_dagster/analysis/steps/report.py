@@ -53,7 +53,7 @@ def _write_near_dup(ctx: StepContext) -> dict[str, Any]:
             _link_or_copy(ctx.out / name, tmp / name)
         card = dataset_card(duplicates_dir=dups, clusters=[(c, t, _lines(ctx.out / c)) for c, t in clusters],
                             groups_file=GROUPS_FILE, duplicate_rows=rows, groups=_lines(ctx.out / GROUPS_FILE),
-                            pair_threshold=ctx.cfg.pair_threshold, shingle_size=ctx.cfg.shingle_size)
+                            pair_threshold=ctx.cfg.pair_threshold, shingle_size=ctx.spec.shingle_size)
         (tmp / "README.md").write_text(card, encoding="utf-8")
     return {"near_dup": NEAR_DUP_DIR, "near_dup_rows": rows}
 
@@ -62,6 +62,7 @@ def step_report(ctx: StepContext) -> dict[str, Any]:
     figs = sorted(p.name for p in (ctx.out / FIGURES_DIR).glob("*.png"))
     text = render_report(
         cfg=ctx.cfg,
+        spec=ctx.spec,
         views=pq.read_table(ctx.out / f"{VIEWS_FILE}.parquet").to_pylist(),
         lengths=pq.read_table(ctx.out / f"{LENGTHS_FILE}.parquet").to_pylist(),
         stats=ctx.recorded_stats("report"),

@@ -17,15 +17,16 @@ from corpus_dagster.analysis.steps.context import BANDS_FILE, DOCS_TABLE, StepCo
 from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.errors import AnalysisError
 from corpus_dagster.core.parallel import ordered_map
-from corpus_dagster.core.settings import AnalysisSettings
+from corpus_dagster.core.settings import AnalysisSettings, NearDupSettings
 from corpus_dagster.lib.lsh import band_hashes
 from corpus_dagster.lib.minhash import batch_signatures, permutations
+from corpus_dagster.lib.near_graph import GraphSpec
 from corpus_dagster.lib.text import byte_batches, tokenize_batch
 
 
 def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[str, bool], cfg: AnalysisSettings,
-               sigs: bool) -> dict[str, Any]:
-    """Ids, digests, sizes, word counts (and band keys when `sigs`) of one row group (runs in a worker)."""
+               near: NearDupSettings, spec: GraphSpec | None) -> dict[str, Any]:
+    """Ids, digests, sizes, word counts (and band keys with a `spec`) of one row group (runs in a worker)."""
     cols = ["text"] + [c for c in ("id", "source_id", "split") if has[c]]
     table = pq.ParquetFile(path).read_row_group(rg, columns=cols)
     texts = table.column("text").combine_chunks()
@@ -39,14 +40,14 @@ def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[s
     n_bytes = pc.fill_null(pc.binary_length(raw), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     words, bands = [], []
     a = b = None
-    if sigs:
-        a, b = permutations(cfg.bands * cfg.rows, cfg.seed, cfg.scheme)
+    if spec is not None:  # the signatures dedup's minhash stage computes, banded as the graph is
+        a, b = permutations(near.num_perm, near.seed, near.scheme)
     for start, stop in byte_batches(texts, cfg.batch_bytes):
         wb = tokenize_batch(texts.slice(start, stop - start))
         words.append(wb.word_counts())
-        if sigs:
-            sig, _, _ = batch_signatures(wb, cfg.shingle_size, a, b, cfg.scheme)
-            bands.append(band_hashes(sig, cfg.bands))
+        if spec is not None:
+            sig, _, _ = batch_signatures(wb, near.shingle_size, a, b, near.scheme)
+            bands.append(band_hashes(np.ascontiguousarray(sig[:, : spec.width]), spec.bands))
     out = {
         "ids": ids,
         "source": table.column("source_id").combine_chunks().cast(pa.string()) if has["source_id"] else None,
@@ -54,7 +55,7 @@ def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[s
         "digests": digests,
         "n_bytes": n_bytes,
         "n_words": np.concatenate(words) if words else np.zeros(0, np.int64),
-        "bands": np.concatenate(bands) if bands else np.zeros((0, cfg.bands), np.uint64),
+        "bands": np.concatenate(bands) if bands else np.zeros((0, spec.bands if spec else 0), np.uint64),
     }
     return out
 
@@ -67,13 +68,14 @@ def _digests(raw: pa.Array) -> bytes:
 
 
 def step_scan(ctx: StepContext) -> dict[str, Any]:
-    cfg, sigs = ctx.cfg, not ctx.signature_files
+    cfg = ctx.cfg
+    spec = ctx.spec if not ctx.signature_files and ctx.graph is None else None
     jobs, meta = [], []
     for i, path, pf, has, rows in input_files(ctx.documents):
         starts = row_group_starts(pf)
         width = max(5, len(str(max(rows - 1, 0))))
         for rg in range(pf.metadata.num_row_groups):
-            jobs.append((str(path), rg, int(starts[rg]), path.stem, width, has, cfg, sigs))
+            jobs.append((str(path), rg, int(starts[rg]), path.stem, width, has, cfg, ctx.near, spec))
             meta.append((i, int(starts[rg]), pf.metadata.row_group(rg).num_rows))
     ctx.work.mkdir(parents=True, exist_ok=True)
     parts: dict[str, list] = {k: [] for k in ("id", "source_id", "split", "file_no", "row", "n_bytes", "n_words")}
@@ -130,6 +132,7 @@ def step_scan(ctx: StepContext) -> dict[str, Any]:
         "docs": n_total,
         "text_bytes": int(pc.sum(table.column("n_bytes")).as_py()),
         "files": len(ctx.documents.files),
-        "no_shingle_docs": int((words < cfg.shingle_size).sum()),
-        "signatures": "computed" if sigs else "reused from dedup signature files",
+        "no_shingle_docs": int((words < ctx.near.shingle_size).sum()),
+        "signatures": ("read from the near-duplicate graph" if ctx.graph is not None else
+                       "computed" if spec is not None else "reused from dedup signature files"),
     }
