@@ -1,9 +1,9 @@
 """Recall and precision of the two near-duplicate engines against the exact ground truth.
 
-The dedup stage (MinHash LSH 16 x 8, star edges to each bucket's smallest id, exact verification, drops
-at `dedup.jaccard_threshold`) and the corpus analysis (LSH 25 x 5, every pair of a bucket, exact
-verification, pairs at `analysis.pair_threshold`) both find candidates by MinHash, so neither knows what
-it missed. bench/ground_truth.py finds every pair exactly; this module scores the engines' tables against
+Dedup's drops at `dedup.jaccard_threshold` and the corpus analysis' pairs at `analysis.pair_threshold` both
+come from candidates found by MinHash LSH (one near-duplicate graph since the engines were merged; two
+engines before: dedup 16 x 8 with star edges, the analysis 25 x 5 with every pair of a bucket), so neither
+knows what it missed. bench/ground_truth.py finds every pair exactly; this module scores the engines' tables against
 it, on the planted corpora of bench/dedup.py and on the bench corpus of bench/pipeline.py (every clean
 filter off, so every document reaches dedup). Run through `bench/dedup.py --accuracy`.
 """
@@ -60,23 +60,28 @@ spec = json.loads(sys.argv[1])
 settings = Settings.from_resolved(load_config(spec["config"]) if spec["config"] else load_config())
 docs = corpus_from_sources({s: [Path(f) for f in fs] for s, fs in spec["sources"].items()},
                            root=Path(spec["root"]) if spec["root"] else None)
+extra = {}
+if spec["graph"]:  # one near-duplicate graph: the analysis reads dedup's verified pairs
+    from corpus_dagster.lib.near_graph import GraphSpec
+    shape = {k: v for k, v in spec["graph"].items() if k in GraphSpec.__dataclass_fields__}
+    extra = {"near": settings.near_dup, "graph": (Path(spec["graph_file"]), GraphSpec(**shape))}
 result = run_analysis(docs, Path(spec["out"]), settings.analysis, signature_files=[Path(p) for p in spec["signatures"]],
-                      steps=["duplicates"], workers=spec["workers"])
-print(json.dumps({"steps": result["steps"], "pair_threshold": str(settings.analysis.pair_threshold),
-                  "bands": settings.analysis.bands, "rows": settings.analysis.rows}, default=str))
+                      steps=["duplicates"], workers=spec["workers"], **extra)
+print(json.dumps({"steps": result["steps"], "pair_threshold": str(settings.analysis.pair_threshold)}, default=str))
 """
 
 
 def run_analysis_child(sources: dict[str, list[str]], signatures: list[str], out: Path, config: str | None,
-                       root: str | None, workers: int) -> dict[str, Any]:
+                       root: str | None, workers: int, dedup: dict[str, Any], pairs: Path) -> dict[str, Any]:
     """The analysis' steps up to `duplicates` (scan, exact, candidates, jaccard, duplicates) in a fresh
-    interpreter, on the clean documents and reusing the dedup signature files as the graph's analysis does;
+    interpreter, on the clean documents as the graph's analysis runs them: reading dedup's near-duplicate
+    graph (`pairs`) when the code has one (its dedup stats say so), else reusing the dedup signature files;
     the lengths, clusters, figures and report steps measure nothing this bench scores."""
     import os
     import subprocess
 
     spec = {"sources": sources, "signatures": signatures, "out": str(out), "config": config, "root": root,
-            "workers": workers}
+            "workers": workers, "graph": dedup.get("graph"), "graph_file": str(pairs)}
     env = dict(os.environ, POLARS_MAX_THREADS="1", RAYON_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-c", ANALYSIS_CHILD, json.dumps(spec), str(ROOT)], capture_output=True,
                           text=True, env=env, check=False, cwd=ROOT)
@@ -92,14 +97,14 @@ def planted_run(folder: Path, meta: dict) -> EngineRun:
     from corpus_dagster.core.settings import Settings
 
     sigs = [str(folder / "sig" / f"{s}.parquet") for s in sorted(meta["files"])]
-    analysis = run_analysis_child(meta["files"], sigs, folder / "analysis", None, None, 1)
     dedup = json.loads((folder / "dedup_stats.json").read_text())
+    analysis = run_analysis_child(meta["files"], sigs, folder / "analysis", None, None, 1, dedup,
+                                  folder / "dedup" / "pairs.parquet")
     cfg = Settings.from_resolved(load_config()).dedup
     return EngineRun(f"planted {meta['n_docs']:,}", [Path(f) for s in sorted(meta["files"]) for f in meta["files"][s]],
                      folder / "dedup" / "dropped.parquet", dedup, [Path(p) for p in sigs],
                      folder / "analysis" / f"doc_duplicates_t{round(float(analysis['pair_threshold']) * 100)}",
-                     analysis["steps"], str(cfg.jaccard_threshold), analysis["pair_threshold"], cfg.bands,
-                     cfg.num_perm // cfg.bands)
+                     analysis["steps"], str(cfg.jaccard_threshold), analysis["pair_threshold"], *_banding(dedup))
 
 
 def bench_corpus_run(mb: int, log) -> EngineRun:
@@ -133,13 +138,21 @@ def bench_corpus_run(mb: int, log) -> EngineRun:
     files = {s: [str(p) for p in clean_doc_files(layout, s)] for s in sids}
     sigs = [str(signature_file(layout, s)) for s in sids]
     out = run_dir / "analysis-duplicates"
-    analysis = run_analysis_child(files, sigs, out, str(config), str(layout.stage("clean")), 1)
+    dedup = dedup_stats(layout)
+    analysis = run_analysis_child(files, sigs, out, str(config), str(layout.stage("clean")), 1, dedup,
+                                  dedup_tables(layout)["pairs"])
     log(f"[bench {mb} MB] analysis up to duplicates done")
     cfg = settings.dedup
     return EngineRun(f"bench {mb} MB", [Path(f) for s in sids for f in files[s]],
-                     dedup_tables(layout)["dropped"], dedup_stats(layout), [Path(p) for p in sigs],
+                     dedup_tables(layout)["dropped"], dedup, [Path(p) for p in sigs],
                      out / f"doc_duplicates_t{round(float(analysis['pair_threshold']) * 100)}", analysis["steps"],
-                     str(cfg.jaccard_threshold), analysis["pair_threshold"], cfg.bands, cfg.num_perm // cfg.bands)
+                     str(cfg.jaccard_threshold), analysis["pair_threshold"], *_banding(dedup))
+
+
+def _banding(dedup: dict[str, Any]) -> tuple[int, int]:
+    """(bands, rows) dedup's LSH used, from its stats: the graph's, or (older code) num_perm / bands."""
+    s = dedup["settings"]
+    return (int(s["bands"]), int(s["rows"])) if "rows" in s else (int(s["bands"]), int(s["num_perm"]) // int(s["bands"]))
 
 
 # ----------------------------------------------------------------------------------------------- scoring
@@ -244,7 +257,8 @@ def explain_misses(run: EngineRun, edges: list[tuple[str, str]]) -> dict[str, in
         if x not in sig or y not in sig:
             out["no signature"] += 1
             continue
-        same = (sig[x] == sig[y]).reshape(run.bands, run.rows).all(axis=1)
+        width = run.bands * run.rows  # the banding reads the first bands x rows values
+        same = (sig[x][:width] == sig[y][:width]).reshape(run.bands, run.rows).all(axis=1)
         out["shared a band, not linked (star edges)" if same.any() else "no shared band (banding)"] += 1
     return out
 
