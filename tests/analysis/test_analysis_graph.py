@@ -1,0 +1,107 @@
+"""The analysis as views over dedup's near-duplicate graph: the same tables as scoring the pairs itself, no
+pair scored twice, and a graph over other documents refused."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from dedup_factory import configs, make_sources, mutate, random_doc
+
+from corpus_dagster.analysis import AnalysisError, corpus_from_sources, run_analysis
+from corpus_dagster.core.config import load_config
+from corpus_dagster.core.settings import NearDupSettings, Settings
+from corpus_dagster.dedup import run_dedup
+from corpus_dagster.lib.near_graph import GraphSpec
+
+STEPS_TO_CLUSTERS = ["clusters"]
+
+
+def _texts(seed: int) -> list[str]:
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(40):  # families of near duplicates from 0.5 to 0.95, unrelated documents between them
+        base = random_doc(rng, 150)
+        texts += [base] + [mutate(rng, base, rng.choice([1, 3, 6, 10, 16])) for _ in range(rng.randint(0, 3))]
+        texts.append(random_doc(rng, rng.choice([3, 60, 200])))
+    texts += texts[:5]  # exact copies
+    return texts
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, list, dict]:
+    root = tmp_path_factory.mktemp("graph")
+    cfg, near = configs()
+    sources = make_sources(root, {"a": _texts(1), "b": _texts(2)}, near)
+    stats = run_dedup(sources, cfg, root / "dedup", near=near)
+    return root, sources, stats
+
+
+def _spec(stats: dict) -> GraphSpec:
+    g = stats["graph"]
+    return GraphSpec(g["threshold"], g["bands"], g["rows"], g["num_perm"], g["shingle_size"])
+
+
+def _analysis_cfg():
+    return Settings.from_resolved(load_config(None)).analysis
+
+
+def _tables(out: Path) -> dict[str, bytes]:
+    files = sorted(out.glob("doc_duplicates_t70/*.parquet")) + sorted(out.glob("near_dup_clusters_t*.jsonl"))
+    return {p.name: p.read_bytes() for p in files + [out / "duplicate_groups.jsonl"]}
+
+
+def test_the_graph_gives_the_tables_the_analysis_computes_itself(built, tmp_path: Path) -> None:
+    root, sources, stats = built
+    docs = corpus_from_sources({s.source_id: s.doc_files for s in sources})
+    sigs = [s.signature_file for s in sources]
+    own = run_analysis(docs, tmp_path / "own", _analysis_cfg(), signature_files=sigs, steps=STEPS_TO_CLUSTERS)
+    read = run_analysis(docs, tmp_path / "read", _analysis_cfg(), near=NearDupSettings(), signature_files=sigs,
+                        graph=(root / "dedup" / "pairs.parquet", _spec(stats)), steps=STEPS_TO_CLUSTERS)
+    assert _tables(tmp_path / "own") == _tables(tmp_path / "read")
+    assert own["steps"]["jaccard"]["verified_pairs"] == read["steps"]["jaccard"]["verified_pairs"] > 10
+    assert read["steps"]["jaccard"]["source"] == "near-duplicate graph"
+    assert read["steps"]["candidates"]["graph_pairs"] == stats["pairs_rows"]
+    assert not (tmp_path / "read" / "_work" / "shingles.u64").exists()
+
+
+def test_a_pair_is_scored_once_for_dedup_and_the_analysis(built) -> None:
+    _root, _sources, stats = built
+    assert stats["scored_pairs"] == stats["candidate_pairs"] >= stats["pairs_rows"] > 0
+    assert stats["graph"]["bands"] * stats["graph"]["rows"] <= stats["graph"]["num_perm"]
+    assert stats["settings"]["bands"] == stats["graph"]["bands"]
+
+
+def test_a_graph_over_other_documents_is_refused(built, tmp_path: Path) -> None:
+    root, sources, stats = built
+    only_a = corpus_from_sources({"a": sources[0].doc_files})
+    with pytest.raises(AnalysisError, match="computed over other documents than the analysis reads"):
+        run_analysis(only_a, tmp_path / "out", _analysis_cfg(), graph=(root / "dedup" / "pairs.parquet", _spec(stats)),
+                     steps=["candidates"])
+
+
+def test_a_graph_above_the_pair_threshold_is_refused(built, tmp_path: Path) -> None:
+    root, sources, stats = built
+    docs = corpus_from_sources({s.source_id: s.doc_files for s in sources})
+    high = GraphSpec(0.8, 25, 5, 128, 5)
+    with pytest.raises(AnalysisError, match="keeps pairs from Jaccard 0.8, above analysis.pair_threshold"):
+        run_analysis(docs, tmp_path / "out", _analysis_cfg(), graph=(root / "dedup" / "pairs.parquet", high))
+
+
+def test_the_graph_holds_pairs_of_decontaminated_documents_that_dedup_never_merges(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    base = random_doc(rng, 200)
+    twin = mutate(rng, base, 2)
+    protected = " ".join(base.split(" ")[50:70])
+    eval_file = tmp_path / "eval.jsonl"
+    eval_file.write_text(json.dumps({"text": protected}) + "\n")
+    cfg, near = configs(protected_sets=[{"name": "ev", "path": str(eval_file)}])
+    sources = make_sources(tmp_path, {"s": [base, twin, random_doc(rng, 100)]}, near)
+    stats = run_dedup(sources, cfg, tmp_path / "out", near=near)
+    pairs = pq.read_table(tmp_path / "out" / "pairs.parquet").to_pylist()
+    assert [(p["id_a"], p["id_b"]) for p in pairs] == [("s:0", "s:1")]  # both carry the protected passage
+    assert pairs[0]["intersection"] * 1.0 / pairs[0]["union"] == pytest.approx(pairs[0]["jaccard"])
+    assert stats["decontaminated"] == 2 and stats["near_dropped"] == 0 and stats["verified_pairs"] == 0
