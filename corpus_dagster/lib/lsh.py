@@ -21,7 +21,7 @@ from corpus_dagster.lib.shingle_hashing import fmix64
 
 BAND_MUL = np.uint64(0x9FB21C651E98DF25)
 BAND_SEED = 0x243F6A8885A308D3
-CANDIDATE_PROBABILITY = 0.98  # default chance that a pair at the lowest threshold becomes a candidate
+CANDIDATE_PROBABILITY = 0.995  # default chance that a pair at the lowest threshold becomes a candidate
 _LOW = np.uint64(0xFFFFFFFF)
 
 

@@ -44,17 +44,19 @@ def test_candidate_pairs_are_the_union_of_each_bands_pairs() -> None:
     assert candidate_pairs(np.zeros((0, 2), np.uint64), np.zeros(0, np.int64)).shape == (0, 2)
 
 
-@pytest.mark.parametrize(("threshold", "expected"), [(0.7, (25, 5)), (0.8, (18, 7)), (0.9, (11, 11))])
-def test_banding_is_the_most_rows_that_reach_the_probability_at_the_threshold(threshold, expected) -> None:
-    bands, rows = choose_banding(128, threshold, 0.98)
+@pytest.mark.parametrize(("threshold", "probability", "expected"),
+                         [(0.7, 0.98, (25, 5)), (0.7, 0.995, (32, 4)), (0.8, 0.98, (18, 7)), (0.8, 0.995, (21, 6)),
+                          (0.9, 0.98, (11, 11))])
+def test_banding_is_the_most_rows_that_reach_the_probability_at_the_threshold(threshold, probability, expected) -> None:
+    bands, rows = choose_banding(128, threshold, probability)
     assert (bands, rows) == expected and bands * rows <= 128
-    assert candidate_probability(threshold, bands, rows) >= 0.98
-    assert candidate_probability(threshold, 128 // (rows + 1), rows + 1) < 0.98  # one more row would miss it
+    assert candidate_probability(threshold, bands, rows) >= probability
+    assert candidate_probability(threshold, 128 // (rows + 1), rows + 1) < probability  # one more row misses it
 
 
 def test_the_graph_serves_the_lowest_threshold_and_fixed_banding_wins() -> None:
     spec = graph_spec(NearDupSettings(threshold=0.7), 0.8)
-    assert (spec.threshold, spec.bands, spec.rows) == (0.7, 25, 5)
+    assert (spec.threshold, spec.bands, spec.rows) == (0.7, 32, 4)
     assert graph_spec(NearDupSettings(threshold=0.9), 0.8).threshold == 0.8  # dedup's lower threshold wins
     fixed = graph_spec(NearDupSettings(bands=16, rows=8), 0.8)
     assert (fixed.bands, fixed.rows, fixed.width) == (16, 8, 128)

@@ -111,7 +111,7 @@ def reference(root: Path, workers: int, **dedup) -> tuple[dict[str, str], dict]:
 def run_by_hand(layout: Layout, resolved: dict, units_order=reversed) -> dict:
     """plan, every LSH unit in its own call, verification plan, every verification unit, finish."""
     plan = plan_dedup(layout, resolved, list(SOURCES))
-    assert plan.cached is None and plan.units == tuple(f"lsh-band-{b:03d}" for b in range(25))  # banded for 0.7
+    assert plan.cached is None and plan.units == tuple(f"lsh-band-{b:03d}" for b in range(32))  # banded for 0.7
     for unit in units_order(plan.units):
         run_dedup_unit(layout, resolved, plan.key, unit)
     verify = plan_verify(layout, resolved, plan.key)
