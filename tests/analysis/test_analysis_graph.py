@@ -68,6 +68,17 @@ def test_the_graph_gives_the_tables_the_analysis_computes_itself(built, tmp_path
     assert not (tmp_path / "read" / "_work" / "shingles.u64").exists()
 
 
+def test_word_counts_read_from_the_signature_files_equal_counting_them(built, tmp_path: Path) -> None:
+    _root, sources, _stats = built
+    docs = corpus_from_sources({s.source_id: s.doc_files for s in sources})
+    run_analysis(docs, tmp_path / "counted", _analysis_cfg(), steps=["scan"])
+    run_analysis(docs, tmp_path / "read", _analysis_cfg(), signature_files=[s.signature_file for s in sources],
+                 steps=["scan"])
+    counted, read = (pq.read_table(tmp_path / d / "_work" / "docs.parquet") for d in ("counted", "read"))
+    assert read.column("n_words").equals(counted.column("n_words"))
+    assert read.column("id").equals(counted.column("id")) and min(counted.column("n_words").to_pylist()) == 3
+
+
 def test_a_pair_is_scored_once_for_dedup_and_the_analysis(built) -> None:
     _root, _sources, stats = built
     assert stats["scored_pairs"] == stats["candidate_pairs"] >= stats["pairs_rows"] > 0

@@ -1,5 +1,8 @@
-"""Step `scan`: one pass over the documents for ids, digests, sizes, word counts and (unless dedup's
-signature files are reused) LSH band keys; the document table sorted by id, ids checked unique."""
+"""Step `scan`: one pass over the documents for ids, digests, sizes, word counts and (unless the minhash
+stage's signature files are reused) LSH band keys; the document table sorted by id, ids checked unique.
+
+With signature files, the word counts are theirs (the minhash stage counted them with the same rule):
+the texts are not tokenized a second time."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import hashlib
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -25,8 +29,9 @@ from corpus_dagster.lib.text import byte_batches, tokenize_batch
 
 
 def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[str, bool], cfg: AnalysisSettings,
-               near: NearDupSettings, spec: GraphSpec | None) -> dict[str, Any]:
-    """Ids, digests, sizes, word counts (and band keys with a `spec`) of one row group (runs in a worker)."""
+               near: NearDupSettings, spec: GraphSpec | None, count_words: bool) -> dict[str, Any]:
+    """Ids, digests, sizes, word counts (when `count_words`; band keys with a `spec`) of one row group (runs
+    in a worker)."""
     cols = ["text"] + [c for c in ("id", "source_id", "split") if has[c]]
     table = pq.ParquetFile(path).read_row_group(rg, columns=cols)
     texts = table.column("text").combine_chunks()
@@ -42,7 +47,7 @@ def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[s
     a = b = None
     if spec is not None:  # the signatures dedup's minhash stage computes, banded as the graph is
         a, b = permutations(near.num_perm, near.seed, near.scheme)
-    for start, stop in byte_batches(texts, cfg.batch_bytes):
+    for start, stop in byte_batches(texts, cfg.batch_bytes) if count_words or spec is not None else ():
         wb = tokenize_batch(texts.slice(start, stop - start))
         words.append(wb.word_counts())
         if spec is not None:
@@ -54,7 +59,7 @@ def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[s
         "split": table.column("split").combine_chunks().cast(pa.string()) if has["split"] else None,
         "digests": digests,
         "n_bytes": n_bytes,
-        "n_words": np.concatenate(words) if words else np.zeros(0, np.int64),
+        "n_words": np.concatenate(words) if words else np.zeros(n if not count_words else 0, np.int64),
         "bands": np.concatenate(bands) if bands else np.zeros((0, spec.bands if spec else 0), np.uint64),
     }
     return out
@@ -67,15 +72,28 @@ def _digests(raw: pa.Array) -> bytes:
 
 
 
+def _signature_words(ctx: StepContext, table: pa.Table) -> pa.Array:
+    """The word count of every document of `table` (id order), from the signature files."""
+    counts = pl.concat([pl.from_arrow(pq.read_table(p, columns=["id", "n_words"])) for p in ctx.signature_files])
+    joined = (pl.DataFrame({"id": table.column("id")}).with_row_index("pos")
+              .join(counts, on="id", how="left").sort("pos"))
+    missing = joined.filter(pl.col("n_words").is_null())
+    if missing.height:
+        raise AnalysisError(f"document {missing['id'][0]!r} has no row in the given signature files; "
+                            "pass them all or none")
+    return pa.array(joined["n_words"].to_numpy().astype(np.int64))
+
+
 def step_scan(ctx: StepContext) -> dict[str, Any]:
     cfg = ctx.cfg
     spec = ctx.spec if not ctx.signature_files and ctx.graph is None else None
+    count_words = not ctx.signature_files
     jobs, meta = [], []
     for i, path, pf, has, rows in input_files(ctx.documents):
         starts = row_group_starts(pf)
         width = max(5, len(str(max(rows - 1, 0))))
         for rg in range(pf.metadata.num_row_groups):
-            jobs.append((str(path), rg, int(starts[rg]), path.stem, width, has, cfg, ctx.near, spec))
+            jobs.append((str(path), rg, int(starts[rg]), path.stem, width, has, cfg, ctx.near, spec, count_words))
             meta.append((i, int(starts[rg]), pf.metadata.row_group(rg).num_rows))
     ctx.work.mkdir(parents=True, exist_ok=True)
     parts: dict[str, list] = {k: [] for k in ("id", "source_id", "split", "file_no", "row", "n_bytes", "n_words")}
@@ -119,6 +137,8 @@ def step_scan(ctx: StepContext) -> dict[str, Any]:
     if table.column("id").null_count:
         raise AnalysisError("an input `id` column has null values; every document needs an id")
     table = table.take(pc.sort_indices(table, [("id", "ascending")]))
+    if not count_words:
+        table = table.set_column(table.schema.get_field_index("n_words"), "n_words", _signature_words(ctx, table))
     ids = table.column("id").combine_chunks()
     same = pc.equal(ids.slice(1), ids.slice(0, len(ids) - 1)).to_numpy(zero_copy_only=False)
     if same.any():
