@@ -656,7 +656,7 @@ class NearDupSettings(Section):
     rows: int | None = None
     #: With bands and rows null: the least probability that a pair at the graph's threshold becomes a
     #: candidate (1 - (1 - t^rows)^bands). 0.995 picks 32 x 4 for 0.7 with 128 values: a pair at 0.7 is then
-    #: missed with probability 1.5e-4, at 0.8 with 3e-9.
+    #: missed with probability 1.5e-4, at 0.8 with 5e-8.
     candidate_probability: float = 0.995
     #: UTF-8 text bytes hashed per vectorized batch (signatures, shingle sets); bounds memory per worker.
     #: Execution only: never changes an output byte.

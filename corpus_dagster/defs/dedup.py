@@ -64,10 +64,11 @@ def drops_table(outcomes: dict[str, dict[str, int]]) -> dg.MetadataValue:
 
 
 def pairs_table(pairs: list[dict], threshold: float) -> dg.MetadataValue:
-    """Example verified pairs, each labelled against the near-duplicate threshold: the examples span the
-    Jaccard range down to the analysis threshold, so some are similar documents that dedup keeps both of."""
+    """Example pairs of the near-duplicate graph, each labelled against the dedup threshold: the examples span
+    the Jaccard range down to the graph's threshold, so some are similar documents that dedup keeps both of
+    (and a pair may hold a document decontamination or exact dedup removed first, which dedup never merges)."""
     rows = [[p["id_a"], p["id_b"], ratio(p["jaccard"]),
-             f">= {threshold}: near duplicate" if p["jaccard"] >= threshold else f"< {threshold}: both kept"]
+             f">= {threshold}: near-duplicate pair" if p["jaccard"] >= threshold else f"< {threshold}: both kept"]
             for p in pairs]
     return table(["id_a", "id_b", "jaccard", "vs threshold"], rows,
                  {"vs threshold": f"exact Jaccard against dedup.jaccard_threshold = {threshold}"})

@@ -136,7 +136,8 @@ def construction_step(stage: str, source: str | None, record: StageRecord, manif
     elif stage == "dedup":
         counts = {"in": st.get("docs", 0), "exact dropped": st.get("exact_dropped", 0),
                   "near dropped": st.get("near_dropped", 0), "decontaminated": st.get("decontaminated", 0)}
-        settings = _pick(cfg, "jaccard_threshold", "num_perm", "bands", "ngram", "action")
+        # what the stage used: its policy and the near-duplicate graph's banding (chosen when not configured)
+        settings = _pick(st.get("settings") or {}, "jaccard_threshold", "num_perm", "bands", "rows", "ngram", "action")
     elif stage == "scrub":
         counts = {"documents": st.get("docs", 0), "documents redacted": st.get("docs_redacted", 0),
                   "placeholders": sum(int(v) for v in (st.get("pii") or {}).values())}

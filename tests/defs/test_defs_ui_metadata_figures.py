@@ -92,7 +92,7 @@ def test_report_preview_cuts_at_a_line():
 def test_example_pairs_say_where_they_stand_against_the_threshold():
     pairs = [{"id_a": "a:1", "id_b": "a:2", "jaccard": 0.7123}, {"id_a": "a:3", "id_b": "b:1", "jaccard": 0.8}]
     rows = [r.data for r in pairs_table(pairs, 0.8).records]
-    assert rows[0]["vs threshold"] == "< 0.8: both kept" and rows[1]["vs threshold"] == ">= 0.8: near duplicate"
+    assert rows[0]["vs threshold"] == "< 0.8: both kept" and rows[1]["vs threshold"] == ">= 0.8: near-duplicate pair"
     assert rows[0]["jaccard"] == 0.712
 
 

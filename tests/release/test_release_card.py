@@ -94,7 +94,8 @@ def test_construction_lists_every_stage_with_its_code_version(built):
         folder = layout.stage(stage, "alpha") if stage == "clean" else layout.stage(stage)
         assert records.read_record(folder).key not in built["card"]
     dedup = next(r for r in rows if r[0] == "| dedup")
-    assert "jaccard_threshold 0.8" in dedup[3] and "num_perm 128" in dedup[3] and "bands 16" in dedup[3]
+    assert "jaccard_threshold 0.8" in dedup[3] and "num_perm 128" in dedup[3]
+    assert "bands 32" in dedup[3] and "rows 4" in dedup[3]  # the graph's banding, chosen for 0.7
     assert f"exact dropped {built['manifest']['dedup']['exact_dropped']}" in dedup[2]
     publish = next(r for r in rows if r[0] == "| publish")
     assert publish[3] == "shard_rows 25; val_permille 100"
