@@ -305,6 +305,10 @@ def counts(run: dict[str, Any]) -> dict[str, Any]:
         "dedup: pairs scored (probe)": run["dedup"]["probe"]["scored_pairs"],
         "analysis: pairs scored (stats)": analysis_scored,
         "analysis: pairs scored (probe)": run["analysis"]["probe"]["scored_pairs"],
+        "documents shingled, dedup + analysis (probes)":
+            run["dedup"]["probe"]["shingled_docs"] + run["analysis"]["probe"]["shingled_docs"],
+        "pairs scored, dedup + analysis (probes)":
+            run["dedup"]["probe"]["scored_pairs"] + run["analysis"]["probe"]["scored_pairs"],
         "analysis: jaccard source": jaccard.get("source", "scored here"),
         "dedup: LSH banding (bands x rows)": _banding(stats),
         "analysis: LSH banding (bands x rows)": "{bands} x {rows}".format(**run["analysis"]["steps"]["candidates"]),
