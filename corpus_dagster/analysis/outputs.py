@@ -18,7 +18,7 @@ from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.parquet import ParquetSettings, write_parquet
 from corpus_dagster.core.settings import AnalysisSettings
 
-CODE_VERSION = "4"  # 2: near_duplicates carry intersection/union, jaccard rounded up; 3: _INPUTS.json; 4: near_dup/
+CODE_VERSION = "5"  # raised whenever the same inputs and settings would give other output bytes
 # Analysis tables: written whole, one row group unless a size is given (fixed settings, same bytes every run).
 ANALYSIS_PARQUET = ParquetSettings(compression_level=3, use_dictionary=False, write_statistics=False)
 GROUPS_FILE = "duplicate_groups.jsonl"

@@ -27,11 +27,12 @@ import numpy as np
 import pyarrow as pa
 
 from corpus_dagster.core.arrays import unique_sorted
+from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.core.settings import DedupSettings, NearDupSettings
 from corpus_dagster.dedup.exact import exact_duplicates
-from corpus_dagster.dedup.near import build_store, lsh_band_keys, near_clusters
+from corpus_dagster.dedup.near import agreeing_candidates, build_store, lsh_band_keys, near_clusters
 from corpus_dagster.dedup.protected import build_protected_index
 from corpus_dagster.dedup.scan import Job, scan_corpus
 from corpus_dagster.dedup.tables import (
@@ -56,6 +57,7 @@ from corpus_dagster.minhash.driver import SIGNATURE_SETTINGS, near_settings, sig
 __all__ = ["CLUSTERS_SCHEMA", "DROPPED_SCHEMA", "PAIRS_SCHEMA", "DedupSource", "run_dedup"]
 
 REPORTED_SETTINGS = ("jaccard_threshold", "ngram", "action", "verify")
+GRAPH_SIGNATURES = "graph_signatures.bin"  # in the work folder: the signatures of the graph's documents
 
 
 @dataclass
@@ -157,6 +159,7 @@ class Prepared:
     by_set: dict[str, int]  # decontaminated documents per protected set, in config order
     band_keys: np.ndarray  # (participants, bands) uint64 band hashes of the graph's documents
     band_gids: np.ndarray  # int64 gid of each band_keys row
+    signatures: Path  # the graph documents' signatures, raw, one row per band_gids entry
     no_signature: int
     jobs: list[Job]  # the scan's row groups, to re-read the text of the verified documents
     gid_of_scan: np.ndarray
@@ -204,13 +207,14 @@ def prepare(
     corpus.sha256 = np.zeros((0, 32), np.uint8)
     timer.lap("exact")
 
-    # 3a. Band hashes of the graph's documents (the pairs come from each band on its own).
+    # 3a. Band hashes of the graph's documents (the pairs come from each band on its own), their signatures.
     sig_files = [(s.source_id, Path(s.signature_file)) for s in sources]
-    band_keys, band_gids, no_signature = lsh_band_keys(sig_files, corpus, distinct, spec)
+    with atomic_path(work / GRAPH_SIGNATURES) as tmp, open(tmp, "wb") as out:
+        band_keys, band_gids, no_signature = lsh_band_keys(sig_files, corpus, distinct, spec, out)
     timer.lap("lsh")
     return Prepared(
-        corpus.ids, status, matched, spec, detail, by_set, band_keys, band_gids, no_signature, corpus.jobs,
-        corpus.gid_of_scan,
+        corpus.ids, status, matched, spec, detail, by_set, band_keys, band_gids, work / GRAPH_SIGNATURES,
+        no_signature, corpus.jobs, corpus.gid_of_scan,
     )
 
 
@@ -223,12 +227,14 @@ def finish(
     near: NearDupSettings,
     out_dir: Path,
     timer: StepTimer,
+    lsh_pairs: int,
 ) -> dict[str, Any]:
     """Steps 5-6: dedup's clusters over the verified graph (each keeps its smallest id), the three tables
     (pairs.parquet: every pair of the graph at or above its threshold), the stats.
 
-    pairs: sorted candidate pairs; counts: (intersection, union) of their shingle sets; store: the shingle
-    store of the pairs' documents (None without pairs).
+    pairs: sorted candidate pairs whose signatures agree enough to be scored (`lsh_pairs` shared a bucket);
+    counts: (intersection, union) of their shingle sets; store: the shingle store of the pairs' documents
+    (None without pairs).
     """
     status, matched, spec = prep.status, prep.matched, prep.spec
     inter, union = counts
@@ -269,7 +275,8 @@ def finish(
         no_signature=prep.no_signature,
         lsh_participants=prep.participants,
         shingled_docs=len(nodes),
-        candidate_pairs=len(pairs),
+        candidate_pairs=lsh_pairs,
+        signature_filtered=lsh_pairs - len(pairs),
         scored_pairs=len(pairs),
         dedup_pairs=int(survivors.sum()),
         verified_pairs=int(accepted.sum()) if cfg.verify else None,
@@ -291,8 +298,10 @@ def _run(
     timer = StepTimer()
     prep = prepare(sources, cfg, spec, work, workers, timer)
 
-    # 3b. LSH candidate pairs among the graph's documents.
+    # 3b. LSH candidate pairs among the graph's documents; those whose signatures agree enough to score.
     pairs = candidate_pairs(prep.band_keys, prep.band_gids)
+    lsh_pairs = len(pairs)
+    pairs = pairs[agreeing_candidates(pairs, prep.signatures, prep.band_gids, len(prep.ids), spec, near)]
     timer.lap("lsh")
 
     # 4. Exact Jaccard of every candidate pair, once.
@@ -304,4 +313,4 @@ def _run(
         store = build_store(nodes, prep.jobs, prep.gid_of_scan, near, work / "shingles.u64", workers)
         counts = store.counts(pair_nodes[:, 0], pair_nodes[:, 1], near.verify_batch_shingles)
     timer.lap("verify")
-    return finish(prep, pairs, counts, store, cfg, near, out_dir, timer)
+    return finish(prep, pairs, counts, store, cfg, near, out_dir, timer, lsh_pairs)

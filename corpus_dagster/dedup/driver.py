@@ -44,8 +44,15 @@ from corpus_dagster.core.settings import DedupSettings, Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, commit_outputs
 from corpus_dagster.core.units import Plan, done_elsewhere, run_units
 from corpus_dagster.core.work import WorkFolder
-from corpus_dagster.dedup.corpus_dedup import DedupSource, StepTimer, check_inputs, finish, prepare
-from corpus_dagster.dedup.near import build_store
+from corpus_dagster.dedup.corpus_dedup import (
+    GRAPH_SIGNATURES,
+    DedupSource,
+    StepTimer,
+    check_inputs,
+    finish,
+    prepare,
+)
+from corpus_dagster.dedup.near import agreeing_candidates, build_store
 from corpus_dagster.dedup.protected import protected_set_specs
 from corpus_dagster.dedup.scan import Job
 from corpus_dagster.dedup.work_files import (
@@ -79,7 +86,7 @@ from corpus_dagster.lib.near_graph import GraphSpec, graph_spec
 from corpus_dagster.minhash.driver import run_signatures, signature_file, signature_key, signatures_current
 
 DEDUP = "dedup"
-DEDUP_CODE_VERSION = "1"
+DEDUP_CODE_VERSION = "2"
 TABLES = ("dropped.parquet", "clusters.parquet", "pairs.parquet")
 
 DEDUP_STAGE = Stage(DEDUP, DEDUP_CODE_VERSION)
@@ -227,7 +234,8 @@ def plan_verify(layout: Layout, resolved: Settings | Mapping[str, Any], key: str
         if plan is None:
             plan = _plan_verify(layout, as_settings(resolved), work, meta)
     if log is not None:
-        log(f"dedup verify plan: {plan['pairs']:,} candidate pairs, {plan['units']} verification unit(s)")
+        log(f"dedup verify plan: {plan['lsh_pairs']:,} LSH candidate pairs, {plan['pairs']:,} with signatures that "
+            f"agree enough to score, {plan['units']} verification unit(s)")
     return Plan(key, tuple(verify_unit(i) for i in range(plan["units"])))
 
 
@@ -238,6 +246,10 @@ def _plan_verify(layout: Layout, settings: Settings, work: WorkFolder, meta: dic
     bands = [lsh_unit(b) for b in range(meta["bands"])]
     work.require_done(bands)
     pairs = unpack_pairs(merge_pairs([np.load(work.unit_path(u, PAIRS)) for u in bands]))
+    lsh_pairs = len(pairs)
+    spec = graph_spec(near, settings.dedup.jaccard_threshold)
+    pairs = pairs[agreeing_candidates(pairs, path / GRAPH_SIGNATURES, np.load(path / BAND_GIDS, mmap_mode="r"),
+                                      meta["docs"], spec, near)]
     save_array(path / CANDIDATES, pairs)
     timer.lap("lsh")
     nodes = unique_sorted(pairs)
@@ -253,7 +265,7 @@ def _plan_verify(layout: Layout, settings: Settings, work: WorkFolder, meta: dic
         units = -(-len(pairs) // near.verify_chunk_pairs)
     timer.lap("verify")
     plan = {
-        "pairs": len(pairs), "chunk_pairs": int(near.verify_chunk_pairs), "units": units,
+        "pairs": len(pairs), "lsh_pairs": lsh_pairs, "chunk_pairs": int(near.verify_chunk_pairs), "units": units,
         "seconds": timer.seconds, "peak_rss_mb": timer.rss,
     }
     return work.write_plan(plan, files=verify_files(units), name=VERIFY)
@@ -295,7 +307,7 @@ def finish_dedup(layout: Layout, resolved: Settings | Mapping[str, Any], key: st
     out_dir = folder / key
     out_dir.mkdir(parents=True, exist_ok=True)
     records.begin(out_dir)
-    stats = finish(prep, pairs, counts, store, cfg, settings.near_dup, out_dir, timer)
+    stats = finish(prep, pairs, counts, store, cfg, settings.near_dup, out_dir, timer, plan["lsh_pairs"])
     stats["sources"] = source_ids
     names = [f"{key}/{t}" for t in TABLES]
     commit_outputs(folder, DEDUP_STAGE, key, inputs, key_settings(settings),

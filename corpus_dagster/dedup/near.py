@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow.compute as pc
@@ -18,15 +19,18 @@ from corpus_dagster.dedup.components import cluster_keepers
 from corpus_dagster.dedup.scan import Corpus, Job
 from corpus_dagster.lib.jaccard import ShingleStore, shingle_sets_task
 from corpus_dagster.lib.lsh import band_hashes
-from corpus_dagster.lib.near_graph import GraphSpec
+from corpus_dagster.lib.minhash import signature_dtype
+from corpus_dagster.lib.near_graph import GraphSpec, agreeing, agreement_floor
 
 
 def lsh_band_keys(
-    signature_files: list[tuple[str, Path]], corpus: Corpus, eligible: np.ndarray, spec: GraphSpec
+    signature_files: list[tuple[str, Path]], corpus: Corpus, eligible: np.ndarray, spec: GraphSpec,
+    signatures_out: BinaryIO | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Band hashes of the eligible documents with a signature (the first bands x rows values of each):
     ((n, bands) uint64, their gids, documents without a signature, eligible or not). Ids only, never text: memory
-    is n * bands * 8 bytes.
+    is n * bands * 8 bytes. `signatures_out` receives the signatures of those documents, in the same order
+    (raw values, num_perm per row), for the candidates' agreement filter.
 
     A signature file whose ids differ from its source's clean documents is refused as stale.
     """
@@ -53,6 +57,8 @@ def lsh_band_keys(
             values = child.to_numpy().reshape(len(sig), width)
             band_parts.append(band_hashes(np.ascontiguousarray(values[take, : spec.width]), spec.bands))
             gid_parts.append(gids[take])
+            if signatures_out is not None:
+                signatures_out.write(np.ascontiguousarray(values[take]).tobytes())
             seen += batch.num_rows
         if lo + seen != hi:
             raise DedupInputError(
@@ -64,6 +70,22 @@ def lsh_band_keys(
     return keys, gids, no_signature
 
 
+
+
+def agreeing_candidates(pairs: np.ndarray, signature_file: Path, band_gids: np.ndarray, n_docs: int,
+                        spec: GraphSpec, near: NearDupSettings) -> np.ndarray:
+    """Per candidate pair: whether its signatures agree enough to be scored (`near_graph.agreeing`).
+
+    signature_file: the graph documents' signatures in `band_gids` order, as `lsh_band_keys` wrote them."""
+    if not len(pairs):  # nothing to read (and an empty file cannot be mapped)
+        return np.zeros(0, dtype=bool)
+    signatures = np.memmap(signature_file, dtype=signature_dtype(near.scheme), mode="r").reshape(-1, spec.num_perm)
+    row_of_gid = np.full(n_docs, -1, dtype=np.int64)
+    row_of_gid[np.asarray(band_gids)] = np.arange(len(band_gids))
+    try:
+        return agreeing(pairs, signatures, row_of_gid, agreement_floor(spec.num_perm, spec.threshold))
+    finally:
+        del signatures
 
 
 def build_store(

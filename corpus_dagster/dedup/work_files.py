@@ -5,7 +5,9 @@ the arrays the plan leaves for the units and the finish (ids and numbers as .npy
     ids.arrow             document ids in gid order
     status.npy, matched.npy, gid_of_scan.npy
     band_hashes.npy       (bands, participants) uint64, one row per LSH unit; band_gids.npy their gids
-    candidates.npy        the merged candidate pairs; pair_nodes.npy the same as node numbers
+    graph_signatures.bin  their signatures (raw, num_perm values per row), for the candidates' agreement filter
+    candidates.npy        the merged candidate pairs whose signatures agree enough to score; pair_nodes.npy
+                          the same as node numbers
     shingles.u64, store_offset.npy, store_length.npy   the shingle store of the pairs' documents
     verify.json           the verification plan, written last: pairs, chunk size, unit count
     units/lsh-band-NNN.pairs.npy      an LSH unit's pairs (every pair of each bucket), packed (gid_a << 32 | gid_b)
@@ -23,7 +25,7 @@ import pyarrow as pa
 from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.work import WorkFolder
-from corpus_dagster.dedup.corpus_dedup import Prepared, StepTimer
+from corpus_dagster.dedup.corpus_dedup import GRAPH_SIGNATURES, Prepared, StepTimer
 from corpus_dagster.lib.jaccard import ShingleStore
 from corpus_dagster.lib.near_graph import GraphSpec
 
@@ -34,7 +36,7 @@ BAND_GIDS = "band_gids.npy"
 CANDIDATES = "candidates.npy"
 PAIR_NODES = "pair_nodes.npy"
 SHINGLES = "shingles.u64"
-PREPARED_FILES = (IDS, "status.npy", "matched.npy", "gid_of_scan.npy", BAND_HASHES, BAND_GIDS)
+PREPARED_FILES = (IDS, "status.npy", "matched.npy", "gid_of_scan.npy", BAND_HASHES, BAND_GIDS, GRAPH_SIGNATURES)
 LSH_UNIT = "lsh-band-"
 VERIFY_UNIT = "verify-"
 PAIRS = "pairs.npy"  # an LSH unit's output
@@ -99,6 +101,7 @@ def read_prepared(path: Path, meta: dict[str, Any], spec: GraphSpec) -> Prepared
         by_set={name: n for name, n in meta["by_set"]},
         band_keys=np.zeros((0, meta["bands"]), np.uint64),
         band_gids=np.load(path / BAND_GIDS, mmap_mode="r"),
+        signatures=path / GRAPH_SIGNATURES,
         no_signature=meta["no_signature"],
         jobs=[],
         gid_of_scan=np.zeros(0, np.int64),

@@ -4,11 +4,19 @@ One graph serves dedup and the analysis: its threshold is the lowest either need
 for that threshold (`lsh.choose_banding`) unless the config fixes it, and every candidate pair is scored
 once by exact Jaccard. Dedup then drops by its own threshold over the graph, the analysis reads its views
 from it.
+
+Banding for a high candidate probability at the threshold lets many dissimilar pairs share a bucket; before
+any text is read, a candidate whose two signatures agree on far fewer values than a pair at the threshold
+would (`agreement_floor`) is set aside. Its cost is one comparison of two rows of values per pair, against
+shingling both texts and a merge walk over their sets.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from corpus_dagster.core.settings import NearDupSettings
 from corpus_dagster.lib.lsh import candidate_probability, choose_banding
@@ -48,3 +56,31 @@ def graph_spec(near: NearDupSettings, dedup_threshold: float) -> GraphSpec:
     else:
         bands, rows = choose_banding(int(near.num_perm), threshold, float(near.candidate_probability))
     return GraphSpec(threshold, bands, rows, int(near.num_perm), int(near.shingle_size))
+
+
+# Standard deviations below the mean agreement of a pair exactly at the threshold: a pair at or above it falls
+# under the floor with probability about 1e-9 (the binomial tail), once in a billion such pairs.
+AGREEMENT_SIGMAS = 6.0
+
+
+def agreement_floor(num_values: int, threshold: float) -> int:
+    """The fewest equal signature values a candidate needs to be scored: AGREEMENT_SIGMAS standard deviations
+    below the mean of Binomial(num_values, threshold), the agreement of two MinHash signatures of a pair at
+    the threshold."""
+    mean = num_values * threshold
+    return max(0, math.floor(mean - AGREEMENT_SIGMAS * math.sqrt(mean * (1.0 - threshold))))
+
+
+def agreeing(pairs: np.ndarray, signatures: np.ndarray, row_of_gid: np.ndarray, floor: int,
+             chunk: int = 1 << 16) -> np.ndarray:
+    """Per candidate pair (gid, gid): whether its two signatures agree on at least `floor` values.
+
+    signatures: one row per graph document (a memory map is fine: chunk pairs at a time are read);
+    row_of_gid: the signature row of each gid. Memory: 2 x chunk x num_perm values."""
+    keep = np.zeros(len(pairs), dtype=bool)
+    for start in range(0, len(pairs), chunk):
+        part = pairs[start : start + chunk]
+        a = np.asarray(signatures[row_of_gid[part[:, 0]]])
+        b = np.asarray(signatures[row_of_gid[part[:, 1]]])
+        keep[start : start + len(part)] = (a == b).sum(axis=1) >= floor
+    return keep

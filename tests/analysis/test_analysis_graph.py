@@ -81,7 +81,7 @@ def test_word_counts_read_from_the_signature_files_equal_counting_them(built, tm
 
 def test_a_pair_is_scored_once_for_dedup_and_the_analysis(built) -> None:
     _root, _sources, stats = built
-    assert stats["scored_pairs"] == stats["candidate_pairs"] >= stats["pairs_rows"] > 0
+    assert stats["scored_pairs"] == stats["candidate_pairs"] - stats["signature_filtered"] >= stats["pairs_rows"] > 0
     assert stats["graph"]["bands"] * stats["graph"]["rows"] <= stats["graph"]["num_perm"]
     assert stats["settings"]["bands"] == stats["graph"]["bands"]
 
@@ -116,3 +116,19 @@ def test_the_graph_holds_pairs_of_decontaminated_documents_that_dedup_never_merg
     assert [(p["id_a"], p["id_b"]) for p in pairs] == [("s:0", "s:1")]  # both carry the protected passage
     assert pairs[0]["intersection"] * 1.0 / pairs[0]["union"] == pytest.approx(pairs[0]["jaccard"])
     assert stats["decontaminated"] == 2 and stats["near_dropped"] == 0 and stats["verified_pairs"] == 0
+
+
+def test_the_agreement_filter_sets_aside_only_pairs_below_the_threshold(tmp_path: Path, monkeypatch) -> None:
+    import corpus_dagster.lib.near_graph as near_graph
+
+    cfg, near = configs()
+    sources = make_sources(tmp_path, {"a": _texts(3), "b": _texts(4)}, near)
+    filtered = run_dedup(sources, cfg, tmp_path / "filtered", near=near)
+    monkeypatch.setattr(near_graph, "AGREEMENT_SIGMAS", 1e9)  # floor 0: every candidate scored
+    everything = run_dedup(sources, cfg, tmp_path / "everything", near=near)
+    for name in ("pairs", "dropped", "clusters"):
+        assert (tmp_path / "filtered" / f"{name}.parquet").read_bytes() == (
+            tmp_path / "everything" / f"{name}.parquet").read_bytes(), name
+    assert everything["signature_filtered"] == 0 and everything["scored_pairs"] == everything["candidate_pairs"]
+    assert filtered["candidate_pairs"] == everything["candidate_pairs"]
+    assert filtered["scored_pairs"] < everything["scored_pairs"] and filtered["shingled_docs"] < everything["shingled_docs"]

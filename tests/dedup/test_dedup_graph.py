@@ -21,7 +21,7 @@ from corpus_dagster.lib.lsh import (
     choose_banding,
     unpack_pairs,
 )
-from corpus_dagster.lib.near_graph import graph_spec
+from corpus_dagster.lib.near_graph import agreeing, agreement_floor, graph_spec
 from corpus_dagster.lib.shingle_hashing import shingle_hash64
 
 
@@ -166,3 +166,13 @@ def test_intersections_of_sorted_ranges() -> None:
     got = intersections(values, np.array([0, 0, 0, 10]), np.array([5, 5, 0, 1]),
                         np.array([5, 0, 5, 0]), np.array([5, 5, 5, 5]))
     assert got.tolist() == [3, 5, 0, 0]
+
+
+def test_the_agreement_floor_is_six_deviations_under_a_pair_at_the_threshold() -> None:
+    assert agreement_floor(128, 0.7) == 58 and agreement_floor(128, 0.8) == 75 and agreement_floor(4, 0.5) == 0
+    rng = np.random.default_rng(0)
+    sigs = rng.integers(0, 1 << 32, size=(4, 128), dtype=np.uint64).astype(np.uint32)
+    sigs[1, :58] = sigs[0, :58]  # 58 values agree: kept; 57: set aside
+    sigs[2, :57] = sigs[0, :57]
+    keep = agreeing(np.array([[10, 11], [10, 12], [11, 13]]), sigs, np.array([-1] * 10 + [0, 1, 2, 3]), 58, chunk=2)
+    assert keep.tolist() == [True, False, False]
