@@ -338,14 +338,18 @@ def score(run: EngineRun, log) -> dict[str, Any]:
         "truth: distinct texts / with shingles": f"{truth.stats['distinct_texts']}/{truth.stats['texts_with_shingles']}",
         "truth: candidate pairs verified (prefix filter)": truth.stats["candidate_pairs_verified"],
         "truth: seconds (read, shingle, join)": "/".join(str(v) for v in truth.stats["seconds"].values()),
-        "dedup: documents shingled (LSH participants)": run.dedup_stats.get("lsh_participants"),
+        "dedup: documents in LSH": run.dedup_stats.get("lsh_participants"),
+        "dedup: documents shingled (stats; older code: n/a)": run.dedup_stats.get("shingled_docs", "n/a"),
         "dedup: no signature (< 5 words)": run.dedup_stats.get("no_signature"),
-        "dedup: candidate pairs scored": run.dedup_stats.get("candidate_pairs"),
+        "dedup: LSH candidate pairs": run.dedup_stats.get("candidate_pairs"),
+        "dedup: pairs scored": run.dedup_stats.get("scored_pairs", run.dedup_stats.get("candidate_pairs")),
         "dedup: verified pairs >= t": run.dedup_stats.get("verified_pairs"),
         "analysis: documents scanned / no shingles": f"{steps.get('scan', {}).get('docs')}/"
                                                       f"{steps.get('scan', {}).get('no_shingle_docs')}",
         "analysis: documents in LSH": steps.get("candidates", {}).get("lsh_docs"),
-        "analysis: candidate pairs scored": steps.get("jaccard", {}).get("candidate_pairs"),
+        "analysis: pairs scored (0: read from the graph)": (
+            0 if steps.get("jaccard", {}).get("source") == "near-duplicate graph"
+            else steps.get("jaccard", {}).get("candidate_pairs")),
         "analysis: verified pairs >= t": steps.get("jaccard", {}).get("verified_pairs"),
     }
     return {"label": run.label, "dedup_threshold": run.dedup_threshold, "pair_threshold": run.pair_threshold,
