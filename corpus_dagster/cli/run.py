@@ -84,6 +84,24 @@ def _error(prefix: str, message: str) -> None:
     print(f"{prefix}: error: {message}", file=sys.stderr, flush=True)
 
 
+def _load_config_saying_what_moved(config_path: str, prefix: str) -> dict:
+    """The resolved config; each key that moved (`core.deprecated`) is said once, on one `warning:` line."""
+    import warnings
+
+    from corpus_dagster.core.config import load_config
+    from corpus_dagster.core.deprecated import DeprecatedKeyWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DeprecatedKeyWarning)
+        resolved = load_config(config_path)
+    for warning in caught:
+        if issubclass(warning.category, DeprecatedKeyWarning):
+            print(f"{prefix}: warning: {warning.message}", file=sys.stderr, flush=True)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return resolved
+
+
 @contextmanager
 def _logging_to(log: TextIO) -> Iterator[None]:
     """This process's Python logging and warnings go to the log file (never the console) while the run lasts."""
@@ -104,14 +122,13 @@ def _logging_to(log: TextIO) -> Iterator[None]:
 
 def run_pipeline(config_path: str, prefix: str = "run", keep_going: bool = False, log_file: Path | None = None) -> int:
     """Run everything for a config with a compact progress display; returns the exit code (see EXIT_CODES)."""
-    from corpus_dagster.core.config import load_config
     from corpus_dagster.core.errors import ConfigError, LedgerError
     from corpus_dagster.core.layout import Layout
 
     start = time.monotonic()
     config_path = str(Path(config_path).resolve())
     try:
-        resolved = load_config(config_path)
+        resolved = _load_config_saying_what_moved(config_path, prefix)
     except ConfigError as exc:
         _error(prefix, one_line_error(exc))
         return EXIT_BAD_INPUT

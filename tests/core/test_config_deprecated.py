@@ -70,3 +70,14 @@ def test_a_file_in_the_old_layout_loads_with_its_message(tmp_path) -> None:
     with pytest.warns(DeprecatedKeyWarning, match=r"old\.yaml: dedup\.num_perm is now near_dup\.num_perm"):
         resolved = load_config(path, {"dataset": "fresh-cache-entry"})
     assert resolved["near_dup"]["num_perm"] == 64
+
+
+def test_the_cli_says_each_moved_key_once_on_a_warning_line(tmp_path, capsys) -> None:
+    from corpus_dagster.cli.run import run_pipeline
+
+    config = tmp_path / "old.yaml"
+    config.write_text(f"dataset: cli-moved-keys\ndedup:\n  shingle_size: 5\npaths:\n  artifacts: {tmp_path / 'a'}\n")
+    assert run_pipeline(str(config)) == 2  # no ledger: stops before any run, after reading the config
+    err = capsys.readouterr().err.splitlines()
+    assert err.count(f"run: warning: {config}: dedup.shingle_size is now near_dup.shingle_size") == 1
+    assert not any("DeprecatedKeyWarning" in line for line in err) and any(line.startswith("run: error:") for line in err)
