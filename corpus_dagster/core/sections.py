@@ -75,6 +75,12 @@ class Section:
         """Back to the resolved-config form."""
         return to_dict(self)
 
+    @classmethod
+    def of(cls, value: Any) -> Any:
+        """`value` itself when it is this section, else this section read from its resolved dict: what a
+        logic entry that also accepts the dict form (tests, benchmarks) calls once."""
+        return value if isinstance(value, cls) else cls.from_dict(value)
+
 
 def to_dict(section: Any) -> dict[str, Any]:
     """The resolved-config dict a section object was built from (a key the schema gives no default and

@@ -52,7 +52,7 @@ from corpus_dagster.dedup.tables import (
 from corpus_dagster.lib.jaccard import ShingleStore, jaccard_of
 from corpus_dagster.lib.lsh import candidate_pairs
 from corpus_dagster.lib.near_graph import GraphSpec, graph_spec
-from corpus_dagster.minhash.driver import SIGNATURE_SETTINGS, near_settings, signature_settings
+from corpus_dagster.minhash.driver import SIGNATURE_SETTINGS, signature_settings
 
 __all__ = ["CLUSTERS_SCHEMA", "DROPPED_SCHEMA", "PAIRS_SCHEMA", "DedupSource", "run_dedup"]
 
@@ -128,8 +128,8 @@ def run_dedup(
     values. Returns the stats a person wants to see (counts, largest clusters, example pairs, per-step
     seconds and peak RSS).
     """
-    cfg = dedup_section(cfg)
-    near = near_settings(near if near is not None else {})
+    cfg = DedupSettings.of(cfg)
+    near = NearDupSettings.of(near if near is not None else {})
     spec = graph_spec(near, cfg.jaccard_threshold)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -139,11 +139,6 @@ def run_dedup(
         return _run(sources, cfg, near, spec, out_dir, work, workers)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def dedup_section(cfg: DedupSettings | Mapping[str, Any]) -> DedupSettings:
-    """The typed `dedup` section, from itself or its resolved dict."""
-    return cfg if isinstance(cfg, DedupSettings) else DedupSettings.from_dict(cfg)
 
 
 @dataclass

@@ -157,7 +157,7 @@ class ProtectedIndex:
 
 def build_protected_index(cfg: DedupSettings | Mapping[str, Any]) -> ProtectedIndex:
     """Read and index every configured protected set (cfg = the `dedup` section, typed or its resolved dict)."""
-    cfg = cfg if isinstance(cfg, DedupSettings) else DedupSettings.from_dict(cfg)
+    cfg = DedupSettings.of(cfg)
     n = cfg.ngram
     specs = protected_set_specs(cfg)
     all_hashes, all_sets, all_pos, batches = [], [], [], []

@@ -20,9 +20,6 @@ from corpus_dagster.core.settings import Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.minhash.signatures import SIGNATURE_SETTINGS, compute_signatures
 from corpus_dagster.minhash.signatures import (
-    near_settings as near_settings,  # the dedup logic's entries accept the dict form the same way
-)
-from corpus_dagster.minhash.signatures import (
     signature_settings as signature_settings,  # a signature file's reader
 )
 

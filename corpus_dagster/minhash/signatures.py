@@ -30,12 +30,6 @@ SIGNATURE_FORMAT = 1
 SIGNATURE_SETTINGS = ("num_perm", "seed", "scheme", "shingle_size")
 
 
-def near_settings(cfg: NearDupSettings | Mapping[str, Any]) -> NearDupSettings:
-    """The typed `near_dup` section of `cfg`, or `cfg` itself: what a public logic entry accepts (callers holding
-    only the resolved `near_dup` dict, such as tests and benchmarks, convert here once)."""
-    return cfg if isinstance(cfg, NearDupSettings) else NearDupSettings.from_dict(cfg)
-
-
 def signature_schema(cfg: NearDupSettings) -> pa.Schema:
     """Arrow schema of a signature file for the `near_dup` section (settings in its metadata)."""
     value_type = pa.uint32() if signature_dtype(cfg.scheme) == np.uint32 else pa.uint64()
@@ -113,7 +107,7 @@ def compute_signatures(
     signature (it can only be caught as an exact duplicate). The output is written atomically and is
     byte-identical for any `workers` value: the unit of work is one input row group, written in order.
     """
-    cfg = near_settings(cfg)
+    cfg = NearDupSettings.of(cfg)
     start = time.monotonic()
     jobs = []
     for path in doc_files:

@@ -79,3 +79,13 @@ def test_optional_subsection_without_defaults_round_trips():
 def test_replace_recomputes_the_resolved_dict():
     settings = Settings.from_resolved(load_config(None))
     assert dataclasses.replace(settings, shard_rows=5).resolved["shard_rows"] == 5
+
+
+def test_a_section_of_itself_or_of_its_dict() -> None:
+    from corpus_dagster.core.settings import DedupSettings
+
+    typed = DedupSettings(jaccard_threshold=0.6)
+    assert DedupSettings.of(typed) is typed
+    assert DedupSettings.of({"jaccard_threshold": 0.6}) == typed
+    with pytest.raises(KeyError, match="unknown config keys"):
+        DedupSettings.of({"num_perm": 128})  # a key of another section
