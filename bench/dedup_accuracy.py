@@ -63,8 +63,7 @@ docs = corpus_from_sources({s: [Path(f) for f in fs] for s, fs in spec["sources"
 extra = {}
 if spec["graph"]:  # one near-duplicate graph: the analysis reads dedup's verified pairs
     from corpus_dagster.lib.near_graph import GraphSpec
-    shape = {k: v for k, v in spec["graph"].items() if k in GraphSpec.__dataclass_fields__}
-    extra = {"near": settings.near_dup, "graph": (Path(spec["graph_file"]), GraphSpec(**shape))}
+    extra = {"near": settings.near_dup, "graph": (Path(spec["graph_file"]), GraphSpec.from_dict(spec["graph"]))}
 result = run_analysis(docs, Path(spec["out"]), settings.analysis, signature_files=[Path(p) for p in spec["signatures"]],
                       steps=["duplicates"], workers=spec["workers"], **extra)
 print(json.dumps({"steps": result["steps"], "pair_threshold": str(settings.analysis.pair_threshold)}, default=str))

@@ -393,9 +393,7 @@ def near_graph(layout: Layout, resolved: Settings | Mapping[str, Any] | None = N
     shape = record.stats.get("graph")
     if shape is None:
         raise UpstreamMissing(f"{layout.stage(DEDUP)}: the last dedup recorded no near-duplicate graph; run dedup")
-    spec = GraphSpec(float(shape["threshold"]), int(shape["bands"]), int(shape["rows"]), int(shape["num_perm"]),
-                     int(shape["shingle_size"]))
-    return dedup_tables(layout, resolved)["pairs"], spec, list(record.stats["sources"])
+    return dedup_tables(layout, resolved)["pairs"], GraphSpec.from_dict(shape), list(record.stats["sources"])
 
 
 def dedup_tables(layout: Layout, resolved: Settings | Mapping[str, Any] | None = None) -> dict[str, Path]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +41,12 @@ class GraphSpec:
     def probability(self, jaccard: float) -> float:
         """Chance that a pair at this Jaccard becomes a candidate."""
         return candidate_probability(jaccard, self.bands, self.rows)
+
+    @classmethod
+    def from_dict(cls, shape: dict[str, Any]) -> GraphSpec:
+        """The spec an `as_dict` recorded (a stage's stats), its derived entries left out."""
+        return cls(float(shape["threshold"]), int(shape["bands"]), int(shape["rows"]), int(shape["num_perm"]),
+                   int(shape["shingle_size"]))
 
     def as_dict(self) -> dict[str, float | int]:
         """For stats and reports."""

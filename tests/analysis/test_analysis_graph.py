@@ -41,8 +41,7 @@ def built(tmp_path_factory) -> tuple[Path, list, dict]:
 
 
 def _spec(stats: dict) -> GraphSpec:
-    g = stats["graph"]
-    return GraphSpec(g["threshold"], g["bands"], g["rows"], g["num_perm"], g["shingle_size"])
+    return GraphSpec.from_dict(stats["graph"])
 
 
 def _analysis_cfg():
