@@ -193,12 +193,14 @@ def prepare(
     del index
     timer.lap("decontaminate")
 
-    # 2. Exact duplicates among the rest. A text and its contamination go together, so the smallest id of a
-    # text is the same among all documents as among the survivors: the graph's documents are those.
-    dup, kept_as = exact_duplicates(corpus.sha256, np.flatnonzero(status == KEPT))
-    status[dup], matched[dup] = EXACT, kept_as
+    # 2. Exact duplicates among the rest. Contamination is decided by the text, so a group of identical texts
+    # is decontaminated whole or not at all: one grouping of every document gives the survivors' groups (the
+    # same smallest id) and the graph's documents (the smallest id of every text).
+    dup, kept_as = exact_duplicates(corpus.sha256, np.arange(corpus.n, dtype=np.int64))
+    survivor = status[dup] == KEPT
+    status[dup[survivor]], matched[dup[survivor]] = EXACT, kept_as[survivor]
     distinct = np.ones(corpus.n, dtype=bool)
-    distinct[exact_duplicates(corpus.sha256, np.arange(corpus.n, dtype=np.int64))[0]] = False
+    distinct[dup] = False
     corpus.sha256 = np.zeros((0, 32), np.uint8)
     timer.lap("exact")
 
