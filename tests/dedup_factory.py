@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from dataclasses import fields
 from pathlib import Path
@@ -11,7 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus_dagster.clean.driver import CLEAN_DOC_SCHEMA
+from corpus_dagster.core import records
 from corpus_dagster.core.config import load_config
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.settings import NearDupSettings
 from corpus_dagster.dedup import DedupSource
 from corpus_dagster.lib.text import words
@@ -114,3 +118,17 @@ def true_jaccard(x: str, y: str, k: int = 5) -> float:
     """Reference Jaccard of two texts' shingle sets."""
     a, b = shingle_set(x, k), shingle_set(y, k)
     return len(a & b) / len(a | b) if a | b else 0.0
+
+
+def plant_clean(layout: Layout, source_id: str, texts: list[str]) -> None:
+    """A completed clean stage for one source: its document files (two, small row groups) and record."""
+    folder = layout.stage("clean", source_id)
+    key = hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:16]
+    half = len(texts) // 2
+    names = [f"{key}/docs-00000.parquet", f"{key}/docs-00001.parquet"]
+    write_clean_docs(folder / names[0], source_id, texts[:half], row_group_size=16)
+    write_clean_docs(folder / names[1], source_id, texts[half:], row_group_size=16, first_k=half)
+    records.commit(folder, StageRecord(
+        stage="clean", key=key, code_version="test", inputs={}, settings={},
+        outputs=records.describe_outputs(folder, names), files={"docs": names}, stats={"kept": len(texts)},
+    ))

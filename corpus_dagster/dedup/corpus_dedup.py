@@ -31,8 +31,16 @@ from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.core.settings import DedupSettings, NearDupSettings
+from corpus_dagster.dedup.blocks import graph_pairs
 from corpus_dagster.dedup.exact import exact_duplicates
-from corpus_dagster.dedup.near import agreeing_candidates, build_store, lsh_band_keys, near_clusters
+from corpus_dagster.dedup.near import (
+    ChainJaccard,
+    agreeing_candidates,
+    build_store,
+    lsh_band_keys,
+    near_clusters,
+    store_jaccard,
+)
 from corpus_dagster.dedup.protected import build_protected_index
 from corpus_dagster.dedup.scan import Job, scan_corpus
 from corpus_dagster.dedup.tables import (
@@ -50,7 +58,7 @@ from corpus_dagster.dedup.tables import (
     write_parquet,
 )
 from corpus_dagster.lib.jaccard import ShingleStore, jaccard_of
-from corpus_dagster.lib.lsh import candidate_pairs
+from corpus_dagster.lib.lsh import candidate_pairs, unpack_pairs
 from corpus_dagster.lib.near_graph import GraphSpec, graph_spec
 from corpus_dagster.minhash.driver import SIGNATURE_SETTINGS, signature_settings
 
@@ -154,6 +162,8 @@ class Prepared:
     by_set: dict[str, int]  # decontaminated documents per protected set, in config order
     band_keys: np.ndarray  # (participants, bands) uint64 band hashes of the graph's documents
     band_gids: np.ndarray  # int64 gid of each band_keys row
+    source_of_gid: np.ndarray  # int32 per gid: its source's number in the sorted source list
+    node_of_gid: np.ndarray  # int64 per gid: the graph node of its text (the smallest id with that text)
     signatures: Path  # the graph documents' signatures, raw, one row per band_gids entry
     no_signature: int
     jobs: list[Job]  # the scan's row groups, to re-read the text of the verified documents
@@ -161,7 +171,7 @@ class Prepared:
 
     @property
     def participants(self) -> int:
-        """Documents of the graph: every distinct text with a signature."""
+        """Documents in LSH: the smallest id of every distinct text of each source, with a signature."""
         return len(self.band_gids)
 
 
@@ -169,7 +179,9 @@ def prepare(
     sources: list[DedupSource], cfg: DedupSettings, spec: GraphSpec, work: Path, workers: int, timer: StepTimer
 ) -> Prepared:
     """Steps 1-2 and the band hashes of step 3: scan, decontaminate, exact-dedup, band the graph's documents
-    (the smallest id of every distinct text: the survivors of 1-2 and the decontaminated texts).
+    (the smallest id of every distinct text of each source, so that the pairs between two sources depend on
+    those two sources only (`dedup.blocks`); each stands for the node of its text, the smallest id with that
+    text across the corpus: the survivors of 1-2 and the decontaminated texts).
 
     `work` holds the protected index while the scan reads it.
     """
@@ -196,11 +208,16 @@ def prepare(
     # 2. Exact duplicates among the rest. Contamination is decided by the text, so a group of identical texts
     # is decontaminated whole or not at all: one grouping of every document gives the survivors' groups (the
     # same smallest id) and the graph's documents (the smallest id of every text).
-    dup, kept_as = exact_duplicates(corpus.sha256, np.arange(corpus.n, dtype=np.int64))
+    every = np.arange(corpus.n, dtype=np.int64)
+    dup, kept_as = exact_duplicates(corpus.sha256, every)
     survivor = status[dup] == KEPT
     status[dup[survivor]], matched[dup[survivor]] = EXACT, kept_as[survivor]
-    distinct = np.ones(corpus.n, dtype=bool)
-    distinct[dup] = False
+    node_of_gid = every.copy()
+    node_of_gid[dup] = kept_as
+    source_of_gid = np.empty(corpus.n, dtype=np.int32)
+    source_of_gid[corpus.gid_of_scan] = np.repeat(np.arange(len(sources), dtype=np.int32), np.diff(corpus.source_start))
+    distinct = np.ones(corpus.n, dtype=bool)  # per source
+    distinct[exact_duplicates(corpus.sha256, every, within=source_of_gid)[0]] = False
     corpus.sha256 = np.zeros((0, 32), np.uint8)
     timer.lap("exact")
 
@@ -210,8 +227,8 @@ def prepare(
         band_keys, band_gids, no_signature = lsh_band_keys(sig_files, corpus, distinct, spec, out)
     timer.lap("lsh")
     return Prepared(
-        corpus.ids, status, matched, spec, detail, by_set, band_keys, band_gids, work / GRAPH_SIGNATURES,
-        no_signature, corpus.jobs, corpus.gid_of_scan,
+        corpus.ids, status, matched, spec, detail, by_set, band_keys, band_gids, source_of_gid, node_of_gid,
+        work / GRAPH_SIGNATURES, no_signature, corpus.jobs, corpus.gid_of_scan,
     )
 
 
@@ -219,9 +236,8 @@ def finish(
     prep: Prepared,
     pairs: np.ndarray,
     counts: tuple[np.ndarray, np.ndarray],
-    store: ShingleStore | None,
+    chain_jaccard: ChainJaccard | None,
     cfg: DedupSettings,
-    near: NearDupSettings,
     out_dir: Path,
     timer: StepTimer,
     lsh_pairs: int,
@@ -230,8 +246,8 @@ def finish(
     (pairs.parquet: every pair of the graph at or above its threshold), the stats.
 
     pairs: sorted candidate pairs whose signatures agree enough to be scored (`lsh_pairs` shared a bucket);
-    counts: (intersection, union) of their shingle sets; store: the shingle store of the pairs' documents
-    (None without pairs).
+    counts: (intersection, union) of their shingle sets; chain_jaccard: exact Jaccard of a cluster member and
+    its keeper that were not a pair (None without pairs).
     """
     status, matched, spec = prep.status, prep.matched, prep.spec
     inter, union = counts
@@ -243,7 +259,7 @@ def finish(
     accepted = survivors & (pair_j >= cfg.jaccard_threshold) if cfg.verify else survivors
 
     # 5. Clusters; each keeps its smallest id.
-    clusters = near_clusters(nodes, pairs, pair_nodes, pair_j, accepted, store, near.verify_batch_shingles)
+    clusters = near_clusters(nodes, pairs, pair_nodes, pair_j, accepted, chain_jaccard)
     member_gids = nodes[clusters.members]
     if cfg.action == "drop":
         status[member_gids] = NEAR
@@ -271,7 +287,6 @@ def finish(
         near_below_threshold_to_kept=int((clusters.member_jaccard < cfg.jaccard_threshold).sum()),
         no_signature=prep.no_signature,
         lsh_participants=prep.participants,
-        shingled_docs=len(nodes),
         candidate_pairs=lsh_pairs,
         signature_filtered=lsh_pairs - len(pairs),
         scored_pairs=len(pairs),
@@ -295,19 +310,27 @@ def _run(
     timer = StepTimer()
     prep = prepare(sources, cfg, spec, work, workers, timer)
 
-    # 3b. LSH candidate pairs among the graph's documents; those whose signatures agree enough to score.
-    pairs = candidate_pairs(prep.band_keys, prep.band_gids)
-    lsh_pairs = len(pairs)
-    pairs = pairs[agreeing_candidates(pairs, prep.signatures, prep.band_gids, len(prep.ids), spec, near)]
+    # 3b. LSH candidate pairs among the graph's documents, as pairs of nodes; those whose signatures agree
+    # enough to score.
+    keys, differ = graph_pairs(candidate_pairs(prep.band_keys, prep.band_gids), prep.node_of_gid)
+    candidates = unpack_pairs(unique_sorted(keys[differ]))
+    pairs = candidates[agreeing_candidates(candidates, prep.signatures, prep.band_gids, len(prep.ids), spec, near)]
     timer.lap("lsh")
 
     # 4. Exact Jaccard of every candidate pair, once.
     nodes = unique_sorted(pairs)
     pair_nodes = np.searchsorted(nodes, pairs)
-    store = None
+    store, chain = None, None
     counts = (np.zeros(len(pairs), np.int64), np.zeros(len(pairs), np.int64))
     if len(pairs):
         store = build_store(nodes, prep.jobs, prep.gid_of_scan, near, work / "shingles.u64", workers)
         counts = store.counts(pair_nodes[:, 0], pair_nodes[:, 1], near.verify_batch_shingles)
+        chain = store_jaccard(store, nodes, near.verify_batch_shingles, _no_other_documents)
     timer.lap("verify")
-    return finish(prep, pairs, counts, store, cfg, near, out_dir, timer, lsh_pairs)
+    stats = finish(prep, pairs, counts, chain, cfg, out_dir, timer, len(candidates))
+    stats["shingled_docs"] = len(nodes)
+    return stats
+
+
+def _no_other_documents(gids: np.ndarray) -> ShingleStore:
+    raise AssertionError(f"a cluster member outside the scored pairs' documents: {gids[:5].tolist()}")

@@ -44,27 +44,47 @@ from corpus_dagster.core.settings import DedupSettings, Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, commit_outputs
 from corpus_dagster.core.units import Plan, done_elsewhere, run_units
 from corpus_dagster.core.work import WorkFolder
+from corpus_dagster.dedup.blocks import (
+    BLOCKS,
+    Block,
+    Graph,
+    block_numbers,
+    dirty_documents,
+    graph_pairs,
+    in_computed_blocks,
+    merge_graph,
+    plan_blocks,
+    read_blocks,
+    write_block,
+)
 from corpus_dagster.dedup.corpus_dedup import (
     GRAPH_SIGNATURES,
     DedupSource,
+    Prepared,
     StepTimer,
     check_inputs,
     finish,
     prepare,
 )
-from corpus_dagster.dedup.near import agreeing_candidates, build_store
+from corpus_dagster.dedup.near import agreeing_candidates, build_store, store_jaccard
 from corpus_dagster.dedup.protected import protected_set_specs
 from corpus_dagster.dedup.scan import Job
 from corpus_dagster.dedup.work_files import (
+    AGREE,
+    BAND_DIRTY,
     BAND_GIDS,
     BAND_HASHES,
     CANDIDATES,
     COUNTS,
+    GRAPH_CANDIDATES,
+    LOCAL_PAIRS,
     LSH_UNIT,
+    NODE_OF_GID,
     PAIR_NODES,
     PAIRS,
     PREPARED_FILES,
     SHINGLES,
+    SOURCE_OF_GID,
     VERIFY,
     VERIFY_UNIT,
     DedupWorkError,
@@ -81,12 +101,13 @@ from corpus_dagster.dedup.work_files import (
     verify_unit,
     write_prepared,
 )
+from corpus_dagster.lib.jaccard import ShingleStore
 from corpus_dagster.lib.lsh import band_pairs, merge_pairs, unpack_pairs
 from corpus_dagster.lib.near_graph import GraphSpec, graph_spec
 from corpus_dagster.minhash.driver import run_signatures, signature_file, signature_key, signatures_current
 
 DEDUP = "dedup"
-DEDUP_CODE_VERSION = "2"
+DEDUP_CODE_VERSION = "3"
 TABLES = ("dropped.parquet", "clusters.parquet", "pairs.parquet")
 
 DEDUP_STAGE = Stage(DEDUP, DEDUP_CODE_VERSION)
@@ -148,9 +169,11 @@ def plan_dedup(layout: Layout, resolved: Settings | Mapping[str, Any], source_id
     if log is not None:
         log(f"dedup: {len(source_ids)} source(s), {meta['docs']:,} documents, "
             f"{_clean_bytes(layout, source_ids) / 1e6:.1f} MB of clean Parquet")
+        reused = sum(1 for b in meta["blocks"] if b[3])
         log(
-            f"dedup plan: {meta['docs']:,} documents, {meta['participants']:,} in LSH, "
-            f"{meta['bands']} band unit(s)"
+            f"dedup plan: {meta['docs']:,} documents, {meta['participants']:,} in LSH "
+            f"({meta['dirty_participants']:,} in blocks to compute), {meta['bands']} band unit(s); "
+            f"near-duplicate blocks: {reused} of {len(meta['blocks'])} reused"
         )
     return Plan(key, tuple(lsh_unit(b) for b in range(meta["bands"])), info={"sources": source_ids})
 
@@ -164,17 +187,22 @@ def _prepare(layout: Layout, settings: Settings, source_ids: list[str], work: Wo
     cfg = settings.dedup
     spec = graph_spec(settings.near_dup, cfg.jaccard_threshold)
     check_inputs(sources, settings.near_dup, spec)
+    blocks = plan_blocks([(sid, signature_key(layout, sid, settings)[0]) for sid in source_ids], spec,
+                         reusable_blocks(layout))
     path = work.path
     timer = StepTimer()
     prep = prepare(sources, cfg, spec, path, settings.workers, timer)
     (path / "protected.npz").unlink(missing_ok=True)
-    write_prepared(path, prep)
+    dirty = dirty_documents(blocks, prep.source_of_gid)[prep.band_gids]
+    write_prepared(path, prep, dirty)
     return work.write_plan({
         "sources": source_ids,
         "docs": len(prep.ids),
         "bands": spec.bands,
         "graph": spec.as_dict(),
+        "blocks": [b.as_list() for b in blocks],
         "participants": prep.participants,
+        "dirty_participants": int(dirty.sum()),
         "no_signature": prep.no_signature,
         "detail": [[gid, text] for gid, text in sorted(prep.detail.items())],
         "by_set": [[name, n] for name, n in prep.by_set.items()],
@@ -199,7 +227,8 @@ def run_dedup_unit(layout: Layout, resolved: Settings | Mapping[str, Any], key: 
             return
         hashes = np.load(work.path / BAND_HASHES, mmap_mode="r")
         gids = np.load(work.path / BAND_GIDS, mmap_mode="r")
-        output, result = PAIRS, band_pairs(np.array(hashes[band]), np.array(gids))[0]
+        dirty = np.load(work.path / BAND_DIRTY)
+        output, result = PAIRS, band_pairs(np.array(hashes[band]), np.array(gids), None if dirty.all() else dirty)[0]
     elif unit.startswith(VERIFY_UNIT):  # (2, m): intersections and unions
         plan = work.read_plan(VERIFY, step="plan_verify")
         chunk = unit_number(unit, VERIFY_UNIT, plan["units"])
@@ -234,8 +263,9 @@ def plan_verify(layout: Layout, resolved: Settings | Mapping[str, Any], key: str
         if plan is None:
             plan = _plan_verify(layout, as_settings(resolved), work, meta)
     if log is not None:
-        log(f"dedup verify plan: {plan['lsh_pairs']:,} LSH candidate pairs, {plan['pairs']:,} with signatures that "
-            f"agree enough to score, {plan['units']} verification unit(s)")
+        log(f"dedup verify plan: {plan['lsh_pairs']:,} LSH pairs generated, {plan['block_pairs']:,} of them in blocks "
+            f"to compute, {plan['graph_candidates']:,} node pairs, {plan['pairs']:,} with signatures that agree "
+            f"enough to score, {plan['units']} verification unit(s)")
     return Plan(key, tuple(verify_unit(i) for i in range(plan["units"])))
 
 
@@ -245,30 +275,82 @@ def _plan_verify(layout: Layout, settings: Settings, work: WorkFolder, meta: dic
     timer = StepTimer()
     bands = [lsh_unit(b) for b in range(meta["bands"])]
     work.require_done(bands)
-    pairs = unpack_pairs(merge_pairs([np.load(work.unit_path(u, PAIRS)) for u in bands]))
-    lsh_pairs = len(pairs)
+    local = unpack_pairs(merge_pairs([np.load(work.unit_path(u, PAIRS)) for u in bands]))
+    generated = len(local)
+    local = local[in_computed_blocks(local, _blocks(meta), np.load(path / SOURCE_OF_GID), len(meta["sources"]))]
+    keys, differ = graph_pairs(local, np.load(path / NODE_OF_GID))
+    local = local[differ]
+    save_array(path / LOCAL_PAIRS, local)
+    graph = unique_sorted(keys[differ])
+    save_array(path / GRAPH_CANDIDATES, graph)
+    candidates = unpack_pairs(graph)
     spec = graph_spec(near, settings.dedup.jaccard_threshold)
-    pairs = pairs[agreeing_candidates(pairs, path / GRAPH_SIGNATURES, np.load(path / BAND_GIDS, mmap_mode="r"),
-                                      meta["docs"], spec, near)]
+    agree = agreeing_candidates(candidates, path / GRAPH_SIGNATURES, np.load(path / BAND_GIDS, mmap_mode="r"),
+                                meta["docs"], spec, near)
+    save_array(path / AGREE, agree)
+    pairs = candidates[agree]
     save_array(path / CANDIDATES, pairs)
     timer.lap("lsh")
     nodes = unique_sorted(pairs)
     save_array(path / PAIR_NODES, np.searchsorted(nodes, pairs))
     units = 0
     if len(pairs):
-        jobs = [Job(src, absolute(layout.root, p), rg, scan_start, rows) for src, p, rg, scan_start, rows in meta["jobs"]]
-        gid_of_scan = np.load(path / "gid_of_scan.npy")
         with atomic_path(path / SHINGLES) as tmp:
-            store = build_store(nodes, jobs, gid_of_scan, near, tmp, settings.workers)
+            store = build_store(nodes, _jobs(layout, meta), np.load(path / "gid_of_scan.npy"), near, tmp,
+                                settings.workers)
         save_array(path / "store_offset.npy", store.offset)
         save_array(path / "store_length.npy", store.length)
         units = -(-len(pairs) // near.verify_chunk_pairs)
     timer.lap("verify")
     plan = {
-        "pairs": len(pairs), "lsh_pairs": lsh_pairs, "chunk_pairs": int(near.verify_chunk_pairs), "units": units,
+        "pairs": len(pairs), "lsh_pairs": generated, "block_pairs": len(local), "graph_candidates": len(graph),
+        "shingled_docs": len(nodes), "chunk_pairs": int(near.verify_chunk_pairs), "units": units,
         "seconds": timer.seconds, "peak_rss_mb": timer.rss,
     }
     return work.write_plan(plan, files=verify_files(units), name=VERIFY)
+
+
+def _blocks(meta: dict[str, Any]) -> list[Block]:
+    return [Block(int(a), int(b), str(key), bool(reused)) for a, b, key, reused in meta["blocks"]]
+
+
+def _jobs(layout: Layout, meta: dict[str, Any]) -> list[Job]:
+    return [Job(src, absolute(layout.root, p), rg, scan_start, rows) for src, p, rg, scan_start, rows in meta["jobs"]]
+
+
+def reusable_blocks(layout: Layout) -> set[str]:
+    """Keys of the near-duplicate blocks the last dedup record names and that still match it (size and
+    sha256): only those are read back instead of computed."""
+    folder = layout.stage(DEDUP)
+    record = records.read_record(folder)
+    if record is None:
+        return set()
+    names = record.files.get("blocks", [])
+    damaged = {path.name for path, _ in records.damaged_outputs(folder, record, names)}
+    return {Path(name).stem for name in names if Path(name).name not in damaged}
+
+
+def _graph(layout: Layout, settings: Settings, work: WorkFolder, meta: dict[str, Any], prep: Prepared,
+           counts: tuple[np.ndarray, np.ndarray]) -> tuple[Graph, list[Block]]:
+    """Write the blocks this build computed, read the reused ones back, and merge both into the graph."""
+    path, folder = work.path, layout.stage(DEDUP)
+    blocks = _blocks(meta)
+    graph_new, agree = np.load(path / GRAPH_CANDIDATES), np.load(path / AGREE)
+    inter, union = np.zeros(len(graph_new), np.int64), np.zeros(len(graph_new), np.int64)
+    inter[agree], union[agree] = counts
+    local = np.load(path / LOCAL_PAIRS)
+    slot = np.searchsorted(graph_new, graph_pairs(local, prep.node_of_gid)[0])
+    number = block_numbers(local, prep.source_of_gid, len(meta["sources"]))
+    for block in blocks:
+        if not block.reused:
+            sel = number == block.a * len(meta["sources"]) + block.b
+            rows = slot[sel]
+            write_block(folder / block.name, prep.ids, local[sel], agree[rows], inter[rows], union[rows])
+    old = read_blocks([folder / b.name for b in blocks if b.reused], prep.ids)
+    old_keys, differ = graph_pairs(old.pairs, prep.node_of_gid)
+    parts = [(graph_new, agree, inter, union),
+             (old_keys[differ], old.scored[differ], old.intersection[differ], old.union[differ])]
+    return merge_graph(parts), blocks
 
 
 @records.locked(lambda a: "dedup")
@@ -296,22 +378,42 @@ def finish_dedup(layout: Layout, resolved: Settings | Mapping[str, Any], key: st
     verified = work.require_done(chunks)
     band_markers = [work.done(lsh_unit(b), verify=False) or {} for b in range(meta["bands"])]  # timings only
     timer = steps_timer(meta, plan, band_markers, verified)
-    pairs = np.load(work.path / CANDIDATES)
-    store, counts = None, (np.zeros(len(pairs), np.int64), np.zeros(len(pairs), np.int64))
+    scored = np.load(work.path / CANDIDATES)
+    store, counts = None, (np.zeros(len(scored), np.int64), np.zeros(len(scored), np.int64))
     if plan["units"]:
         inter, union = np.concatenate([np.load(work.unit_path(u, COUNTS)) for u in chunks], axis=1)
         counts = (inter, union)
         store = open_store(work)
     prep = read_prepared(work.path, meta, graph_spec(settings.near_dup, cfg.jaccard_threshold))
     timer.restart()
+    graph, blocks = _graph(layout, settings, work, meta, prep, counts)
+    timer.lap("blocks")
+    near = settings.near_dup
+    jobs, gid_of_scan = _jobs(layout, meta), np.load(work.path / "gid_of_scan.npy")
+
+    def build_chain_store(gids: np.ndarray) -> ShingleStore:
+        return build_store(gids, jobs, gid_of_scan, near, work.path / "chain_shingles.u64", settings.workers)
+
+    chain = store_jaccard(store, unique_sorted(scored), near.verify_batch_shingles, build_chain_store)
     out_dir = folder / key
     out_dir.mkdir(parents=True, exist_ok=True)
     records.begin(out_dir)
-    stats = finish(prep, pairs, counts, store, cfg, settings.near_dup, out_dir, timer, plan["lsh_pairs"])
-    stats["sources"] = source_ids
+    stats = finish(prep, graph.pairs, (graph.intersection, graph.union), chain, cfg, out_dir, timer,
+                   len(graph.candidates))
+    reused = sum(b.reused for b in blocks)
+    stats.update(
+        sources=source_ids,
+        shingled_docs=plan["shingled_docs"],
+        blocks={"computed": len(blocks) - reused, "reused": reused},
+        generated_pairs=plan["lsh_pairs"],
+        block_pairs=plan["block_pairs"],
+        scored_this_build=plan["pairs"],
+    )
     names = [f"{key}/{t}" for t in TABLES]
+    block_names = [b.name for b in blocks]
     commit_outputs(folder, DEDUP_STAGE, key, inputs, key_settings(settings),
-                   Outputs(names, files={"tables": names}, stats=jsonable(stats)))
+                   Outputs(names + block_names, files={"tables": names, "blocks": block_names}, stats=jsonable(stats)))
+    _remove_other_blocks(folder, block_names)
     del prep, store
     work.remove()
     if log is not None:
@@ -348,6 +450,15 @@ def run_global_dedup(
         verify = plan_verify(layout, settings, plan.key, log)
         run_units(run_dedup_unit, (layout, settings, plan.key), verify.units, workers)
         return finish_dedup(layout, settings, plan.key, log)
+
+
+def _remove_other_blocks(folder: Path, keep: list[str]) -> None:
+    """Delete the block files the committed record does not name (older keys): the next build reuses only
+    what the last record names."""
+    named = {Path(n).name for n in keep}
+    for path in sorted((folder / BLOCKS).glob("*.parquet")):
+        if path.name not in named:
+            path.unlink(missing_ok=True)
 
 
 def _clean_bytes(layout: Layout, source_ids: list[str]) -> int:

@@ -5,14 +5,19 @@ from __future__ import annotations
 import numpy as np
 
 
-def exact_duplicates(sha256: np.ndarray, eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def exact_duplicates(
+    sha256: np.ndarray, eligible: np.ndarray, within: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(dropped gids, the gid each one duplicates) among the `eligible` gids.
 
     sha256: (n_docs, 32) uint8 digests indexed by gid (gids are ranks in id byte order, so the smallest
-    gid of a group is its smallest id). Vectorized: one sort by (digest, gid).
+    gid of a group is its smallest id). `within` (an int per gid, e.g. its source): group only documents
+    with the same value. Vectorized: one sort by (value, digest, gid).
     """
     keys = np.ascontiguousarray(sha256[eligible]).view(np.uint64).reshape(-1, 4)
-    order = np.lexsort((eligible, keys[:, 3], keys[:, 2], keys[:, 1], keys[:, 0]))
+    if within is not None:
+        keys = np.column_stack([np.asarray(within)[eligible].astype(np.uint64), keys])
+    order = np.lexsort((eligible, *keys.T[::-1]))
     sorted_keys, sorted_gids = keys[order], eligible[order]
     new_group = np.ones(len(order), dtype=bool)
     new_group[1:] = (sorted_keys[1:] != sorted_keys[:-1]).any(axis=1)

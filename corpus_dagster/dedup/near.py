@@ -4,6 +4,7 @@ connected components of the pairs it accepts and each member's Jaccard to its cl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -12,6 +13,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.settings import NearDupSettings
@@ -127,21 +129,41 @@ class Clusters:
         return self.size[self.keeper] >= 2
 
 
+ChainJaccard = Callable[[np.ndarray, np.ndarray], np.ndarray]  # exact Jaccard of pairs of gids, elementwise
+
+
+def store_jaccard(store: ShingleStore | None, store_nodes: np.ndarray, chunk: int,
+                  build: Callable[[np.ndarray], ShingleStore]) -> ChainJaccard:
+    """Exact Jaccard of pairs of gids from the shingle store of `store_nodes` (sorted gids); when a gid is not
+    in it (its pairs were reused, not scored in this build), from a store `build` makes of the gids asked."""
+
+    def jaccard(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        want = unique_sorted(np.concatenate([a, b]))
+        have = store_nodes[np.minimum(np.searchsorted(store_nodes, want), max(len(store_nodes) - 1, 0))] \
+            if len(store_nodes) else np.full(len(want), -1)
+        if store is not None and np.array_equal(have, want):
+            return store.jaccard(np.searchsorted(store_nodes, a), np.searchsorted(store_nodes, b), chunk)
+        extra = build(want)
+        return extra.jaccard(np.searchsorted(want, a), np.searchsorted(want, b), chunk)
+
+    return jaccard
+
+
 def near_clusters(
     nodes: np.ndarray,
     pairs: np.ndarray,
     pair_nodes: np.ndarray,
     pair_jaccard: np.ndarray,
     accepted: np.ndarray,
-    store: ShingleStore | None,
-    chunk: int,
+    chain_jaccard: ChainJaccard | None,
 ) -> Clusters:
-    """Connected components of the accepted pairs; each member's Jaccard to its keeper when verified."""
+    """Connected components of the accepted pairs; each member's Jaccard to its keeper when verified
+    (`chain_jaccard` scores a member and keeper that were not a pair themselves; None: not verified)."""
     keeper = cluster_keepers(len(nodes), pair_nodes[accepted])
     size = np.bincount(keeper, minlength=len(nodes))
     members = np.flatnonzero((size[keeper] >= 2) & (keeper != np.arange(len(nodes))))
     member_j = np.full(len(members), np.nan)
-    if store is not None and len(members):
+    if chain_jaccard is not None and len(members):
         # From the member's own pair with the keeper when there was one, else computed now (chains).
         pair_key = (pairs[:, 0] << 32) | pairs[:, 1]
         want = (nodes[keeper[members]] << 32) | nodes[members]
@@ -149,5 +171,5 @@ def near_clusters(
         direct = pair_key[slot] == want
         member_j[direct] = pair_jaccard[slot[direct]]
         if (~direct).any():
-            member_j[~direct] = store.jaccard(keeper[members[~direct]], members[~direct], chunk)
+            member_j[~direct] = chain_jaccard(nodes[keeper[members[~direct]]], nodes[members[~direct]])
     return Clusters(nodes, keeper, size, members, member_j)

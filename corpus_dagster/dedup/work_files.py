@@ -4,10 +4,14 @@ the arrays the plan leaves for the units and the finish (ids and numbers as .npy
     plan.json             the plan, written last: sources, bands, contamination details, scan jobs
     ids.arrow             document ids in gid order
     status.npy, matched.npy, gid_of_scan.npy
-    band_hashes.npy       (bands, participants) uint64, one row per LSH unit; band_gids.npy their gids
+    source_of_gid.npy, node_of_gid.npy   each document's source number and graph node (`dedup.blocks`)
+    band_hashes.npy       (bands, participants) uint64, one row per LSH unit; band_gids.npy their gids;
+                          band_dirty.npy whether each is of a source with a block to compute
     graph_signatures.bin  their signatures (raw, num_perm values per row), for the candidates' agreement filter
-    candidates.npy        the merged candidate pairs whose signatures agree enough to score; pair_nodes.npy
-                          the same as node numbers
+    local_pairs.npy       the merged LSH pairs of the blocks to compute, between different texts (gids)
+    graph_candidates.npy  the same as node pairs, packed, unique; agree.npy whether each is scored
+    candidates.npy        those node pairs whose signatures agree enough to score; pair_nodes.npy the same
+                          as store node numbers
     shingles.u64, store_offset.npy, store_length.npy   the shingle store of the pairs' documents
     verify.json           the verification plan, written last: pairs, chunk size, unit count
     units/lsh-band-NNN.pairs.npy      an LSH unit's pairs (every pair of each bucket), packed (gid_a << 32 | gid_b)
@@ -36,7 +40,14 @@ BAND_GIDS = "band_gids.npy"
 CANDIDATES = "candidates.npy"
 PAIR_NODES = "pair_nodes.npy"
 SHINGLES = "shingles.u64"
-PREPARED_FILES = (IDS, "status.npy", "matched.npy", "gid_of_scan.npy", BAND_HASHES, BAND_GIDS, GRAPH_SIGNATURES)
+SOURCE_OF_GID = "source_of_gid.npy"
+NODE_OF_GID = "node_of_gid.npy"
+BAND_DIRTY = "band_dirty.npy"
+LOCAL_PAIRS = "local_pairs.npy"
+GRAPH_CANDIDATES = "graph_candidates.npy"
+AGREE = "agree.npy"
+PREPARED_FILES = (IDS, "status.npy", "matched.npy", "gid_of_scan.npy", SOURCE_OF_GID, NODE_OF_GID, BAND_HASHES,
+                  BAND_GIDS, BAND_DIRTY, GRAPH_SIGNATURES)
 LSH_UNIT = "lsh-band-"
 VERIFY_UNIT = "verify-"
 PAIRS = "pairs.npy"  # an LSH unit's output
@@ -67,7 +78,7 @@ def unit_number(unit: str, prefix: str, count: int) -> int:
 
 def verify_files(units: int) -> list[str]:
     """The files a complete verification plan wrote (the shingle store only when there is something to verify)."""
-    return [CANDIDATES, PAIR_NODES] + ([SHINGLES, "store_offset.npy", "store_length.npy"] if units else [])
+    return [LOCAL_PAIRS, GRAPH_CANDIDATES, AGREE, CANDIDATES, PAIR_NODES] + ([SHINGLES, "store_offset.npy", "store_length.npy"] if units else [])
 
 
 def save_array(path: Path, array: np.ndarray) -> None:
@@ -76,8 +87,12 @@ def save_array(path: Path, array: np.ndarray) -> None:
         np.save(tmp, array)
 
 
-def write_prepared(path: Path, prep: Prepared) -> None:
-    """The arrays of a prepared corpus the units and the finish read (PREPARED_FILES), each atomically."""
+def write_prepared(path: Path, prep: Prepared, dirty: np.ndarray) -> None:
+    """The arrays of a prepared corpus the units and the finish read (PREPARED_FILES), each atomically;
+    `dirty`: per band row, whether its pairs are generated."""
+    save_array(path / BAND_DIRTY, dirty)
+    save_array(path / SOURCE_OF_GID, prep.source_of_gid)
+    save_array(path / NODE_OF_GID, prep.node_of_gid)
     save_array(path / "status.npy", prep.status)
     save_array(path / "matched.npy", prep.matched)
     save_array(path / "gid_of_scan.npy", prep.gid_of_scan)
@@ -101,6 +116,8 @@ def read_prepared(path: Path, meta: dict[str, Any], spec: GraphSpec) -> Prepared
         by_set={name: n for name, n in meta["by_set"]},
         band_keys=np.zeros((0, meta["bands"]), np.uint64),
         band_gids=np.load(path / BAND_GIDS, mmap_mode="r"),
+        source_of_gid=np.load(path / SOURCE_OF_GID),
+        node_of_gid=np.load(path / NODE_OF_GID),
         signatures=path / GRAPH_SIGNATURES,
         no_signature=meta["no_signature"],
         jobs=[],

@@ -73,19 +73,22 @@ def unpack_pairs(keys: np.ndarray) -> np.ndarray:
     return np.stack([(keys >> np.uint64(32)).astype(np.int64), (keys & _LOW).astype(np.int64)], axis=1)
 
 
-def band_pairs(band_keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, int]:
+def band_pairs(band_keys: np.ndarray, gids: np.ndarray, dirty: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """All pairs of `gids` that share a band hash (one band), packed (`pack_pairs`), sorted and unique; and
-    the size of the largest bucket.
+    the size of the largest bucket. With `dirty` (a bool per document), only the pairs with at least one
+    dirty document: the others are neither generated nor counted.
 
     Vectorized by distance within the sorted bucket: step k pairs each member with the k-th next one, on
     the members whose bucket still has one that far, so the work is the pair count plus one pass per
-    member of the largest bucket.
+    member of the largest bucket. Dirty members sort first in their bucket, so pairing each dirty member
+    with every later one gives each pair that involves a dirty document exactly once.
     """
     keys = np.asarray(band_keys, dtype=np.uint64)
     gids = np.asarray(gids, dtype=np.int64)
     if len(keys) < 2:
         return np.zeros(0, dtype=np.uint64), int(len(keys))
-    order = np.lexsort((gids, keys))
+    clean = None if dirty is None else ~np.asarray(dirty, dtype=bool)
+    order = np.lexsort((gids, keys)) if clean is None else np.lexsort((gids, clean, keys))
     k_sorted, g_sorted = keys[order], gids[order]
     new_run = np.ones(len(keys), dtype=bool)
     new_run[1:] = k_sorted[1:] != k_sorted[:-1]
@@ -94,6 +97,8 @@ def band_pairs(band_keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, int
     run_len = np.diff(np.append(run_start, len(keys)))
     left = run_start[run_id] + run_len[run_id] - 1 - np.arange(len(keys))  # members after me in my bucket
     active = np.flatnonzero(left > 0)
+    if clean is not None:
+        active = active[~clean[order][active]]
     parts = []
     step = 1
     while len(active):

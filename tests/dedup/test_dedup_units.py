@@ -8,13 +8,12 @@ import random
 from pathlib import Path
 
 import pytest
-from dedup_factory import NEAR_KEYS, mutate, random_doc, write_clean_docs
+from dedup_factory import NEAR_KEYS, mutate, plant_clean, random_doc
 
 from corpus_dagster.core import records
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.layout import Layout
-from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.work import WorkFolder
 from corpus_dagster.dedup import driver
 from corpus_dagster.dedup.driver import (
@@ -51,20 +50,6 @@ def units_corpus(seed: int = 5) -> tuple[dict[str, list[str]], list[str]]:
     return corpus, protected
 
 
-def plant_clean(layout: Layout, source_id: str, texts: list[str]) -> None:
-    """A completed clean stage for one source: its document files (two, small row groups) and record."""
-    folder = layout.stage("clean", source_id)
-    key = hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:16]
-    half = len(texts) // 2
-    names = [f"{key}/docs-00000.parquet", f"{key}/docs-00001.parquet"]
-    write_clean_docs(folder / names[0], source_id, texts[:half], row_group_size=16)
-    write_clean_docs(folder / names[1], source_id, texts[half:], row_group_size=16, first_k=half)
-    records.commit(folder, StageRecord(
-        stage="clean", key=key, code_version="test", inputs={}, settings={},
-        outputs=records.describe_outputs(folder, names), files={"docs": names}, stats={"kept": len(texts)},
-    ))
-
-
 def build_root(root: Path, workers: int = 1, **dedup) -> tuple[Layout, dict]:
     """An artifacts root holding the clean stage of the units corpus; (layout, resolved config)."""
     corpus, protected = units_corpus()
@@ -85,13 +70,13 @@ def build_root(root: Path, workers: int = 1, **dedup) -> tuple[Layout, dict]:
 
 
 def table_hashes(layout: Layout) -> dict[str, str]:
-    """sha256 of the three dedup tables and the outputs part of the stage record (names without the key:
-    the key holds the protected file's path, which differs between two roots)."""
+    """sha256 of the three dedup tables and the outputs part of the stage record (names without the key,
+    sorted: the key holds the protected file's path, which differs between two roots)."""
     folder = layout.stage(DEDUP)
     record = records.read_record(folder)
     out = {t: hashlib.sha256((folder / record.key / t).read_bytes()).hexdigest() for t in TABLES}
     out["record_outputs"] = json.dumps(
-        [[n.split("/", 1)[1], e["sha256"], e["bytes"]] for n, e in record.outputs.items()]
+        sorted([n.split("/", 1)[1], e["sha256"], e["bytes"]] for n, e in record.outputs.items())
     )
     return out
 
@@ -131,7 +116,7 @@ def test_units_in_reversed_order_write_the_bytes_of_run_global_dedup(tmp_path: P
     assert table_hashes(layout) == want
     assert stable_stats(stats) == stable_stats(want_stats) and stats["cached"] is False
     assert want_stats["decontaminated"] == 2 and want_stats["exact_dropped"] > 0 and want_stats["near_dropped"] > 0
-    assert sorted(stats["seconds"]) == ["components", "decontaminate", "exact", "lsh", "verify", "write"]
+    assert sorted(stats["seconds"]) == ["blocks", "components", "decontaminate", "exact", "lsh", "verify", "write"]
     assert not list(layout.stage(DEDUP).glob(".work-*"))  # the finish removed its work folder
     assert run_global_dedup(layout, resolved, list(SOURCES))["cached"] is True
 

@@ -20,6 +20,7 @@ import yaml
 
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.reconcile import plan_partitions, purge_removed_sources, sources_on_disk
+from corpus_dagster.dedup.driver import dedup_stats
 from corpus_dagster.defs.automation import refresh_schedule_for
 from corpus_dagster.defs.instance import (
     SESSION_TAG,
@@ -120,6 +121,8 @@ def test_removing_a_source_through_the_cli_equals_a_fresh_build_without_it(tmp_p
     reused = sorted(m.groups() for m in map(CACHED_SOURCE_STEP.match, again.stdout.splitlines()) if m)
     assert reused == [("alpha", "clean_documents"), ("alpha", "minhash_signatures"),
                       ("beta", "clean_documents"), ("beta", "minhash_signatures")]
+    near_blocks = dedup_stats(layout)  # the near-duplicate pairs between the kept sources are read back
+    assert near_blocks["blocks"] == {"computed": 0, "reused": 3} and near_blocks["generated_pairs"] == 0
     assert "gamma" not in sources_on_disk(layout)  # published without it: its data is gone
     assert not layout.raw_source("gamma").exists()
     assert not any(layout.stage(s, "gamma").exists() for s in ("clean", "minhash", "scrub"))
@@ -254,6 +257,8 @@ def test_a_corpus_launch_before_the_partition_is_removed_leaves_the_source_out(b
     checks = {ev.check_name: ev.passed for ev in result.get_asset_check_evaluations()}
     assert checks["sources_in_ledger"] is True
     assert not layout.raw_source("gamma").exists() and not layout.stage("clean", "gamma").exists()
+    near_blocks = dedup_stats(layout)  # the near-duplicate pairs between the kept sources are read back
+    assert near_blocks["blocks"] == {"computed": 0, "reused": 3} and near_blocks["generated_pairs"] == 0
 
 
 @pytest.mark.parametrize("entry", ["sensor", "cli"])

@@ -1,0 +1,173 @@
+"""The near-duplicate graph in blocks per pair of sources: a source added, changed or damaged recomputes
+only its blocks, and the tables are the bytes of a build from scratch."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from dedup_factory import mutate, plant_clean, random_doc
+
+from corpus_dagster.core import records
+from corpus_dagster.core.config import load_config
+from corpus_dagster.core.errors import DedupInputError
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.dedup.blocks import BLOCKS, merge_graph
+from corpus_dagster.dedup.driver import DEDUP, TABLES, run_global_dedup
+from corpus_dagster.dedup.exact import exact_duplicates
+from corpus_dagster.lib.lsh import band_pairs, unpack_pairs
+
+
+def block_corpus(seed: int = 11) -> dict[str, list[str]]:
+    """Four sources with near-copy families across them, exact copies across them (one text in every
+    source) and unrelated documents. `aardvark` sorts first: a text it shares holds its smallest id there."""
+    rng = random.Random(seed)
+    names = ["aardvark", "alpha", "beta", "gamma"]
+    corpus: dict[str, list[str]] = {n: [] for n in names}
+    everywhere = random_doc(rng, 70)
+    for name in names:
+        corpus[name].append(everywhere)
+    for f in range(24):
+        base = random_doc(rng, rng.randint(50, 100))
+        corpus[names[f % 4]].append(base)
+        corpus[names[(f + 1) % 4]].append(mutate(rng, base, rng.randint(1, 3)))
+        corpus[names[(f + 2) % 4]].append(mutate(rng, base, rng.randint(2, 5)))
+        if f % 3 == 0:
+            corpus[names[(f + 3) % 4]].append(base)  # an exact copy in a fourth source
+        if f % 4 == 0:
+            corpus[names[f % 4]].append(mutate(rng, base, 1))  # a near copy within the source
+    for _ in range(40):
+        corpus[names[rng.randrange(4)]].append(random_doc(rng, rng.randint(30, 90)))
+    return corpus
+
+
+def root_with(path: Path, corpus: dict[str, list[str]]) -> tuple[Layout, dict]:
+    resolved = load_config(overrides={"paths": {"artifacts": str(path / "artifacts")}, "workers": 1})
+    layout = Layout.from_config(resolved)
+    for sid, texts in corpus.items():
+        plant_clean(layout, sid, texts)
+    return layout, resolved
+
+
+def table_hashes(layout: Layout) -> dict[str, str]:
+    folder = layout.stage(DEDUP)
+    key = records.read_record(folder).key
+    return {t: hashlib.sha256((folder / key / t).read_bytes()).hexdigest() for t in TABLES}
+
+
+def block_files(layout: Layout) -> list[Path]:
+    return sorted((layout.stage(DEDUP) / BLOCKS).glob("*.parquet"))
+
+
+def scratch(tmp_path: Path, corpus: dict[str, list[str]]) -> tuple[Layout, dict]:
+    layout, resolved = root_with(tmp_path / "scratch", corpus)
+    stats = run_global_dedup(layout, resolved, sorted(corpus))
+    return layout, stats
+
+
+def pairs_involving(layout: Layout, source_id: str) -> int:
+    """Pairs of a build's blocks with a document of `source_id` (ids are `<source>:<k>`)."""
+    total = 0
+    for path in block_files(layout):
+        table = pq.read_table(path)
+        for a, b in zip(table.column("id_a").to_pylist(), table.column("id_b").to_pylist(), strict=True):
+            total += a.startswith(f"{source_id}:") or b.startswith(f"{source_id}:")
+    return total
+
+
+def test_adding_a_source_reuses_every_block_between_the_others(tmp_path: Path) -> None:
+    corpus = block_corpus()
+    ref, ref_stats = scratch(tmp_path, corpus)
+    assert ref_stats["blocks"] == {"computed": 10, "reused": 0}
+    assert ref_stats["near_dropped"] > 0 and ref_stats["exact_dropped"] > 0
+
+    layout, resolved = root_with(tmp_path / "inc", {k: v for k, v in corpus.items() if k != "aardvark"})
+    first = run_global_dedup(layout, resolved, ["alpha", "beta", "gamma"])
+    assert first["blocks"] == {"computed": 6, "reused": 0}
+    plant_clean(layout, "aardvark", corpus["aardvark"])
+    stats = run_global_dedup(layout, resolved, sorted(corpus))
+
+    assert table_hashes(layout) == table_hashes(ref)
+    assert stats["blocks"] == {"computed": 4, "reused": 6}
+    involving = pairs_involving(ref, "aardvark")
+    assert involving > 0 and stats["block_pairs"] == involving
+    assert stats["generated_pairs"] < ref_stats["generated_pairs"]
+    assert stats["scored_this_build"] <= involving < ref_stats["scored_pairs"]
+    for key in ("candidate_pairs", "scored_pairs", "near_dropped", "exact_dropped", "pairs_rows"):
+        assert stats[key] == ref_stats[key], key
+    assert sorted(p.name for p in block_files(layout)) == sorted(p.name for p in block_files(ref))
+
+
+def test_a_changed_source_recomputes_only_its_blocks_and_old_blocks_are_removed(tmp_path: Path) -> None:
+    corpus = block_corpus()
+    layout, resolved = root_with(tmp_path / "inc", corpus)
+    run_global_dedup(layout, resolved, sorted(corpus))
+    before = {p.name for p in block_files(layout)}
+    changed = dict(corpus, beta=[mutate(random.Random(3), t, 2) for t in corpus["beta"][:-5]])
+    plant_clean(layout, "beta", changed["beta"])
+    stats = run_global_dedup(layout, resolved, sorted(changed))
+
+    ref, _ = scratch(tmp_path, changed)
+    assert table_hashes(layout) == table_hashes(ref)
+    assert stats["blocks"] == {"computed": 4, "reused": 6}
+    after = {p.name for p in block_files(layout)}
+    assert len(after) == 10 and len(before & after) == 6  # beta's four old blocks are gone
+
+
+def test_removing_a_source_generates_no_pair(tmp_path: Path) -> None:
+    corpus = block_corpus()
+    layout, resolved = root_with(tmp_path / "inc", corpus)
+    run_global_dedup(layout, resolved, sorted(corpus))
+    stats = run_global_dedup(layout, resolved, ["alpha", "beta", "gamma"])
+    ref, _ = scratch(tmp_path, {k: v for k, v in corpus.items() if k != "aardvark"})
+    assert table_hashes(layout) == table_hashes(ref)
+    assert stats["blocks"] == {"computed": 0, "reused": 6}
+    assert stats["generated_pairs"] == stats["scored_this_build"] == stats["shingled_docs"] == 0
+
+
+def test_a_damaged_block_is_computed_again(tmp_path: Path) -> None:
+    corpus = block_corpus()
+    layout, resolved = root_with(tmp_path / "inc", {k: v for k, v in corpus.items() if k != "aardvark"})
+    run_global_dedup(layout, resolved, ["alpha", "beta", "gamma"])
+    damaged = max(block_files(layout), key=lambda p: p.stat().st_size)
+    damaged.write_bytes(damaged.read_bytes()[:-9] + b"corrupted")
+    plant_clean(layout, "aardvark", corpus["aardvark"])
+    stats = run_global_dedup(layout, resolved, sorted(corpus))
+    ref, _ = scratch(tmp_path, corpus)
+    assert table_hashes(layout) == table_hashes(ref)
+    assert stats["blocks"] == {"computed": 5, "reused": 5}
+
+
+def test_band_pairs_of_dirty_documents_are_the_pairs_that_involve_one() -> None:
+    rng = np.random.default_rng(4)
+    keys = rng.integers(0, 12, size=300).astype(np.uint64)
+    gids = rng.permutation(1000)[:300].astype(np.int64)
+    dirty = rng.random(300) < 0.2
+    every = unpack_pairs(band_pairs(keys, gids)[0])
+    is_dirty = set(gids[dirty].tolist())
+    want = [p for p in every.tolist() if p[0] in is_dirty or p[1] in is_dirty]
+    got = unpack_pairs(band_pairs(keys, gids, dirty)[0]).tolist()
+    assert got == want and 0 < len(got) < len(every)
+    assert band_pairs(keys, gids, np.zeros(300, bool))[0].size == 0
+    assert np.array_equal(band_pairs(keys, gids, np.ones(300, bool))[0], band_pairs(keys, gids)[0])
+
+
+def test_exact_duplicates_within_groups_compare_only_documents_of_one_group() -> None:
+    digests = np.zeros((5, 32), np.uint8)
+    digests[[0, 1, 2, 3], 0] = 7  # gids 0-3 share a text, gid 4 does not
+    source = np.array([1, 0, 1, 0, 0])
+    dropped, kept_as = exact_duplicates(digests, np.arange(5), within=source)
+    assert dropped.tolist() == [2, 3] and kept_as.tolist() == [0, 1]
+    assert exact_duplicates(digests, np.arange(5))[0].tolist() == [1, 2, 3]
+
+
+def test_blocks_that_disagree_about_a_pair_are_refused() -> None:
+    key = np.array([(1 << 32) | 2], np.uint64)
+    one = (key, np.array([True]), np.array([5]), np.array([9]))
+    assert merge_graph([one, one]).pairs.tolist() == [[1, 2]]
+    with pytest.raises(DedupInputError, match="disagree"):
+        merge_graph([one, (key, np.array([True]), np.array([6]), np.array([9]))])
