@@ -211,7 +211,8 @@ def child_part(checkout: str, config: str, part: str, sources: list[str]) -> Non
         result["cached"] = [bool(r.get("cached")) for r in outcome if isinstance(r, dict)]
     elif part == "dedup":
         keys = ("cached", "docs", "lsh_participants", "shingled_docs", "candidate_pairs", "scored_pairs",
-                "verified_pairs", "pairs_rows", "near_dropped", "seconds", "graph", "settings")
+                "verified_pairs", "pairs_rows", "near_dropped", "seconds", "graph", "settings", "blocks",
+                "generated_pairs", "block_pairs", "scored_this_build")
         result["stats"] = {k: outcome[k] for k in keys if k in outcome}
     else:
         result["steps"] = {k: outcome["steps"].get(k, {}) for k in ("scan", "candidates", "jaccard", "clusters")}

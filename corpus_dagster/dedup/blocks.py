@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from corpus_dagster.core import records
 from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.hashing import sha256_hex
@@ -131,12 +132,17 @@ def write_block(path: Path, ids: pa.Array, pairs: np.ndarray, scored: np.ndarray
 
 @dataclass
 class BlockPairs:
-    """Pairs read back from blocks, in gids of this build."""
+    """Pairs of blocks in gids of this build: what scoring found, or what a reused block holds."""
 
     pairs: np.ndarray  # (m, 2) int64
     scored: np.ndarray
     intersection: np.ndarray
     union: np.ndarray
+
+    def as_graph_part(self, node_of_gid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(packed node pairs, scored, intersection, union) of the pairs between different texts."""
+        keys, differ = graph_pairs(self.pairs, node_of_gid)
+        return keys[differ], self.scored[differ], self.intersection[differ], self.union[differ]
 
 
 def read_blocks(paths: list[Path], ids: pa.Array) -> BlockPairs:
@@ -198,3 +204,38 @@ def merge_graph(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
         )
     keys, scored, inter, union = keys[first], scored[first], inter[first], union[first]
     return Graph(keys, unpack_pairs(keys[scored]), inter[scored], union[scored])
+
+
+def merge_blocks(folder: Path, blocks: list[Block], computed: BlockPairs, ids: pa.Array, node_of_gid: np.ndarray,
+                 source_of_gid: np.ndarray) -> Graph:
+    """Write each block this build computed (its share of `computed`, the pairs it generated and scored) under
+    the stage folder, read the reused ones back, and merge both into the global graph."""
+    n_sources = max((b.b for b in blocks), default=-1) + 1
+    number = block_numbers(computed.pairs, source_of_gid, n_sources)
+    for block in blocks:
+        if not block.reused:
+            sel = number == block.a * n_sources + block.b
+            write_block(folder / block.name, ids, computed.pairs[sel], computed.scored[sel],
+                        computed.intersection[sel], computed.union[sel])
+    reused = read_blocks([folder / b.name for b in blocks if b.reused], ids)
+    return merge_graph([computed.as_graph_part(node_of_gid), reused.as_graph_part(node_of_gid)])
+
+
+def reusable_blocks(folder: Path) -> set[str]:
+    """Keys of the blocks the stage folder's last record names and that still match it (size and sha256):
+    only those are read back instead of computed."""
+    record = records.read_record(folder)
+    if record is None:
+        return set()
+    names = record.files.get("blocks", [])
+    damaged = {path.name for path, _ in records.damaged_outputs(folder, record, names)}
+    return {Path(name).stem for name in names if Path(name).name not in damaged}
+
+
+def remove_unnamed_blocks(folder: Path, names: list[str]) -> None:
+    """Delete the block files a just-committed record does not name (older keys): a later build reuses only
+    what the last record names, so the others would only take space."""
+    named = {Path(n).name for n in names}
+    for path in sorted((folder / BLOCKS).glob("*.parquet")):
+        if path.name not in named:
+            path.unlink(missing_ok=True)

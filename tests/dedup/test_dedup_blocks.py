@@ -17,8 +17,9 @@ from corpus_dagster.core.config import load_config
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.dedup.blocks import BLOCKS, merge_graph
-from corpus_dagster.dedup.driver import DEDUP, TABLES, run_global_dedup
+from corpus_dagster.dedup.driver import run_global_dedup
 from corpus_dagster.dedup.exact import exact_duplicates
+from corpus_dagster.dedup.key import DEDUP, TABLES
 from corpus_dagster.lib.lsh import band_pairs, unpack_pairs
 
 

@@ -15,16 +15,10 @@ from corpus_dagster.core.config import load_config
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.work import WorkFolder
-from corpus_dagster.dedup import driver
-from corpus_dagster.dedup.driver import (
-    DEDUP,
-    TABLES,
-    finish_dedup,
-    plan_dedup,
-    plan_verify,
-    run_dedup_unit,
-    run_global_dedup,
-)
+from corpus_dagster.dedup import units
+from corpus_dagster.dedup.driver import run_global_dedup
+from corpus_dagster.dedup.key import DEDUP, TABLES
+from corpus_dagster.dedup.units import finish_dedup, plan_dedup, plan_verify, run_dedup_unit
 
 SOURCES = ("alpha", "beta")
 
@@ -128,7 +122,7 @@ def _lsh_outputs(work: WorkFolder) -> list[Path]:
 def test_rerunning_a_finished_unit_does_nothing(tmp_path: Path) -> None:
     layout, resolved = build_root(tmp_path, 1, **CHUNK)
     plan = plan_dedup(layout, resolved, list(SOURCES))
-    work = driver.work_folder(layout, plan.key)
+    work = units.work_folder(layout, plan.key)
     for unit in plan.units:
         run_dedup_unit(layout, resolved, plan.key, unit)
     verify = plan_verify(layout, resolved, plan.key)
@@ -146,7 +140,7 @@ def test_a_fresh_plan_of_the_same_key_keeps_finished_units(tmp_path: Path) -> No
     want, _ = reference(tmp_path / "ref", 1)
     layout, resolved = build_root(tmp_path / "units", 1, **CHUNK)
     plan = plan_dedup(layout, resolved, list(SOURCES))
-    work = driver.work_folder(layout, plan.key)
+    work = units.work_folder(layout, plan.key)
     half = plan.units[: len(plan.units) // 2]
     for unit in half:
         run_dedup_unit(layout, resolved, plan.key, unit)
@@ -169,7 +163,7 @@ def test_a_fresh_plan_of_the_same_key_keeps_finished_units(tmp_path: Path) -> No
 
 def test_a_unit_or_step_without_its_plan_names_the_work_folder(tmp_path: Path) -> None:
     layout, resolved = build_root(tmp_path, 1)
-    work = driver.work_folder(layout, "0123456789abcdef").path
+    work = units.work_folder(layout, "0123456789abcdef").path
     for call in (
         lambda: run_dedup_unit(layout, resolved, "0123456789abcdef", "lsh-band-000"),
         lambda: plan_verify(layout, resolved, "0123456789abcdef"),
@@ -178,11 +172,11 @@ def test_a_unit_or_step_without_its_plan_names_the_work_folder(tmp_path: Path) -
         with pytest.raises(CorpusError, match=str(work)):
             call()
     plan = plan_dedup(layout, resolved, list(SOURCES))
-    with pytest.raises(driver.DedupWorkError, match=r"verify\.json.*plan_verify"):
+    with pytest.raises(units.DedupWorkError, match=r"verify\.json.*plan_verify"):
         run_dedup_unit(layout, resolved, plan.key, "verify-00000")
-    with pytest.raises(driver.DedupWorkError, match="lsh-band-000.*run_dedup_unit"):
+    with pytest.raises(units.DedupWorkError, match="lsh-band-000.*run_dedup_unit"):
         plan_verify(layout, resolved, plan.key)
-    with pytest.raises(driver.DedupWorkError, match="lsh-band-999"):
+    with pytest.raises(units.DedupWorkError, match="lsh-band-999"):
         run_dedup_unit(layout, resolved, plan.key, "lsh-band-999")
 
 
@@ -206,7 +200,7 @@ def test_a_cached_dedup_plans_no_units(tmp_path: Path) -> None:
 def test_an_incomplete_plan_is_recomputed_from_scratch(tmp_path: Path) -> None:
     layout, resolved = build_root(tmp_path, 1)
     plan = plan_dedup(layout, resolved, list(SOURCES))
-    work = driver.work_folder(layout, plan.key)
+    work = units.work_folder(layout, plan.key)
     run_dedup_unit(layout, resolved, plan.key, plan.units[0])
     (work.path / "band_gids.npy").unlink()
     (work.path / "marker").write_text("from the incomplete plan")

@@ -8,7 +8,8 @@ import pytest
 from corpus_factory import write_setup
 
 from corpus_dagster.core.errors import CorpusError
-from corpus_dagster.dedup import driver as dedup
+from corpus_dagster.dedup import units as dedup
+from corpus_dagster.dedup.driver import run_global_dedup
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import materialize_sources
 from corpus_dagster.publish import driver as publish
@@ -30,7 +31,7 @@ def test_units_of_a_plan_whose_key_another_run_finished_do_nothing(sources):
     # Run B plans dedup, then run A (the whole stage) finishes the same key and removes the work folder.
     plan_b = dedup.plan_dedup(layout, resolved, ids)
     assert plan_b.units and dedup.work_folder(layout, plan_b.key).path.exists()
-    dedup.run_global_dedup(layout, resolved, ids)
+    run_global_dedup(layout, resolved, ids)
     assert not dedup.work_folder(layout, plan_b.key).path.exists()
     for unit in plan_b.units:  # B's units: nothing to do, no error
         dedup.run_dedup_unit(layout, resolved, plan_b.key, unit)

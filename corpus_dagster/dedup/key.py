@@ -1,0 +1,60 @@
+"""The global dedup's key: the stage, its code version, its tables, and what its key hashes (every source's
+clean and signature keys, the protected sets' content, the `dedup` and `near_dup` settings)."""
+
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from corpus_dagster.clean.driver import clean_doc_files, clean_record
+from corpus_dagster.core.config import output_settings
+from corpus_dagster.core.hashing import sha256_file
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.settings import DedupSettings, Settings, as_settings
+from corpus_dagster.core.stage import Stage
+from corpus_dagster.dedup.protected import protected_set_specs
+from corpus_dagster.minhash.driver import signature_key
+
+DEDUP = "dedup"
+DEDUP_CODE_VERSION = "3"
+TABLES = ("dropped.parquet", "clusters.parquet", "pairs.parquet")
+
+DEDUP_STAGE = Stage(DEDUP, DEDUP_CODE_VERSION)
+
+def protected_hashes(dedup_cfg: DedupSettings) -> list[list[str]]:
+    """[name, path, sha256] of every protected-set file: their content, not their mtime, enters the key."""
+    out = []
+    for spec in protected_set_specs(dedup_cfg):
+        pattern = spec["path"]
+        paths = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        out.extend([spec["name"], p, sha256_file(p) if Path(p).is_file() else "missing"] for p in paths)
+    return out
+
+
+def dedup_key(layout: Layout, resolved: Settings | Mapping[str, Any],
+              source_ids: list[str]) -> tuple[str, dict[str, Any]]:
+    """(key, inputs) of the global dedup over `source_ids`."""
+    settings = as_settings(resolved)
+    inputs = {
+        "sources": [
+            [sid, clean_record(layout, sid).key, signature_key(layout, sid, settings)[0]] for sid in sorted(source_ids)
+        ],
+        "protected": protected_hashes(settings.dedup),
+    }
+    return DEDUP_STAGE.key(inputs, key_settings(settings)), inputs
+
+
+def key_settings(settings: Settings) -> dict[str, Any]:
+    """The settings that decide the dedup outputs: dedup's policy and the near-duplicate graph's shape."""
+    return {"dedup": output_settings(settings.resolved, "dedup"), "near_dup": output_settings(settings.resolved, "near_dup")}
+
+
+
+def clean_bytes(layout: Layout, source_ids: list[str]) -> int:
+    """Bytes of the clean Parquet files the dedup reads (for the progress lines)."""
+    return sum(p.stat().st_size for sid in source_ids for p in clean_doc_files(layout, sid))
+
+
