@@ -170,10 +170,12 @@ def run_dedup_unit(layout: Layout, resolved: Settings | Mapping[str, Any], key: 
         band = unit_number(unit, LSH_UNIT, meta["bands"])
         if work.done(unit) is not None:
             return
-        hashes = np.load(work.path / BAND_HASHES, mmap_mode="r")
-        gids = np.load(work.path / BAND_GIDS, mmap_mode="r")
         dirty = np.load(work.path / BAND_DIRTY)
-        output, result = PAIRS, band_pairs(np.array(hashes[band]), np.array(gids), None if dirty.all() else dirty)[0]
+        output, result = PAIRS, np.zeros(0, np.uint64)  # no source to compute: no pair to generate
+        if dirty.any():
+            hashes = np.load(work.path / BAND_HASHES, mmap_mode="r")
+            gids = np.load(work.path / BAND_GIDS, mmap_mode="r")
+            result = band_pairs(np.array(hashes[band]), np.array(gids), None if dirty.all() else dirty)[0]
     elif unit.startswith(VERIFY_UNIT):  # (2, m): intersections and unions
         plan = work.read_plan(VERIFY, step="plan_verify")
         chunk = unit_number(unit, VERIFY_UNIT, plan["units"])
