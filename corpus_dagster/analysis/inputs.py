@@ -192,7 +192,7 @@ def input_files(corpus: CorpusFiles) -> list[tuple[int, Path, pq.ParquetFile, di
     for i, path in enumerate(corpus.files):
         pf = text_file(path)
         names = set(pf.schema_arrow.names)
-        has = {c: c in names for c in ("id", "source_id", "split")}
+        has = {c: c in names for c in ("id", "source_id", "split", "sha256")}
         out.append((i, path, pf, has, pf.metadata.num_rows))
     return out
 

@@ -127,8 +127,9 @@ def run_analysis(
     """Run the analysis steps (all, or `steps` plus the unfinished steps before them); return stats.
 
     documents: the corpus measured for duplication; length_documents: the corpus measured for token
-    lengths (default: the same); signature_files: dedup signature files to reuse instead of computing
-    MinHash; token_counts: token streams' token_counts.parquet files to reuse per tokenizer name.
+    lengths (default: the same); signature_files: the minhash stage's signature files of these documents,
+    whose signatures and byte and word counts are reused instead of computed (with them, a `sha256` column
+    of the documents is taken as the SHA-256 of each UTF-8 text, as the clean stage writes it); token_counts: token streams' token_counts.parquet files to reuse per tokenizer name.
     cfg is the `analysis` config section, near the `near_dup` one (None: its defaults); graph: the verified
     pairs file of a near-duplicate graph over exactly these documents and the graph's shape (dedup's
     pairs.parquet), read instead of computing candidates and their Jaccard. force reruns the requested

@@ -24,7 +24,7 @@ from corpus_dagster.minhash.signatures import (
 )
 
 SIGNATURES = "minhash"
-SIGNATURES_CODE_VERSION = "1"
+SIGNATURES_CODE_VERSION = "2"
 SIGNATURES_STAGE = Stage(SIGNATURES, SIGNATURES_CODE_VERSION)
 
 

@@ -1,5 +1,8 @@
 """Per-source MinHash signature files: read clean documents, hash them in batches, write one Parquet.
 
+Beside each signature: the text's UTF-8 bytes, words and shingles, so that later steps that need those
+counts (the corpus analysis) read them here instead of reading and tokenizing the texts again.
+
 Cached per source (the `minhash_signatures[source_id]` partition): only this source is read.
 The file records the settings it was computed with, so the global step refuses a stale one.
 """
@@ -25,7 +28,7 @@ from corpus_dagster.lib.minhash import batch_signatures, permutations, signature
 from corpus_dagster.lib.text import byte_batches, tokenize_batch
 
 SIGNATURE_META_KEY = b"corpus_dagster.dedup.signature"
-SIGNATURE_FORMAT = 1
+SIGNATURE_FORMAT = 2
 # Settings that change a signature value; a signature file written with others is stale.
 SIGNATURE_SETTINGS = ("num_perm", "seed", "scheme", "shingle_size")
 
@@ -37,6 +40,7 @@ def signature_schema(cfg: NearDupSettings) -> pa.Schema:
     return pa.schema(
         [
             ("id", pa.string()),
+            ("n_bytes", pa.int64()),
             ("n_words", pa.int32()),
             ("n_shingles", pa.int32()),
             ("signature", pa.list_(value_type, cfg.num_perm)),
@@ -90,6 +94,7 @@ def _signature_task(path: str, row_group: int, cfg: NearDupSettings) -> pa.Table
     return pa.table(
         {
             "id": table.column("id").combine_chunks(),
+            "n_bytes": pc.fill_null(pc.binary_length(texts.cast(pa.large_binary())), 0),
             "n_words": pa.array(np.concatenate(words).astype(np.int32)),
             "n_shingles": pa.array(n_shingles.astype(np.int32)),
             "signature": signature,

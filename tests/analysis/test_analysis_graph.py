@@ -7,6 +7,7 @@ import json
 import random
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from dedup_factory import configs, make_sources, mutate, random_doc
@@ -67,15 +68,29 @@ def test_the_graph_gives_the_tables_the_analysis_computes_itself(built, tmp_path
     assert not (tmp_path / "read" / "_work" / "shingles.u64").exists()
 
 
-def test_word_counts_read_from_the_signature_files_equal_counting_them(built, tmp_path: Path) -> None:
+def test_counts_read_from_the_signature_files_equal_reading_the_texts(built, tmp_path: Path) -> None:
     _root, sources, _stats = built
     docs = corpus_from_sources({s.source_id: s.doc_files for s in sources})
-    run_analysis(docs, tmp_path / "counted", _analysis_cfg(), steps=["scan"])
-    run_analysis(docs, tmp_path / "read", _analysis_cfg(), signature_files=[s.signature_file for s in sources],
-                 steps=["scan"])
+    counted_stats = run_analysis(docs, tmp_path / "counted", _analysis_cfg(), steps=["scan"])
+    read_stats = run_analysis(docs, tmp_path / "read", _analysis_cfg(),
+                              signature_files=[s.signature_file for s in sources], steps=["scan"])
     counted, read = (pq.read_table(tmp_path / d / "_work" / "docs.parquet") for d in ("counted", "read"))
-    assert read.column("n_words").equals(counted.column("n_words"))
-    assert read.column("id").equals(counted.column("id")) and min(counted.column("n_words").to_pylist()) == 3
+    assert read.equals(counted)  # word and byte counts, digests: every column
+    assert min(counted.column("n_words").to_pylist()) == 3 and min(counted.column("n_bytes").to_pylist()) > 0
+    assert counted_stats["steps"]["scan"]["texts_read"] is True
+    assert read_stats["steps"]["scan"]["texts_read"] is False  # the clean files' sha256 column, no text
+
+
+def test_a_sha256_column_that_is_not_digests_is_refused(built, tmp_path: Path) -> None:
+    _root, sources, _stats = built
+    table = pq.read_table(sources[0].doc_files[0])
+    bad = table.set_column(table.schema.get_field_index("sha256"), "sha256",
+                           pa.array([b"short"] * table.num_rows, pa.binary()))
+    pq.write_table(bad, tmp_path / "docs.parquet")
+    docs = corpus_from_sources({sources[0].source_id: [tmp_path / "docs.parquet"]})
+    with pytest.raises(AnalysisError, match="not 32 bytes"):
+        run_analysis(docs, tmp_path / "out", _analysis_cfg(), signature_files=[sources[0].signature_file],
+                     steps=["scan"])
 
 
 def test_a_pair_is_scored_once_for_dedup_and_the_analysis(built) -> None:

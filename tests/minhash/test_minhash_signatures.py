@@ -35,7 +35,7 @@ def test_signature_file_rows_schema_and_values(tmp_path: Path) -> None:
     out = tmp_path / "sig.parquet"
     stats = compute_signatures([docs], out, cfg)
     table = pq.read_table(out)
-    assert table.column_names == ["id", "n_words", "n_shingles", "signature"]
+    assert table.column_names == ["id", "n_bytes", "n_words", "n_shingles", "signature"]
     assert table.column("id").to_pylist() == [f"src:{k}" for k in range(len(texts))]
     sig_type = table.schema.field("signature").type
     assert (sig_type.list_size, sig_type.value_type) == (32, pa.uint32())
@@ -44,6 +44,7 @@ def test_signature_file_rows_schema_and_values(tmp_path: Path) -> None:
     assert short and all(sigs[i] is None for i in short)
     assert stats["docs"] == len(texts) and stats["no_signature"] == len(short)
     assert table.column("n_words").to_pylist() == [len(words(t)) for t in texts]
+    assert table.column("n_bytes").to_pylist() == [len(t.encode("utf-8")) for t in texts]
     for i, text in enumerate(texts):
         if sigs[i] is None:
             continue
@@ -56,7 +57,7 @@ def test_signature_file_rows_schema_and_values(tmp_path: Path) -> None:
         "seed": 1,
         "scheme": "affine32",
         "shingle_size": 5,
-        "format": 1,
+        "format": 2,
     }
 
 

@@ -1,8 +1,10 @@
 """Step `scan`: one pass over the documents for ids, digests, sizes, word counts and (unless the minhash
 stage's signature files are reused) LSH band keys; the document table sorted by id, ids checked unique.
 
-With signature files, the word counts are theirs (the minhash stage counted them with the same rule):
-the texts are not tokenized a second time."""
+With signature files, the byte and word counts are theirs (the minhash stage counted them with the same
+rules): the texts are not tokenized a second time. When the documents also carry the clean stage's
+`sha256` column (the SHA-256 of the UTF-8 text, as the signature files' documents do), the texts are not
+read at all."""
 
 from __future__ import annotations
 
@@ -29,17 +31,22 @@ from corpus_dagster.lib.text import byte_batches, tokenize_batch
 
 
 def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[str, bool], cfg: AnalysisSettings,
-               near: NearDupSettings, spec: GraphSpec | None, count_words: bool) -> dict[str, Any]:
+               near: NearDupSettings, spec: GraphSpec | None, count_words: bool, read_text: bool) -> dict[str, Any]:
     """Ids, digests, sizes, word counts (when `count_words`; band keys with a `spec`) of one row group (runs
-    in a worker)."""
-    cols = ["text"] + [c for c in ("id", "source_id", "split") if has[c]]
+    in a worker). Without `read_text`, the digests come from the `sha256` column and the sizes are left
+    to the signature files (zeros here)."""
+    cols = (["text"] if read_text else ["sha256"]) + [c for c in ("id", "source_id", "split") if has[c]]
     table = pq.ParquetFile(path).read_row_group(rg, columns=cols)
-    texts = table.column("text").combine_chunks()
-    n = len(texts)
+    n = table.num_rows
     if has["id"]:
         ids = table.column("id").combine_chunks().cast(pa.string())
     else:
         ids = pa.array([f"{stem}_{row0 + i:0{width}d}" for i in range(n)], pa.string())
+    if not read_text:
+        return {"ids": ids, "source": _optional(table, "source_id", has), "split": _optional(table, "split", has),
+                "digests": _digest_column(table.column("sha256"), path, rg), "n_bytes": np.zeros(n, np.int64),
+                "n_words": np.zeros(n, np.int64), "bands": np.zeros((0, 0), np.uint64)}
+    texts = table.column("text").combine_chunks()
     raw = texts.cast(pa.large_binary())
     digests = np.frombuffer(_digests(raw), dtype=np.uint8).reshape(n, 32)
     n_bytes = pc.fill_null(pc.binary_length(raw), 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -55,8 +62,8 @@ def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[s
             bands.append(band_hashes(np.ascontiguousarray(sig[:, : spec.width]), spec.bands))
     out = {
         "ids": ids,
-        "source": table.column("source_id").combine_chunks().cast(pa.string()) if has["source_id"] else None,
-        "split": table.column("split").combine_chunks().cast(pa.string()) if has["split"] else None,
+        "source": _optional(table, "source_id", has),
+        "split": _optional(table, "split", has),
         "digests": digests,
         "n_bytes": n_bytes,
         "n_words": np.concatenate(words) if words else np.zeros(n if not count_words else 0, np.int64),
@@ -66,34 +73,57 @@ def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[s
 
 
 
+def _optional(table: pa.Table, column: str, has: dict[str, bool]) -> pa.Array | None:
+    return table.column(column).combine_chunks().cast(pa.string()) if has[column] else None
+
+
 def _digests(raw: pa.Array) -> bytes:
     """Concatenated SHA-256 digests of every value (null as empty text)."""
     return b"".join(hashlib.sha256(v or b"").digest() for v in raw.to_pylist())
 
 
+def _digest_column(column: pa.ChunkedArray, path: str, rg: int) -> np.ndarray:
+    """(n, 32) uint8 of a `sha256` column; AnalysisError unless every value is 32 bytes."""
+    values = column.combine_chunks()
+    if not pa.types.is_fixed_size_binary(values.type):
+        values = values.cast(pa.binary())
+        lengths = pc.binary_length(values)
+        if values.null_count or not pc.all(pc.equal(lengths, 32)).as_py():
+            raise AnalysisError(f"{path}: row group {rg}: the sha256 column holds a value that is not 32 bytes")
+        values = values.cast(pa.binary(32))
+    elif values.type.byte_width != 32 or values.null_count:
+        raise AnalysisError(f"{path}: row group {rg}: the sha256 column is not 32-byte digests without nulls")
+    data = np.frombuffer(values.buffers()[1], dtype=np.uint8)[values.offset * 32 : (values.offset + len(values)) * 32]
+    return data.reshape(len(values), 32)
 
-def _signature_words(ctx: StepContext, table: pa.Table) -> pa.Array:
-    """The word count of every document of `table` (id order), from the signature files."""
-    counts = pl.concat([pl.from_arrow(pq.read_table(p, columns=["id", "n_words"])) for p in ctx.signature_files])
+
+
+def _signature_counts(ctx: StepContext, table: pa.Table, columns: list[str]) -> dict[str, pa.Array]:
+    """Counts of every document of `table` (id order) from the signature files: `columns` of n_words,
+    n_bytes."""
+    counts = pl.concat([pl.from_arrow(pq.read_table(p, columns=["id", *columns])) for p in ctx.signature_files])
     joined = (pl.DataFrame({"id": table.column("id")}).with_row_index("pos")
               .join(counts, on="id", how="left").sort("pos"))
-    missing = joined.filter(pl.col("n_words").is_null())
+    missing = joined.filter(pl.col(columns[0]).is_null())
     if missing.height:
         raise AnalysisError(f"document {missing['id'][0]!r} has no row in the given signature files; "
                             "pass them all or none")
-    return pa.array(joined["n_words"].to_numpy().astype(np.int64))
+    return {c: pa.array(joined[c].to_numpy().astype(np.int64)) for c in columns}
 
 
 def step_scan(ctx: StepContext) -> dict[str, Any]:
     cfg = ctx.cfg
     spec = ctx.spec if not ctx.signature_files and ctx.graph is None else None
     count_words = not ctx.signature_files
+    files = input_files(ctx.documents)
+    read_text = count_words or not all(has["sha256"] for _, _, _, has, _ in files)
     jobs, meta = [], []
-    for i, path, pf, has, rows in input_files(ctx.documents):
+    for i, path, pf, has, rows in files:
         starts = row_group_starts(pf)
         width = max(5, len(str(max(rows - 1, 0))))
         for rg in range(pf.metadata.num_row_groups):
-            jobs.append((str(path), rg, int(starts[rg]), path.stem, width, has, cfg, ctx.near, spec, count_words))
+            jobs.append((str(path), rg, int(starts[rg]), path.stem, width, has, cfg, ctx.near, spec, count_words,
+                         read_text))
             meta.append((i, int(starts[rg]), pf.metadata.row_group(rg).num_rows))
     ctx.work.mkdir(parents=True, exist_ok=True)
     parts: dict[str, list] = {k: [] for k in ("id", "source_id", "split", "file_no", "row", "n_bytes", "n_words")}
@@ -138,7 +168,9 @@ def step_scan(ctx: StepContext) -> dict[str, Any]:
         raise AnalysisError("an input `id` column has null values; every document needs an id")
     table = table.take(pc.sort_indices(table, [("id", "ascending")]))
     if not count_words:
-        table = table.set_column(table.schema.get_field_index("n_words"), "n_words", _signature_words(ctx, table))
+        counts = _signature_counts(ctx, table, ["n_words"] if read_text else ["n_words", "n_bytes"])
+        for name, values in counts.items():
+            table = table.set_column(table.schema.get_field_index(name), name, values)
     ids = table.column("id").combine_chunks()
     same = pc.equal(ids.slice(1), ids.slice(0, len(ids) - 1)).to_numpy(zero_copy_only=False)
     if same.any():
@@ -155,4 +187,5 @@ def step_scan(ctx: StepContext) -> dict[str, Any]:
         "no_shingle_docs": int((words < ctx.near.shingle_size).sum()),
         "signatures": ("read from the near-duplicate graph" if ctx.graph is not None else
                        "computed" if spec is not None else "reused from dedup signature files"),
+        "texts_read": read_text,
     }
