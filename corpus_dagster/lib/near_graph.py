@@ -79,7 +79,7 @@ def agreement_floor(num_values: int, threshold: float) -> int:
 
 
 def agreeing(pairs: np.ndarray, signatures: np.ndarray, row_of_gid: np.ndarray, floor: int,
-             chunk: int = 1 << 16) -> np.ndarray:
+             chunk: int = 1 << 14) -> np.ndarray:
     """Per candidate pair (gid, gid): whether its two signatures agree on at least `floor` values.
 
     signatures: one row per graph document (a memory map is fine: chunk pairs at a time are read);
@@ -89,5 +89,5 @@ def agreeing(pairs: np.ndarray, signatures: np.ndarray, row_of_gid: np.ndarray, 
         part = pairs[start : start + chunk]
         a = np.asarray(signatures[row_of_gid[part[:, 0]]])
         b = np.asarray(signatures[row_of_gid[part[:, 1]]])
-        keep[start : start + len(part)] = (a == b).sum(axis=1) >= floor
+        keep[start : start + len(part)] = np.count_nonzero(a == b, axis=1) >= floor
     return keep
