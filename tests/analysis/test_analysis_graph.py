@@ -138,7 +138,7 @@ def test_the_agreement_filter_sets_aside_only_pairs_below_the_threshold(tmp_path
     cfg, near = configs()
     sources = make_sources(tmp_path, {"a": _texts(3), "b": _texts(4)}, near)
     filtered = run_dedup(sources, cfg, tmp_path / "filtered", near=near)
-    monkeypatch.setattr(near_graph, "AGREEMENT_SIGMAS", 1e9)  # floor 0: every candidate scored
+    monkeypatch.setattr(near_graph, "AGREEMENT_MISS", 0.0)  # floor 0: every candidate scored
     everything = run_dedup(sources, cfg, tmp_path / "everything", near=near)
     for name in ("pairs", "dropped", "clusters"):
         assert (tmp_path / "filtered" / f"{name}.parquet").read_bytes() == (

@@ -168,11 +168,14 @@ def test_intersections_of_sorted_ranges() -> None:
     assert got.tolist() == [3, 5, 0, 0]
 
 
-def test_the_agreement_floor_is_six_deviations_under_a_pair_at_the_threshold() -> None:
-    assert agreement_floor(128, 0.7) == 58 and agreement_floor(128, 0.8) == 75 and agreement_floor(4, 0.5) == 0
-    rng = np.random.default_rng(0)
-    sigs = rng.integers(0, 1 << 32, size=(4, 128), dtype=np.uint64).astype(np.uint32)
-    sigs[1, :58] = sigs[0, :58]  # 58 values agree: kept; 57: set aside
-    sigs[2, :57] = sigs[0, :57]
-    keep = agreeing(np.array([[10, 11], [10, 12], [11, 13]]), sigs, np.array([-1] * 10 + [0, 1, 2, 3]), 58, chunk=2)
-    assert keep.tolist() == [True, False, False]
+def test_the_agreement_floor_sets_aside_a_pair_at_the_threshold_with_at_most_the_miss_probability() -> None:
+    from fractions import Fraction
+    from math import comb
+
+    assert agreement_floor(128, 0.7) == 64 and agreement_floor(128, 0.8) == 79 and agreement_floor(4, 0.5) == 0
+    assert agreement_floor(128, 0.7, miss=0.0) == 0 and agreement_floor(128, 1.0) == 128
+    for n, t, miss in ((128, 0.7, 1e-6), (64, 0.5, 1e-3), (256, 0.9, 1e-9)):
+        k = agreement_floor(n, t, miss)
+        p = Fraction(t)
+        below = [sum(comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(j)) for j in (k, k + 1)]
+        assert below[0] <= miss < below[1], (n, t, k)  # the largest floor within the miss probability
