@@ -4,7 +4,7 @@ A block holds the LSH candidate pairs between the documents of two sources (or w
 two different texts: its ids, whether the pair's signatures agreed enough to be scored, and the shingle
 intersection and union of the scored ones. Its documents are the smallest id of each distinct text within
 its source, so a block depends on its two sources' texts and the graph's shape only: it is keyed by the two
-sources' signature keys (which hash their clean outputs and the signature settings) and the graph spec.
+sources' content (the sha256 of their clean document files, and the signature settings) and the graph spec.
 
 When one source is added or changes, every block between unchanged sources is read back instead of
 recomputed, and only the pairs with a document of a changed source are generated and scored. The global
@@ -62,14 +62,14 @@ class Block:
 
 
 def block_key(source_a: tuple[str, str], source_b: tuple[str, str], spec: GraphSpec) -> str:
-    """Content key of a block: (source id, signature key) of both sources and the graph's shape."""
+    """Content key of a block: (source id, content key) of both sources and the graph's shape."""
     text = json.dumps({"code": BLOCK_CODE_VERSION, "a": list(source_a), "b": list(source_b), "graph": spec.as_dict()},
                       sort_keys=True)
     return sha256_hex(text.encode())[:32]
 
 
 def plan_blocks(sources: list[tuple[str, str]], spec: GraphSpec, reusable: Iterable[str]) -> list[Block]:
-    """Every block of the sorted (source id, signature key) list: reused when its key is in `reusable`."""
+    """Every block of the sorted (source id, content key) list: reused when its key is in `reusable`."""
     have = set(reusable)
     out = []
     for a in range(len(sources)):

@@ -5,24 +5,26 @@ clean and signature keys, the protected sets' content, the `dedup` and `near_dup
 from __future__ import annotations
 
 import glob
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from corpus_dagster.clean.driver import clean_doc_files, clean_record
 from corpus_dagster.core.config import output_settings
-from corpus_dagster.core.hashing import sha256_file
+from corpus_dagster.core.hashing import sha256_file, sha256_hex
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.settings import DedupSettings, Settings, as_settings
 from corpus_dagster.core.stage import Stage
 from corpus_dagster.dedup.protected import protected_set_specs
-from corpus_dagster.minhash.driver import signature_key
+from corpus_dagster.minhash.driver import SIGNATURE_SETTINGS, signature_key
 
 DEDUP = "dedup"
 DEDUP_CODE_VERSION = "3"
 TABLES = ("dropped.parquet", "clusters.parquet", "pairs.parquet")
 
 DEDUP_STAGE = Stage(DEDUP, DEDUP_CODE_VERSION)
+
 
 def protected_hashes(dedup_cfg: DedupSettings) -> list[list[str]]:
     """[name, path, sha256] of every protected-set file: their content, not their mtime, enters the key."""
@@ -51,6 +53,17 @@ def key_settings(settings: Settings) -> dict[str, Any]:
     """The settings that decide the dedup outputs: dedup's policy and the near-duplicate graph's shape."""
     return {"dedup": output_settings(settings.resolved, "dedup"), "near_dup": output_settings(settings.resolved, "near_dup")}
 
+
+def block_source(layout: Layout, settings: Settings, source_id: str) -> tuple[str, str]:
+    """(source id, content key) of one source for the near-duplicate graph's blocks: the sha256 of each of
+    its clean document files (ids and texts) and the signature settings. Content only, unlike the stage
+    keys, which hash upstream keys (a refetch of the same bytes at another time keeps its blocks)."""
+    record = clean_record(layout, source_id)
+    content = {
+        "docs": [record.outputs[name]["sha256"] for name in record.files.get("docs", [])],
+        "signature": output_settings(settings.resolved, "near_dup", SIGNATURE_SETTINGS),
+    }
+    return source_id, sha256_hex(json.dumps(content, sort_keys=True).encode())
 
 
 def clean_bytes(layout: Layout, source_ids: list[str]) -> int:

@@ -44,7 +44,15 @@ from corpus_dagster.dedup.corpus_dedup import (
     finish,
     prepare,
 )
-from corpus_dagster.dedup.key import DEDUP, DEDUP_STAGE, TABLES, clean_bytes, dedup_key, key_settings
+from corpus_dagster.dedup.key import (
+    DEDUP,
+    DEDUP_STAGE,
+    TABLES,
+    block_source,
+    clean_bytes,
+    dedup_key,
+    key_settings,
+)
 from corpus_dagster.dedup.near import agreeing_candidates, build_store, store_jaccard
 from corpus_dagster.dedup.scan import Job
 from corpus_dagster.dedup.work_files import (
@@ -82,7 +90,7 @@ from corpus_dagster.dedup.work_files import (
 from corpus_dagster.lib.jaccard import ShingleStore
 from corpus_dagster.lib.lsh import band_pairs, merge_pairs, unpack_pairs
 from corpus_dagster.lib.near_graph import graph_spec
-from corpus_dagster.minhash.driver import run_signatures, signature_file, signature_key, signatures_current
+from corpus_dagster.minhash.driver import run_signatures, signature_file, signatures_current
 
 
 def work_folder(layout: Layout, key: str) -> WorkFolder:
@@ -132,7 +140,7 @@ def _prepare(layout: Layout, settings: Settings, source_ids: list[str], work: Wo
     cfg = settings.dedup
     spec = graph_spec(settings.near_dup, cfg.jaccard_threshold)
     check_inputs(sources, settings.near_dup, spec)
-    blocks = plan_blocks([(sid, signature_key(layout, sid, settings)[0]) for sid in source_ids], spec,
+    blocks = plan_blocks([block_source(layout, settings, sid) for sid in source_ids], spec,
                          reusable_blocks(layout.stage(DEDUP)))
     path = work.path
     timer = StepTimer()

@@ -146,15 +146,18 @@ def test_exact_duplicates_keep_the_smallest_gid_among_the_eligible() -> None:
 
 
 def test_peak_rss_is_per_step_after_a_reset() -> None:
+    import mmap
+
     from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
 
     if not reset_peak_rss():
         pytest.skip("this kernel does not allow resetting the peak RSS (VmHWM)")
     before = peak_rss_mb()
-    block = np.ones(40_000_000 // 8)  # 40 MB touched
+    block = mmap.mmap(-1, 40_000_000)  # fresh anonymous pages (a heap allocation may reuse resident memory)
+    block.write(b"\1" * 40_000_000)  # 40 MB touched
     during = peak_rss_mb()
     assert during >= before + 30
-    del block
+    block.close()
     assert reset_peak_rss() and peak_rss_mb() < during - 30
 
 
@@ -179,3 +182,11 @@ def test_the_agreement_floor_sets_aside_a_pair_at_the_threshold_with_at_most_the
         p = Fraction(t)
         below = [sum(comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(j)) for j in (k, k + 1)]
         assert below[0] <= miss < below[1], (n, t, k)  # the largest floor within the miss probability
+
+def test_agreeing_keeps_a_pair_with_at_least_the_floor_of_equal_values() -> None:
+    rng = np.random.default_rng(0)
+    sigs = rng.integers(0, 1 << 32, size=(4, 128), dtype=np.uint64).astype(np.uint32)
+    sigs[1, :64] = sigs[0, :64]  # 64 values agree: kept; 63: set aside
+    sigs[2, :63] = sigs[0, :63]
+    keep = agreeing(np.array([[10, 11], [10, 12], [11, 13]]), sigs, np.array([-1] * 10 + [0, 1, 2, 3]), 64, chunk=2)
+    assert keep.tolist() == [True, False, False]
