@@ -18,8 +18,11 @@ demo: install
 	mkdir -p $(DAGSTER_HOME)
 	$(PY) -m corpus_dagster.cli.demo
 
+# One pytest worker per core (pytest-xdist); a module's tests stay on one worker, so its fixtures are built
+# once. TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= auto
 test: install lint
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope
 
 # The UI in a real browser: dagster dev on 127.0.0.1 and Debian's chromium (installed here when missing; never a
 # browser download). Screenshots land in tests/e2e/artifacts/.
