@@ -117,6 +117,9 @@ def plan_dedup(layout: Layout, resolved: Settings | Mapping[str, Any], source_id
     records.begin(folder)
     work = work_folder(layout, key)
     meta = work.start()
+    if meta is not None and any(b.reused and not (folder / b.name).is_file() for b in _blocks(meta)):
+        work.remove()  # a block this plan reuses was deleted since (another build's record replaced it)
+        meta = work.start()
     if meta is None:
         meta = _prepare(layout, settings, source_ids, work)
     if log is not None:

@@ -20,6 +20,8 @@ from corpus_dagster.dedup.blocks import BLOCKS, merge_graph
 from corpus_dagster.dedup.driver import run_global_dedup
 from corpus_dagster.dedup.exact import exact_duplicates
 from corpus_dagster.dedup.key import DEDUP, TABLES
+from corpus_dagster.dedup.near import store_jaccard
+from corpus_dagster.lib.jaccard import ShingleStore
 from corpus_dagster.lib.lsh import band_pairs, unpack_pairs
 
 
@@ -172,3 +174,27 @@ def test_blocks_that_disagree_about_a_pair_are_refused() -> None:
     assert merge_graph([one, one]).pairs.tolist() == [[1, 2]]
     with pytest.raises(DedupInputError, match="disagree"):
         merge_graph([one, (key, np.array([True]), np.array([6]), np.array([9]))])
+
+
+def _store(path: Path, sets: list[list[int]]) -> ShingleStore:
+    store = ShingleStore(path, len(sets))
+    store.append(np.arange(len(sets)), np.concatenate([np.array(s, np.uint64) for s in sets]),
+                 np.array([len(s) for s in sets]))
+    store.close()
+    return store
+
+
+def test_chain_jaccard_reads_the_store_and_builds_one_for_documents_it_lacks(tmp_path: Path) -> None:
+    sets = {10: [1, 2, 3, 4], 20: [1, 2, 3, 5], 30: [1, 2, 6, 7]}  # gid -> sorted shingle fingerprints
+    store = _store(tmp_path / "store.u64", [sets[10], sets[20]])
+    built: list[list[int]] = []
+
+    def build(gids: np.ndarray) -> ShingleStore:  # as the finish does: the texts of those gids, shingled
+        built.append(gids.tolist())
+        return _store(tmp_path / "extra.u64", [sets[g] for g in gids.tolist()])
+
+    jaccard = store_jaccard(store, np.array([10, 20]), 1 << 10, build)
+    assert jaccard(np.array([10]), np.array([20])).tolist() == [3 / 5] and built == []
+    assert jaccard(np.array([10, 20]), np.array([30, 30])).tolist() == [2 / 6, 2 / 6]
+    assert built == [[10, 20, 30]]  # the documents a reused block's pairs brought in
+    assert store_jaccard(None, np.zeros(0, np.int64), 1 << 10, build)(np.array([10]), np.array([30])).tolist() == [2 / 6]
