@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from corpus_dagster.core import records
@@ -35,12 +34,41 @@ from corpus_dagster.lib.near_graph import GraphSpec
 BLOCKS = "_graph-blocks"  # under the dedup stage folder; "_" keeps it from being pruned as an old key
 BLOCK_CODE_VERSION = "1"
 BLOCK_SCHEMA = pa.schema([
+    ("row_a", pa.int64()),
+    ("row_b", pa.int64()),
     ("id_a", pa.string()),
     ("id_b", pa.string()),
     ("scored", pa.bool_()),
     ("intersection", pa.int64()),
     ("union", pa.int64()),
 ])
+READ_COLUMNS = ["row_a", "row_b", "scored", "intersection", "union"]  # a reused block is read by position
+
+
+@dataclass(frozen=True)
+class SourceRows:
+    """Where each document of a build sits in its source: its row (position in the source's clean files, in
+    their order), which the source's content fixes, so a block can name documents by row across builds."""
+
+    gid_of_scan: np.ndarray  # the scan reads sources, files and row groups in order
+    source_start: np.ndarray  # scan position of each source's first document; last = documents
+
+    def rows(self, gids: np.ndarray) -> np.ndarray:
+        """The row of each gid within its own source."""
+        scan_of_gid = np.empty(len(self.gid_of_scan), dtype=np.int64)
+        scan_of_gid[self.gid_of_scan] = np.arange(len(self.gid_of_scan), dtype=np.int64)
+        scan = scan_of_gid[gids]
+        return scan - self.source_start[np.searchsorted(self.source_start, scan, side="right") - 1]
+
+    def gids(self, source: int, rows: np.ndarray, where: Path) -> np.ndarray:
+        """The gids of rows of source number `source`; DedupInputError for a row the source does not have."""
+        start, stop = int(self.source_start[source]), int(self.source_start[source + 1])
+        if len(rows) and (rows.min() < 0 or rows.max() >= stop - start):
+            raise DedupInputError(
+                f"reused near-duplicate block {where} names row {int(rows.max())} of a source with {stop - start} "
+                f"documents; delete {where.parent} to rebuild the blocks"
+            )
+        return self.gid_of_scan[start + rows]
 
 
 @dataclass(frozen=True)
@@ -115,10 +143,13 @@ def graph_pairs(pairs: np.ndarray, node_of_gid: np.ndarray) -> tuple[np.ndarray,
     return pack_pairs(nodes[:, 0], nodes[:, 1]), nodes[:, 0] != nodes[:, 1]
 
 
-def write_block(path: Path, ids: pa.Array, pairs: np.ndarray, scored: np.ndarray, intersection: np.ndarray,
-                union: np.ndarray) -> None:
-    """One block's pairs (gids, sorted), atomically, as Parquet with the documents' ids."""
+def write_block(path: Path, ids: pa.Array, pairs: np.ndarray, rows: np.ndarray, scored: np.ndarray,
+                intersection: np.ndarray, union: np.ndarray) -> None:
+    """One block's pairs (gids, the block's first source in column 0; `rows` their rows in their sources),
+    atomically, as Parquet with the documents' ids for a reader."""
     table = pa.table({
+        "row_a": pa.array(rows[:, 0], pa.int64()),
+        "row_b": pa.array(rows[:, 1], pa.int64()),
         "id_a": ids.take(pa.array(pairs[:, 0])) if len(pairs) else pa.array([], pa.string()),
         "id_b": ids.take(pa.array(pairs[:, 1])) if len(pairs) else pa.array([], pa.string()),
         "scored": pa.array(scored, pa.bool_()),
@@ -145,24 +176,13 @@ class BlockPairs:
         return keys[differ], self.scored[differ], self.intersection[differ], self.union[differ]
 
 
-def read_blocks(paths: list[Path], ids: pa.Array) -> BlockPairs:
-    """The pairs of reused blocks, their ids looked up in this build's ids (gid order). A block naming an id
-    this build does not have is refused: its key said its sources are unchanged."""
-    if not paths:
-        empty = np.zeros(0, np.int64)
-        return BlockPairs(np.zeros((0, 2), np.int64), np.zeros(0, bool), empty, empty)
-    table = pa.concat_tables([pq.read_table(p, schema=BLOCK_SCHEMA) for p in paths])
-    sides = []
-    for column in ("id_a", "id_b"):
-        gids = pc.index_in(table.column(column), value_set=ids)
-        if gids.null_count:
-            raise DedupInputError(
-                f"a reused near-duplicate block in {paths[0].parent} names a document this build does not have "
-                f"({table.column(column).filter(pc.is_null(gids))[0]}); delete that folder to rebuild the blocks"
-            )
-        sides.append(gids.to_numpy(zero_copy_only=False).astype(np.int64))
+def read_block(path: Path, block: Block, where: SourceRows) -> BlockPairs:
+    """The pairs of one reused block, by row (never by id: no lookup table of every id), in this build's gids."""
+    table = pq.read_table(path, columns=READ_COLUMNS, schema=BLOCK_SCHEMA)
+    side_a = where.gids(block.a, table.column("row_a").to_numpy(zero_copy_only=False), path)
+    side_b = where.gids(block.b, table.column("row_b").to_numpy(zero_copy_only=False), path)
     return BlockPairs(
-        np.stack(sides, axis=1),
+        np.stack([side_a, side_b], axis=1).reshape(-1, 2),
         table.column("scored").to_numpy(zero_copy_only=False).astype(bool),
         table.column("intersection").to_numpy(zero_copy_only=False),
         table.column("union").to_numpy(zero_copy_only=False),
@@ -207,18 +227,25 @@ def merge_graph(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
 
 
 def merge_blocks(folder: Path, blocks: list[Block], computed: BlockPairs, ids: pa.Array, node_of_gid: np.ndarray,
-                 source_of_gid: np.ndarray) -> Graph:
+                 source_of_gid: np.ndarray, where: SourceRows) -> Graph:
     """Write each block this build computed (its share of `computed`, the pairs it generated and scored) under
-    the stage folder, read the reused ones back, and merge both into the global graph."""
+    the stage folder, read the reused ones back one at a time, and merge all into the global graph.
+
+    Memory: the graph's candidate pairs as node pairs with their flags and counts (25 bytes each, twice
+    while merging) and one reused block at a time."""
     n_sources = max((b.b for b in blocks), default=-1) + 1
     number = block_numbers(computed.pairs, source_of_gid, n_sources)
+    sources = np.asarray(source_of_gid)[computed.pairs].reshape(-1, 2)
+    oriented = np.where((sources[:, 0] > sources[:, 1])[:, None], computed.pairs[:, ::-1], computed.pairs)
+    rows = where.rows(oriented.reshape(-1)).reshape(-1, 2)  # column 0 in the block's first source
     for block in blocks:
         if not block.reused:
             sel = number == block.a * n_sources + block.b
-            write_block(folder / block.name, ids, computed.pairs[sel], computed.scored[sel],
+            write_block(folder / block.name, ids, oriented[sel], rows[sel], computed.scored[sel],
                         computed.intersection[sel], computed.union[sel])
-    reused = read_blocks([folder / b.name for b in blocks if b.reused], ids)
-    return merge_graph([computed.as_graph_part(node_of_gid), reused.as_graph_part(node_of_gid)])
+    parts = [computed.as_graph_part(node_of_gid)]
+    parts.extend(read_block(folder / b.name, b, where).as_graph_part(node_of_gid) for b in blocks if b.reused)
+    return merge_graph(parts)
 
 
 def reusable_blocks(folder: Path) -> set[str]:

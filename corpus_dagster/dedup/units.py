@@ -27,6 +27,7 @@ from corpus_dagster.dedup.blocks import (
     Block,
     BlockPairs,
     Graph,
+    SourceRows,
     dirty_documents,
     graph_pairs,
     in_computed_blocks,
@@ -286,7 +287,16 @@ def _graph(layout: Layout, work: WorkFolder, meta: dict[str, Any], prep: Prepare
     local = np.load(path / LOCAL_PAIRS)
     slot = np.searchsorted(graph_new, graph_pairs(local, prep.node_of_gid)[0])
     computed = BlockPairs(local, agree[slot], inter[slot], union[slot])
-    return merge_blocks(layout.stage(DEDUP), _blocks(meta), computed, prep.ids, prep.node_of_gid, prep.source_of_gid)
+    return merge_blocks(layout.stage(DEDUP), _blocks(meta), computed, prep.ids, prep.node_of_gid, prep.source_of_gid,
+                        _source_rows(work, meta))
+
+
+def _source_rows(work: WorkFolder, meta: dict[str, Any]) -> SourceRows:
+    """Each document's row in its source, from the scan order and the plan's jobs (sources in order)."""
+    per_source = np.zeros(len(meta["sources"]), dtype=np.int64)
+    for source, _path, _rg, _scan_start, rows in meta["jobs"]:
+        per_source[source] += rows
+    return SourceRows(np.load(work.path / "gid_of_scan.npy"), np.concatenate([[0], np.cumsum(per_source)]))
 
 
 @records.locked(lambda a: "dedup")

@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from dedup_factory import mutate, plant_clean, random_doc
@@ -16,13 +17,22 @@ from corpus_dagster.core import records
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.layout import Layout
-from corpus_dagster.dedup.blocks import BLOCKS, merge_graph
+from corpus_dagster.dedup.blocks import (
+    BLOCKS,
+    Block,
+    BlockPairs,
+    SourceRows,
+    merge_blocks,
+    merge_graph,
+    plan_blocks,
+)
 from corpus_dagster.dedup.driver import run_global_dedup
 from corpus_dagster.dedup.exact import exact_duplicates
 from corpus_dagster.dedup.key import DEDUP, TABLES
 from corpus_dagster.dedup.near import store_jaccard
 from corpus_dagster.lib.jaccard import ShingleStore
 from corpus_dagster.lib.lsh import band_pairs, unpack_pairs
+from corpus_dagster.lib.near_graph import GraphSpec
 
 
 def block_corpus(seed: int = 11) -> dict[str, list[str]]:
@@ -198,3 +208,23 @@ def test_chain_jaccard_reads_the_store_and_builds_one_for_documents_it_lacks(tmp
     assert jaccard(np.array([10, 20]), np.array([30, 30])).tolist() == [2 / 6, 2 / 6]
     assert built == [[10, 20, 30]]  # the documents a reused block's pairs brought in
     assert store_jaccard(None, np.zeros(0, np.int64), 1 << 10, build)(np.array([10]), np.array([30])).tolist() == [2 / 6]
+
+
+def test_a_block_written_then_read_back_names_the_same_pairs_when_ids_sort_against_sources(tmp_path: Path) -> None:
+    # Source 0 holds gids 3, 4 (its ids sort after source 1's), source 1 holds gids 0, 1, 2.
+    where = SourceRows(np.array([3, 4, 0, 1, 2]), np.array([0, 2, 5]))
+    source_of_gid = np.array([1, 1, 1, 0, 0])
+    ids = pa.array([f"doc-{g}" for g in range(5)])
+    node_of_gid = np.arange(5)
+    computed = BlockPairs(np.array([[0, 3], [1, 2], [3, 4], [2, 4]]), np.array([True, True, False, True]),
+                          np.array([5, 7, 0, 2]), np.array([9, 8, 0, 6]))
+    blocks = plan_blocks([("s0", "c0"), ("s1", "c1")], GraphSpec(0.7, 32, 4, 128, 5), [])
+    first = merge_blocks(tmp_path, blocks, computed, ids, node_of_gid, source_of_gid, where)
+    reused = [Block(b.a, b.b, b.key, True) for b in blocks]
+    nothing = BlockPairs(np.zeros((0, 2), np.int64), np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    again = merge_blocks(tmp_path, reused, nothing, ids, node_of_gid, source_of_gid, where)
+    assert np.array_equal(first.candidates, again.candidates) and np.array_equal(first.pairs, again.pairs)
+    assert again.pairs.tolist() == [[0, 3], [1, 2], [2, 4]] and again.intersection.tolist() == [5, 7, 2]
+    cross = pq.read_table(tmp_path / blocks[1].name)  # block (s0, s1): s0's document in column a
+    assert cross.column("id_a").to_pylist() == ["doc-3", "doc-4"] and cross.column("row_a").to_pylist() == [0, 1]
+    assert cross.column("id_b").to_pylist() == ["doc-0", "doc-2"] and cross.column("row_b").to_pylist() == [0, 2]
