@@ -226,26 +226,27 @@ def merge_graph(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
     return Graph(keys, unpack_pairs(keys[scored]), inter[scored], union[scored])
 
 
-def merge_blocks(folder: Path, blocks: list[Block], computed: BlockPairs, ids: pa.Array, node_of_gid: np.ndarray,
-                 source_of_gid: np.ndarray, where: SourceRows) -> Graph:
-    """Write each block this build computed (its share of `computed`, the pairs it generated and scored) under
-    the stage folder, read the reused ones back one at a time, and merge all into the global graph.
-
-    Memory: the graph's candidate pairs as node pairs with their flags and counts (25 bytes each, twice
-    while merging) and one reused block at a time."""
+def write_blocks(folder: Path, blocks: list[Block], computed: BlockPairs, ids: pa.Array, source_of_gid: np.ndarray,
+                 where: SourceRows) -> None:
+    """Write each block this build computed under the stage folder: its share of `computed` (the pairs this
+    build generated and scored, in gids), each pair with the block's first source in column a."""
     n_sources = max((b.b for b in blocks), default=-1) + 1
     number = block_numbers(computed.pairs, source_of_gid, n_sources)
     sources = np.asarray(source_of_gid)[computed.pairs].reshape(-1, 2)
     oriented = np.where((sources[:, 0] > sources[:, 1])[:, None], computed.pairs[:, ::-1], computed.pairs)
-    rows = where.rows(oriented.reshape(-1)).reshape(-1, 2)  # column 0 in the block's first source
+    rows = where.rows(oriented.reshape(-1)).reshape(-1, 2)
     for block in blocks:
         if not block.reused:
             sel = number == block.a * n_sources + block.b
             write_block(folder / block.name, ids, oriented[sel], rows[sel], computed.scored[sel],
                         computed.intersection[sel], computed.union[sel])
-    parts = [computed.as_graph_part(node_of_gid)]
-    parts.extend(read_block(folder / b.name, b, where).as_graph_part(node_of_gid) for b in blocks if b.reused)
-    return merge_graph(parts)
+
+
+def reused_parts(folder: Path, blocks: list[Block], where: SourceRows,
+                 node_of_gid: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """The graph parts (`merge_graph`) of the reused blocks, read back one at a time: memory holds their
+    node pairs with flags and counts (25 bytes each) and one block's table."""
+    return [read_block(folder / b.name, b, where).as_graph_part(node_of_gid) for b in blocks if b.reused]
 
 
 def reusable_blocks(folder: Path) -> set[str]:

@@ -139,9 +139,7 @@ def store_jaccard(store: ShingleStore | None, store_nodes: np.ndarray, chunk: in
 
     def jaccard(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         want = unique_sorted(np.concatenate([a, b]))
-        have = store_nodes[np.minimum(np.searchsorted(store_nodes, want), max(len(store_nodes) - 1, 0))] \
-            if len(store_nodes) else np.full(len(want), -1)
-        if store is not None and np.array_equal(have, want):
+        if store is not None and np.isin(want, store_nodes).all():
             return store.jaccard(np.searchsorted(store_nodes, a), np.searchsorted(store_nodes, b), chunk)
         extra = build(want)
         return extra.jaccard(np.searchsorted(want, a), np.searchsorted(want, b), chunk)

@@ -31,10 +31,12 @@ from corpus_dagster.dedup.blocks import (
     dirty_documents,
     graph_pairs,
     in_computed_blocks,
-    merge_blocks,
+    merge_graph,
     plan_blocks,
     remove_unnamed_blocks,
     reusable_blocks,
+    reused_parts,
+    write_blocks,
 )
 from corpus_dagster.dedup.corpus_dedup import (
     GRAPH_SIGNATURES,
@@ -277,18 +279,20 @@ def _jobs(layout: Layout, meta: dict[str, Any]) -> list[Job]:
     return [Job(src, absolute(layout.root, p), rg, scan_start, rows) for src, p, rg, scan_start, rows in meta["jobs"]]
 
 
-def _graph(layout: Layout, work: WorkFolder, meta: dict[str, Any], prep: Prepared,
+def _graph(layout: Layout, work: WorkFolder, meta: dict[str, Any], blocks: list[Block], prep: Prepared,
            counts: tuple[np.ndarray, np.ndarray]) -> Graph:
-    """The global graph: this build's scored pairs into the blocks it computed, and the reused blocks."""
-    path = work.path
+    """The global graph: this build's scored node pairs, written into the blocks it computed, merged with the
+    reused blocks."""
+    path, folder = work.path, layout.stage(DEDUP)
     graph_new, agree = np.load(path / GRAPH_CANDIDATES), np.load(path / AGREE)
     inter, union = np.zeros(len(graph_new), np.int64), np.zeros(len(graph_new), np.int64)
     inter[agree], union[agree] = counts
     local = np.load(path / LOCAL_PAIRS)
     slot = np.searchsorted(graph_new, graph_pairs(local, prep.node_of_gid)[0])
-    computed = BlockPairs(local, agree[slot], inter[slot], union[slot])
-    return merge_blocks(layout.stage(DEDUP), _blocks(meta), computed, prep.ids, prep.node_of_gid, prep.source_of_gid,
-                        _source_rows(work, meta))
+    where = _source_rows(work, meta)
+    write_blocks(folder, blocks, BlockPairs(local, agree[slot], inter[slot], union[slot]), prep.ids,
+                 prep.source_of_gid, where)
+    return merge_graph([(graph_new, agree, inter, union), *reused_parts(folder, blocks, where, prep.node_of_gid)])
 
 
 def _source_rows(work: WorkFolder, meta: dict[str, Any]) -> SourceRows:
@@ -333,7 +337,7 @@ def finish_dedup(layout: Layout, resolved: Settings | Mapping[str, Any], key: st
     prep = read_prepared(work.path, meta, graph_spec(settings.near_dup, cfg.jaccard_threshold))
     timer.restart()
     blocks = _blocks(meta)
-    graph = _graph(layout, work, meta, prep, counts)
+    graph = _graph(layout, work, meta, blocks, prep, counts)
     timer.lap("blocks")
     near = settings.near_dup
     jobs, gid_of_scan = _jobs(layout, meta), np.load(work.path / "gid_of_scan.npy")

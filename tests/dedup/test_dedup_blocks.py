@@ -22,9 +22,10 @@ from corpus_dagster.dedup.blocks import (
     Block,
     BlockPairs,
     SourceRows,
-    merge_blocks,
     merge_graph,
     plan_blocks,
+    reused_parts,
+    write_blocks,
 )
 from corpus_dagster.dedup.driver import run_global_dedup
 from corpus_dagster.dedup.exact import exact_duplicates
@@ -219,10 +220,10 @@ def test_a_block_written_then_read_back_names_the_same_pairs_when_ids_sort_again
     computed = BlockPairs(np.array([[0, 3], [1, 2], [3, 4], [2, 4]]), np.array([True, True, False, True]),
                           np.array([5, 7, 0, 2]), np.array([9, 8, 0, 6]))
     blocks = plan_blocks([("s0", "c0"), ("s1", "c1")], GraphSpec(0.7, 32, 4, 128, 5), [])
-    first = merge_blocks(tmp_path, blocks, computed, ids, node_of_gid, source_of_gid, where)
+    write_blocks(tmp_path, blocks, computed, ids, source_of_gid, where)
+    first = merge_graph([computed.as_graph_part(node_of_gid)])
     reused = [Block(b.a, b.b, b.key, True) for b in blocks]
-    nothing = BlockPairs(np.zeros((0, 2), np.int64), np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    again = merge_blocks(tmp_path, reused, nothing, ids, node_of_gid, source_of_gid, where)
+    again = merge_graph(reused_parts(tmp_path, reused, where, node_of_gid))
     assert np.array_equal(first.candidates, again.candidates) and np.array_equal(first.pairs, again.pairs)
     assert again.pairs.tolist() == [[0, 3], [1, 2], [2, 4]] and again.intersection.tolist() == [5, 7, 2]
     cross = pq.read_table(tmp_path / blocks[1].name)  # block (s0, s1): s0's document in column a
