@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from corpus_dagster.core.errors import DedupInputError
-from corpus_dagster.lib.shingle_hashing import shingle_hashes, word_hashes
-from corpus_dagster.lib.text import byte_batches, tokenize_batch
+from corpus_dagster.lib.shingle_hashing import shingle_hashes, text_word_hashes
+from corpus_dagster.lib.text import byte_batches
 
 FINGERPRINT_BITS = 44
 _FP_SHIFT = np.uint64(64 - FINGERPRINT_BITS)  # a fingerprint is the hash's top FINGERPRINT_BITS
@@ -30,8 +30,7 @@ def shingle_sets(texts, shingle_size: int) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique shingle fingerprints of each text: (values uint64, lengths int64), in text order."""
     from corpus_dagster.lib.kernels import sorted_unique_segments  # numba: imported where sets are built
 
-    wb = tokenize_batch(texts)
-    hashes, offsets = shingle_hashes(word_hashes(wb), wb.doc_offsets, shingle_size)
+    hashes, offsets = shingle_hashes(*text_word_hashes(texts), shingle_size)
     n_docs = len(offsets) - 1
     if n_docs <= 0:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)

@@ -2,6 +2,8 @@
 
 - word bounds: maximal runs of alphanumeric characters per document, decoding UTF-8 on the way;
 - word hashes: the polynomial of a word's bytes, finished with fmix64, straight from the byte ranges;
+- lowered word hashes: the same hashes straight from the texts as written, lowercasing each code point by
+  a table on the way (no lowercased copy of the text, no word ranges);
 - shingle hashes: the polynomial of k consecutive word hashes per window, finished the same way;
 - MinHash minima: per shingle, every permutation's (a * x + b) mod 2**w and its running minimum;
 - set intersections: the shared values of two sorted unique arrays, by one merge walk per pair.
@@ -78,6 +80,79 @@ def _word_hashes(data, starts, ends, base, len_mix, out):  # noqa: ANN001
             acc += _U64(data[j]) * power
             power *= base
         out[w] = _fmix64(acc ^ (_U64(ends[w] - starts[w]) * len_mix))
+
+
+@njit(inline="always")
+def _feed(acc, power, byte, base):  # noqa: ANN001, ANN202
+    return acc + _U64(byte) * power, power * base
+
+
+@_compiled
+def _lowered_word_hashes(data, offsets, ascii_lower, ascii_alnum, cp_lower, cp_alnum, base, len_mix, out,
+                         doc_words, unlowered):  # noqa: ANN001
+    n = 0
+    n_unlowered = 0
+    for d in range(offsets.shape[0] - 1):
+        doc_words[d] = n
+        i, stop = offsets[d], offsets[d + 1]
+        in_word = False
+        acc = _U64(0)
+        power = _U64(1)
+        length = 0
+        while i < stop:
+            lead = data[i]
+            if lead < 0x80:
+                c = ascii_lower[lead]
+                i += 1
+                if ascii_alnum[c]:
+                    if not in_word:
+                        acc, power, length, in_word = _U64(0), _U64(1), 0, True
+                    acc, power = _feed(acc, power, c, base)
+                    length += 1
+                elif in_word:
+                    out[n] = _fmix64(acc ^ (_U64(length) * len_mix))
+                    n += 1
+                    in_word = False
+                continue
+            cp, size = decode_utf8(data, i)
+            i += size
+            lc = cp_lower[cp]
+            if lc < 0:  # a lowercase that is not one code point, or depends on its neighbours: the
+                unlowered[n_unlowered] = d  # caller lowercases this document; it gets no words here
+                n_unlowered += 1
+                n = doc_words[d]
+                in_word = False
+                break
+            if cp_alnum[lc]:
+                if not in_word:
+                    acc, power, length, in_word = _U64(0), _U64(1), 0, True
+                if lc < 0x80:  # the UTF-8 bytes of the lowercase code point
+                    acc, power = _feed(acc, power, lc, base)
+                    length += 1
+                elif lc < 0x800:
+                    acc, power = _feed(acc, power, 0xC0 | (lc >> 6), base)
+                    acc, power = _feed(acc, power, 0x80 | (lc & 0x3F), base)
+                    length += 2
+                elif lc < 0x10000:
+                    acc, power = _feed(acc, power, 0xE0 | (lc >> 12), base)
+                    acc, power = _feed(acc, power, 0x80 | ((lc >> 6) & 0x3F), base)
+                    acc, power = _feed(acc, power, 0x80 | (lc & 0x3F), base)
+                    length += 3
+                else:
+                    acc, power = _feed(acc, power, 0xF0 | (lc >> 18), base)
+                    acc, power = _feed(acc, power, 0x80 | ((lc >> 12) & 0x3F), base)
+                    acc, power = _feed(acc, power, 0x80 | ((lc >> 6) & 0x3F), base)
+                    acc, power = _feed(acc, power, 0x80 | (lc & 0x3F), base)
+                    length += 4
+            elif in_word:
+                out[n] = _fmix64(acc ^ (_U64(length) * len_mix))
+                n += 1
+                in_word = False
+        if in_word:
+            out[n] = _fmix64(acc ^ (_U64(length) * len_mix))
+            n += 1
+    doc_words[offsets.shape[0] - 1] = n
+    return n, n_unlowered
 
 
 @_compiled
@@ -187,6 +262,23 @@ def word_hashes(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, base: in
     _word_hashes(data, starts.astype(np.int64, copy=False), ends.astype(np.int64, copy=False),
                  _U64(base), _U64(len_mix), out)
     return out
+
+
+def lowered_word_hashes(data: np.ndarray, offsets: np.ndarray, ascii_lower: np.ndarray, ascii_alnum: np.ndarray,
+                        cp_lower: np.ndarray, cp_alnum: np.ndarray, base: int,
+                        len_mix: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(word hashes, doc_offsets, unlowered) of UTF-8 `data` as `word_hashes` gives them for the lowercased
+    text: words are runs of code points whose lowercase (`ascii_lower` below 0x80, `cp_lower` above) is
+    alphanumeric, hashed over the lowercase's UTF-8 bytes. A document holding a code point whose
+    `cp_lower` is negative (no one-code-point lowercase) gets no words; `unlowered` lists those documents.
+    """
+    most = len(data) // 2 + len(offsets)  # as in word_bounds: words are separated by at least one byte
+    out = np.empty(most, dtype=np.uint64)
+    doc_words = np.empty(len(offsets), dtype=np.int64)
+    unlowered = np.empty(max(len(offsets) - 1, 0), dtype=np.int64)
+    n, n_unlowered = _lowered_word_hashes(data, offsets.astype(np.int64, copy=False), ascii_lower, ascii_alnum,
+                                          cp_lower, cp_alnum, _U64(base), _U64(len_mix), out, doc_words, unlowered)
+    return out[:n], doc_words, unlowered[:n_unlowered]
 
 
 def window_hashes(values: np.ndarray, doc_offsets: np.ndarray, out_offsets: np.ndarray, powers: np.ndarray,

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pyarrow as pa
 
-from corpus_dagster.lib.shingle_hashing import MASK64, shingle_hash64, shingle_hashes, word_hashes
-from corpus_dagster.lib.text import WordBatch
+from corpus_dagster.lib.shingle_hashing import MASK64, shingle_hash64, shingle_hashes, text_word_hashes
 
 SCHEMES = ("affine32", "affine64")
 _WIDTH = {"affine32": 32, "affine64": 64}
@@ -95,10 +95,10 @@ def signatures_from_hashes(
 
 
 def batch_signatures(
-    batch: WordBatch, shingle_size: int, a: np.ndarray, b: np.ndarray, scheme: str
+    texts: pa.Array | list[str | None], shingle_size: int, a: np.ndarray, b: np.ndarray, scheme: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Signatures of a tokenized batch: (signatures (n_docs, num_perm), n_words, n_shingles)."""
-    wh = word_hashes(batch)
-    hashes, offsets = shingle_hashes(wh, batch.doc_offsets, shingle_size)
+    """Signatures of a batch of texts: (signatures (n_docs, num_perm), n_words, n_shingles)."""
+    wh, doc_offsets = text_word_hashes(texts)
+    hashes, offsets = shingle_hashes(wh, doc_offsets, shingle_size)
     sig = signatures_from_hashes(hashes, offsets, a, b, scheme)
-    return sig, batch.word_counts(), np.diff(offsets)
+    return sig, np.diff(doc_offsets), np.diff(offsets)

@@ -13,8 +13,9 @@ independent, one-shingle-at-a-time implementation.
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 
-from corpus_dagster.lib.text import WordBatch
+from corpus_dagster.lib.text import WordBatch, lowercase, texts_array, tokenizer_tables
 
 MASK64 = (1 << 64) - 1
 # Polynomial base B and the length mixer L.
@@ -74,6 +75,41 @@ def word_hashes(batch: WordBatch) -> np.ndarray:
     if len(batch.starts) == 0:
         return np.zeros(0, dtype=np.uint64)
     return kernel(batch.data, batch.starts, batch.ends, POLY_BASE, LEN_MIX)
+
+
+def text_word_hashes(texts: pa.Array | pa.ChunkedArray | list[str | None]) -> tuple[np.ndarray, np.ndarray]:
+    """(hash of every word, doc_offsets) of a batch of texts: what `word_hashes(tokenize_batch(texts))` and
+    its `doc_offsets` give, in one compiled pass over the texts as written (no lowercased copy, no word
+    ranges). The few documents holding a code point whose lowercase is not one code point of its own
+    (İ, Σ) are lowercased by polars first, as `tokenize_batch` lowercases every text, and spliced in."""
+    from corpus_dagster.core.jit import string_buffers
+    from corpus_dagster.lib.kernels import lowered_word_hashes  # numba: imported where hashes are computed
+
+    strings = texts_array(texts)
+    tables = tokenizer_tables()
+    hashes, doc_offsets, unlowered = lowered_word_hashes(*string_buffers(strings), *tables, POLY_BASE, LEN_MIX)
+    if len(unlowered) == 0:
+        return hashes, doc_offsets
+    lowered = lowercase(strings.take(pa.array(unlowered)))
+    more, more_offsets, again = lowered_word_hashes(*string_buffers(lowered), *tables, POLY_BASE, LEN_MIX)
+    if len(again):
+        raise RuntimeError(f"{len(again)} lowercased document(s) still need lowercasing")
+    counts = np.diff(doc_offsets)
+    counts[unlowered] = np.diff(more_offsets)
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), dtype=np.uint64)
+    is_lowered = np.ones(len(counts), dtype=bool)
+    is_lowered[unlowered] = False
+    out[_ranges(offsets[:-1][is_lowered], counts[is_lowered])] = hashes
+    out[_ranges(offsets[unlowered], counts[unlowered])] = more
+    return out, offsets
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Indices of the ranges [starts[i], starts[i] + lengths[i]), concatenated."""
+    before = np.cumsum(lengths) - lengths
+    return np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
 
 
 def shingle_hashes(

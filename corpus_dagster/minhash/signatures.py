@@ -25,7 +25,7 @@ from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.settings import NearDupSettings
 from corpus_dagster.lib.minhash import batch_signatures, permutations, signature_dtype
-from corpus_dagster.lib.text import byte_batches, tokenize_batch
+from corpus_dagster.lib.text import byte_batches
 
 SIGNATURE_META_KEY = b"corpus_dagster.dedup.signature"
 SIGNATURE_FORMAT = 2
@@ -79,7 +79,7 @@ def _signature_task(path: str, row_group: int, cfg: NearDupSettings) -> pa.Table
     sigs, words, shingles = [], [], []
     for start, stop in byte_batches(texts, cfg.batch_bytes):
         sig, n_words, n_shingles = batch_signatures(
-            tokenize_batch(texts.slice(start, stop - start)), cfg.shingle_size, a, b, cfg.scheme
+            texts.slice(start, stop - start), cfg.shingle_size, a, b, cfg.scheme
         )
         sigs.append(sig)
         words.append(n_words)

@@ -105,7 +105,7 @@ def test_signatures_equal_datasketch_on_random_documents(
 ) -> None:
     texts = random_docs(seed)
     a, b = permutations(num_perm, seed, scheme)
-    sig, n_words, n_shingles = batch_signatures(tokenize_batch(texts), k, a, b, scheme)
+    sig, n_words, n_shingles = batch_signatures(texts, k, a, b, scheme)
     assert sig.shape == (len(texts), num_perm)
     compared = 0
     for i, text in enumerate(texts):
@@ -128,7 +128,7 @@ def test_default_datasketch_call_is_affine32() -> None:
     """The issue's exact call, MinHash(num_perm, seed, hashfunc=...), with our default scheme."""
     texts = random_docs(5, 10)
     a, b = permutations(128, 1, "affine32")
-    sig, _, _ = batch_signatures(tokenize_batch(texts), 5, a, b, "affine32")
+    sig, _, _ = batch_signatures(texts, 5, a, b, "affine32")
     for i, text in enumerate(texts):
         ws = words(text)
         shingles = [" ".join(ws[j : j + 5]) for j in range(len(ws) - 4)]
@@ -246,3 +246,84 @@ def test_kernels_compile_without_a_cache_location(monkeypatch) -> None:
     monkeypatch.setattr(jit, "njit", njit)
     add_one = jit.compiled(lambda x: x + 1)
     assert asked == [True, False] and add_one(41) == 42
+
+
+def _unicode_texts(seed: int, specials: bool) -> list[str]:
+    rng = random.Random(seed)
+    pool = [chr(cp) for cp in range(0x20, 0x2FFF) if not 0xD800 <= cp < 0xE000]
+    pool += [chr(cp) for cp in range(0x10400, 0x10450)] + [chr(0x1E900), chr(0x212A), chr(0x023A)] + [" "] * 200
+    if not specials:
+        pool = [c for c in pool if c not in ("Σ", "İ")]
+    return ["".join(rng.choice(pool) for _ in range(rng.randint(0, 80))) for _ in range(300)]
+
+
+@pytest.mark.parametrize("specials", [False, True])
+def test_word_hashes_from_texts_equal_those_of_the_tokenized_batch(specials: bool) -> None:
+    """One pass over the texts as written gives the hashes and word offsets of lowercase-then-tokenize;
+    with Σ or İ in the batch (whose lowercase is not a one-to-one code point) the batch is lowercased first."""
+    from corpus_dagster.lib.shingle_hashing import text_word_hashes
+
+    texts = _unicode_texts(3, specials) + ["", None, "ΟΔΟΣ ΣΑΣ", "a"] + random_docs(4)
+    if not specials:
+        texts = [t for t in texts if t is None or ("Σ" not in t and "İ" not in t)]
+    batch = tokenize_batch(texts)
+    hashes, doc_offsets = text_word_hashes(texts)
+    assert hashes.tolist() == word_hashes(batch).tolist()
+    assert doc_offsets.tolist() == batch.doc_offsets.tolist()
+    assert hashes.tolist() == [word_hash(w) for t in texts if t for w in words(t)]
+
+
+def test_word_hashes_from_texts_read_arrow_slices_and_chunks() -> None:
+    import pyarrow as pa
+
+    from corpus_dagster.lib.shingle_hashing import text_word_hashes
+
+    texts = ["Alpha BETA", "gamma", None, "Ünïcode wörds", "x"]
+    whole = pa.chunked_array([pa.array(texts[:2]), pa.array(texts[2:])])
+    for arg in (whole, pa.array(texts).slice(1, 3), pa.array(texts, type=pa.large_string()).slice(2)):
+        expected = arg.to_pylist()
+        hashes, offsets = text_word_hashes(arg)
+        assert hashes.tolist() == [word_hash(w) for t in expected if t for w in words(t)]
+        assert np.diff(offsets).tolist() == [len(words(t or "")) for t in expected]
+
+
+def test_final_sigma_is_lowercased_by_its_position() -> None:
+    """Σ becomes ς at the end of a word and σ inside one: a per-character table cannot say which."""
+    from corpus_dagster.lib.shingle_hashing import text_word_hashes
+
+    hashes, _ = text_word_hashes(["ΟΔΟΣ ΣΑΣ"])
+    assert hashes.tolist() == [word_hash("οδος"), word_hash("σας")]
+
+
+def test_lowered_word_kernel_leaves_documents_without_a_table_lowercase_to_the_caller() -> None:
+    from corpus_dagster.core.jit import string_buffers
+    from corpus_dagster.lib.kernels import lowered_word_hashes
+    from corpus_dagster.lib.shingle_hashing import LEN_MIX, POLY_BASE
+    from corpus_dagster.lib.text import texts_array, tokenizer_tables
+
+    texts = ["plain", "two words", "with İ inside", "after", "ΣΑΣ", "last one"]
+    data, offsets = string_buffers(texts_array(texts))
+    hashes, doc_offsets, unlowered = lowered_word_hashes(data, offsets, *tokenizer_tables(), POLY_BASE, LEN_MIX)
+    assert unlowered.tolist() == [2, 4]
+    assert np.diff(doc_offsets).tolist() == [1, 2, 0, 1, 0, 2]
+    assert hashes.tolist() == [word_hash(w) for w in ["plain", "two", "words", "after", "last", "one"]]
+
+
+def test_lowercase_table_equals_polars_on_every_code_point() -> None:
+    """The kernel's per-character lowercase is the batch lowercasing's, character by character; -1 marks
+    the characters it must leave to the batch lowercasing (Σ, and any whose lowercase is not one
+    character), and lowercasing a lowercase changes nothing (a lowercased batch needs no second pass)."""
+    import polars as pl
+
+    from corpus_dagster.lib.text import _lower_table
+
+    table = _lower_table()
+    cps = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000]
+    lowered = pl.Series([chr(cp) for cp in cps]).str.to_lowercase().to_list()
+    expected = np.arange(0x110000, dtype=np.int64)
+    for cp, low in zip(cps, lowered, strict=True):
+        expected[cp] = ord(low) if len(low) == 1 else -1
+    expected[0x03A3] = -1
+    assert np.array_equal(table.astype(np.int64), expected)
+    mapped = table[table >= 0]
+    assert np.array_equal(table[mapped], mapped)

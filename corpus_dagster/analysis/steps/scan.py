@@ -27,7 +27,8 @@ from corpus_dagster.core.settings import AnalysisSettings, NearDupSettings
 from corpus_dagster.lib.lsh import band_hashes
 from corpus_dagster.lib.minhash import batch_signatures, permutations
 from corpus_dagster.lib.near_graph import GraphSpec
-from corpus_dagster.lib.text import byte_batches, tokenize_batch
+from corpus_dagster.lib.shingle_hashing import text_word_hashes
+from corpus_dagster.lib.text import byte_batches
 
 
 def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[str, bool], cfg: AnalysisSettings,
@@ -55,11 +56,13 @@ def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[s
     if spec is not None:  # the signatures dedup's minhash stage computes, banded as the graph is
         a, b = permutations(near.num_perm, near.seed, near.scheme)
     for start, stop in byte_batches(texts, cfg.batch_bytes) if count_words or spec is not None else ():
-        wb = tokenize_batch(texts.slice(start, stop - start))
-        words.append(wb.word_counts())
+        batch = texts.slice(start, stop - start)
         if spec is not None:
-            sig, _, _ = batch_signatures(wb, near.shingle_size, a, b, near.scheme)
+            sig, n_words, _ = batch_signatures(batch, near.shingle_size, a, b, near.scheme)
             bands.append(band_hashes(np.ascontiguousarray(sig[:, : spec.width]), spec.bands))
+        else:
+            n_words = np.diff(text_word_hashes(batch)[1])
+        words.append(n_words)
     out = {
         "ids": ids,
         "source": _optional(table, "source_id", has),
