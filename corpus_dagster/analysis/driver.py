@@ -18,7 +18,7 @@ from typing import Any
 from corpus_dagster.analysis.inputs import CorpusFiles, corpus_from_dir, corpus_from_sources
 from corpus_dagster.analysis.outputs import CODE_VERSION, GROUPS_FILE, cluster_file, duplicates_dir_name, tag
 from corpus_dagster.analysis.runner import INTERNAL, run_analysis
-from corpus_dagster.clean.driver import clean_doc_files, clean_record
+from corpus_dagster.clean.outputs import clean_doc_files, clean_record
 from corpus_dagster.core import records
 from corpus_dagster.core.checks import CheckReport
 from corpus_dagster.core.config import output_settings

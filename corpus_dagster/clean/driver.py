@@ -31,6 +31,12 @@ from corpus_dagster.clean.filters import (  # noqa: F401 - the filter declaratio
     filter_key,
     find_reason,
 )
+from corpus_dagster.clean.outputs import (  # noqa: F401 - read through this driver too
+    STAGE,
+    clean_doc_files,
+    clean_record,
+    reject_files,
+)
 from corpus_dagster.core import records
 from corpus_dagster.core.atomic import atomic_write_bytes
 from corpus_dagster.core.config import output_settings
@@ -39,12 +45,10 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
 from corpus_dagster.core.progress import Log
-from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.settings import CleanSettings, Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.ingest.driver import raw_parts, read_raw_part
 
-STAGE = "clean"
 CODE_VERSION = "3"  # bump when a change to the clean logic changes its output bytes
 
 # Per-part document files, in document-id k order within a source. Later per-source stages keep these
@@ -183,39 +187,6 @@ def summarize(per_part: list[dict[str, Any]]) -> dict[str, Any]:
         "langs": dict(sorted(langs.items())),
         "seconds": round(sum(s["seconds"] for s in per_part), 3),
     }
-
-
-# --- Reading clean outputs (the only way other stages and the Dagster layer see them) ---------------------
-
-def clean_record(layout: Layout, source_id: str) -> StageRecord:
-    """The clean stage record of a source (UpstreamMissing when the source was never cleaned)."""
-    return records.require_record(layout.stage(STAGE, source_id), "clean_documents", source_id)
-
-
-def clean_doc_files(layout: Layout, source_id: str, resolved: Settings | Mapping[str, Any] | None = None) -> list[Path]:
-    """The clean document files of one source, in k order (schema CLEAN_DOC_SCHEMA), checked against the
-    clean record. With `resolved`, a damaged file is rebuilt here (the clean stage reruns for that source)."""
-    return records.record_files(layout.stage(STAGE, source_id), clean_record(layout, source_id), "docs",
-                                _rebuild(layout, source_id, resolved))
-
-
-def reject_files(layout: Layout, source_id: str, resolved: Settings | Mapping[str, Any] | None = None) -> list[Path]:
-    """The rejects files of one source, in k order (schema REJECT_SCHEMA); `resolved` as in clean_doc_files."""
-    return records.record_files(layout.stage(STAGE, source_id), clean_record(layout, source_id), "rejects",
-                                _rebuild(layout, source_id, resolved))
-
-
-def _rebuild(layout: Layout, source_id: str, resolved: Settings | Mapping[str, Any] | None) -> Any:
-    """The clean stage of one source as a rebuild for `records.record_files`, when its key is unchanged (a
-    changed raw input or config is not this reader's to rebuild: the damage is refused instead)."""
-    if resolved is None:
-        return None
-
-    def rebuild() -> None:
-        if clean_key(layout, source_id, resolved)[0] == clean_record(layout, source_id).key:
-            run_clean_source(layout, resolved, source_id)
-
-    return rebuild
 
 
 def filter_and_repair_counts(

@@ -27,7 +27,7 @@ from typing import Any
 
 import polars as pl
 
-from corpus_dagster.clean.driver import clean_record
+from corpus_dagster.clean.outputs import clean_record
 from corpus_dagster.core import records
 from corpus_dagster.core.errors import UpstreamMissing
 from corpus_dagster.core.layout import Layout

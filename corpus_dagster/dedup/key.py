@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from corpus_dagster.clean.driver import clean_doc_files, clean_record
+from corpus_dagster.clean.outputs import clean_doc_files, clean_record
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.hashing import sha256_file, sha256_hex
 from corpus_dagster.core.layout import Layout

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from corpus_dagster.clean.driver import clean_doc_files
+from corpus_dagster.clean.outputs import clean_doc_files
 from corpus_dagster.core import records
 from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.atomic import atomic_path

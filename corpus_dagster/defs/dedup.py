@@ -5,7 +5,7 @@ import time
 import dagster as dg
 import polars as pl
 
-from corpus_dagster.clean.driver import clean_record
+from corpus_dagster.clean.outputs import clean_record
 from corpus_dagster.dedup import driver, key, units
 from corpus_dagster.dedup.tables import REASONS
 from corpus_dagster.defs.charts import charts_markdown, histogram, stacked_bars

@@ -17,7 +17,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpus_dagster.clean.driver import clean_doc_files, clean_record
+from corpus_dagster.clean.outputs import clean_doc_files, clean_record
 from corpus_dagster.core import records
 from corpus_dagster.core.checks import CheckReport
 from corpus_dagster.core.config import output_settings

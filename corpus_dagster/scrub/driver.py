@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_dagster.clean.driver import clean_doc_files, clean_record
+from corpus_dagster.clean.outputs import clean_doc_files, clean_record
 from corpus_dagster.core import records
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.hashing import sha256_hex
