@@ -170,8 +170,15 @@ def shannon_entropy(value: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
 
 
+# An ASCII character's class as one letter: lowercase, uppercase, digit or other (not alphanumeric).
+_ASCII_CLASS = str.maketrans({chr(c): "l" if chr(c).islower() else "u" if chr(c).isupper() else
+                              "d" if chr(c).isdigit() else "o" for c in range(128)})
+
+
 def _classes(value: str) -> int:
     """How many of lowercase, uppercase, digits and other characters occur in value."""
+    if value.isascii():  # one C-level pass: each character to its class letter, then the distinct letters
+        return len(set(value.translate(_ASCII_CLASS)))
     return (
         any(c.islower() for c in value)
         + any(c.isupper() for c in value)
@@ -292,10 +299,24 @@ def cued_value_ok(value: str, cfg: PiiKeysSettings, passphrase: bool) -> bool:
     return " " not in value and _classes(value) >= 2 and not _SIMPLE_NAME.fullmatch(value)
 
 
+# Names that start with the keyword `auth` but name a person or a date: `Author:`, `AuthorDate:`,
+# `Co-authored-by:`, `Authors:` (git logs, changelogs, man pages); `authorization` still is a keyword.
+_AUTHOR_NAME = re.compile(r"(?i)author(?!i[sz])")
+
+
+def _test_result(text: str, start: int) -> bool:
+    """Whether `PASS` at `start` is a test result at the start of a line, indented or not (`PASS: test name`,
+    `XPASS: ...`, as DejaGnu and automake print them): the value after it names a test, not a password."""
+    if not text.startswith("PASS: ", start):
+        return False
+    line_start = text.rfind("\n", 0, start) + 1
+    return text[line_start:start].lstrip(" \t") in ("", "X")
+
+
 def _assigned(text: str, start: int, cfg: PiiKeysSettings) -> tuple[int, int] | None:
     """Span of a secret value assigned to a keyword at `start` (`password=...`), if it looks like one."""
     m = _ASSIGN.match(text, start)
-    if m is None or m.group("suffix"):
+    if m is None or m.group("suffix") or _AUTHOR_NAME.match(m.group("name")):
         return None
     quote = m.group("q")
     if quote and not text.startswith(quote, m.end("val")):
@@ -353,6 +374,8 @@ def find_keys(text: str, cfg: PiiKeysSettings, regions: dict[str, Regions]) -> l
         if m is not None:
             if secret_value_ok(m.group("val"), cfg):
                 spans.append(m.span("val"))
+            continue
+        if _test_result(text, start):
             continue
         span = _assigned(text, start, cfg) or _cued_quoted(text, start, cfg)
         if span and span[0] >= covered:

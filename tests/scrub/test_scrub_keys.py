@@ -207,3 +207,33 @@ def test_cued_secrets_short_or_mixed(text: str, secret: str) -> None:
 )
 def test_cued_non_secrets_stay(text: str) -> None:
     assert [k for k, _, _ in find_pii(text, default_pii_config()) if k == "keys"] == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Author:     Marc-André Lureau <marcandre@example.org>",  # git log header: a person, not a key
+        "Author: Tomáš Krenželok\nAuthorDate: Tue Oct 16 09:53:18 2018 -0700",
+        "    Co-authored-by: José Müller-Ébert <jose@example.org>",
+        "AUTHORS: Xk9#mP2q-Lw8Rt3Yv6 added",
+        "PASS: gdb.base/align-c++.exp: get integer valueof \"a_char_x_char\"",  # DejaGnu test results
+        "XPASS: gdb.base/align-c++.exp: print alignof(struct align_pair_char_x_char)",
+        "FAIL: one.exp\n\tPASS: gdb.ada/assign_1.exp: changing the value\n",
+    ],
+)
+def test_author_headers_and_test_results_are_not_key_cues(text: str, cfg: dict) -> None:
+    assert keys(text, cfg) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("authorization_token=aK9x7Qm2Zp4Lw8Rt3Yv6", "aK9x7Qm2Zp4Lw8Rt3Yv6"),  # authoriz... is still a keyword
+        ("authorize_key: aK9x7Qm2Zp4Lw8Rt3Yv6", "aK9x7Qm2Zp4Lw8Rt3Yv6"),
+        ("authToken=aK9x7Qm2Zp4Lw8Rt3Yv6", "aK9x7Qm2Zp4Lw8Rt3Yv6"),
+        ("login PASS: Xk9#mP2q", "Xk9#mP2q"),  # PASS inside a line is a cue
+        ("PASS:Xk9#mP2q", "Xk9#mP2q"),  # no space after the colon: not a test result line
+    ],
+)
+def test_keywords_next_to_those_still_cue(text: str, secret: str, cfg: dict) -> None:
+    assert keys(text, cfg) == [secret]
