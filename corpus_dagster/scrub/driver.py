@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -52,18 +53,20 @@ def scrub_file(in_path: Path, out_path: Path, drop: list[str], pii_cfg: PiiSetti
     if drop:
         keep = pc.invert(pc.is_in(table["id"], value_set=pa.array(drop, pa.string())))
         table = table.filter(keep)
-    texts = table["text"].to_pylist()
+    # A polars Series in and out: the texts stay in Arrow memory; Python strings are made only for the texts
+    # the detectors look into.
+    texts = pl.Series("text", table["text"], dtype=pl.String)
     outcome = scrub_texts(texts, pii_cfg)
     new_texts = outcome.text
-    changed = [i for i, (a, b) in enumerate(zip(texts, new_texts, strict=True)) if a is not b and a != b]
+    changed = (texts != new_texts).arg_true().to_list()
     sha = table["sha256"].to_pylist()
     nchars = table["n_chars"].to_pylist()
-    for i in changed:
-        sha[i] = hashlib.sha256(new_texts[i].encode("utf-8")).digest()
-        nchars[i] = len(new_texts[i])
+    for i, text in zip(changed, new_texts.gather(changed).to_list(), strict=True):
+        sha[i] = hashlib.sha256(text.encode("utf-8")).digest()
+        nchars[i] = len(text)
     ids = table["id"]
     out = (
-        table.set_column(table.schema.get_field_index("text"), "text", pa.array(new_texts, pa.string()))
+        table.set_column(table.schema.get_field_index("text"), "text", new_texts.to_arrow().cast(pa.string()))
         .set_column(table.schema.get_field_index("sha256"), "sha256", pa.array(sha, pa.binary(32)))
         .set_column(table.schema.get_field_index("n_chars"), "n_chars", pa.array(nchars, pa.int32()))
         .append_column("pii_redactions", pa.array(np.asarray(outcome.redactions, dtype=np.int32)))
