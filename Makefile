@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: install demo test test-e2e lint ui bench clean
+.PHONY: install warm demo test test-e2e lint ui bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,14 +14,19 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-demo: install
+# Compile the numba kernels into their on-disk cache ahead of a build, one process per core (about 20 CPU s once;
+# a second or two when the cache is warm), so no build, test worker or pool process compiles them itself.
+warm: install
+	$(PY) -m corpus_dagster.cli.warm
+
+demo: warm
 	mkdir -p $(DAGSTER_HOME)
 	$(PY) -m corpus_dagster.cli.demo
 
 # One pytest worker per core (pytest-xdist); a module's tests stay on one worker, so its fixtures are built
 # once. TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= auto
-test: install lint
+test: warm lint
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope
 
 # The UI in a real browser: dagster dev on 127.0.0.1 and Debian's chromium (installed here when missing; never a

@@ -7,13 +7,19 @@ import pyarrow as pa
 from numba import njit
 
 
+KERNELS: list = []
+"""Every kernel `compiled` made, in import order: what the warm-up (`cli.warm`) must reach."""
+
+
 def compiled(fn):  # noqa: ANN001, ANN201
     """njit with the machine code cached on disk; without a writable cache location (a read-only install
     and no user cache folder) numba refuses to cache, and each process compiles once instead."""
     try:
-        return njit(cache=True, nogil=True, boundscheck=False)(fn)
+        kernel = njit(cache=True, nogil=True, boundscheck=False)(fn)
     except RuntimeError:
-        return njit(nogil=True, boundscheck=False)(fn)
+        kernel = njit(nogil=True, boundscheck=False)(fn)
+    KERNELS.append(kernel)
+    return kernel
 
 
 def string_buffers(strings: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
