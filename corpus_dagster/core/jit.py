@@ -6,7 +6,6 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-
 KERNELS: list = []
 """Every kernel `compiled` made, in import order: what the warm-up (`cli.warm`) must reach."""
 

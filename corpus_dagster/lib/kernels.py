@@ -282,11 +282,14 @@ def lowered_word_hashes(data: np.ndarray, offsets: np.ndarray, ascii_lower: np.n
     alphanumeric, hashed over the lowercase's UTF-8 bytes. A document holding a code point whose
     `cp_lower` is negative (no one-code-point lowercase) gets no words; `unlowered` lists those documents.
     """
-    most = len(data) // 2 + len(offsets)  # as in word_bounds: words are separated by at least one byte
+    offsets = offsets.astype(np.int64, copy=False)
+    # as in word_bounds: words are separated by at least one byte (counted over the batch's own bytes: the
+    # buffer of a sliced array holds its neighbours' too)
+    most = int(offsets[-1] - offsets[0]) // 2 + len(offsets) if len(offsets) else 0
     out = np.empty(most, dtype=np.uint64)
     doc_words = np.empty(len(offsets), dtype=np.int64)
     unlowered = np.empty(max(len(offsets) - 1, 0), dtype=np.int64)
-    n, n_unlowered = _lowered_word_hashes(data, offsets.astype(np.int64, copy=False), ascii_lower, ascii_alnum,
+    n, n_unlowered = _lowered_word_hashes(data, offsets, ascii_lower, ascii_alnum,
                                           cp_lower, cp_alnum, _U64(base), _U64(len_mix), out, doc_words, unlowered)
     return out[:n], doc_words, unlowered[:n_unlowered]
 
