@@ -107,20 +107,20 @@ def _warm_group(name: str) -> tuple[str, float, int]:
 def cache_location() -> str:
     """Where numba keeps this package's kernel cache, as the warm-up reports it."""
     if os.environ.get("NUMBA_CACHE_DIR"):
-        return f"NUMBA_CACHE_DIR={os.environ['NUMBA_CACHE_DIR']}"
-    import corpus_dagster.lib.kernels as kernels
+        return f"in NUMBA_CACHE_DIR ({os.environ['NUMBA_CACHE_DIR']})"
+    import corpus_dagster
 
-    here = Path(kernels.__file__).parent
-    if os.access(here, os.W_OK):
-        return f"beside the sources ({here}/__pycache__)"
+    package = Path(corpus_dagster.__file__).parent
+    if os.access(package, os.W_OK):
+        return f"beside the sources (the __pycache__ folders under {package})"
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return f"the user cache ({base}/numba)"
+    return f"in the user cache ({base}/numba)"
 
 
 def warm(workers: int | None = None, log: Callable[[str], None] = print) -> list[tuple[str, float, int]]:
     """Compile (or load) every kernel group, `workers` processes at a time (default: one per core)."""
     workers = max(1, min(workers or os.cpu_count() or 1, len(GROUPS)))
-    log(f"warm: numba kernels into {cache_location()}, {workers} process(es)")
+    log(f"warm: numba kernels, cached {cache_location()}; {workers} process(es)")
     start = time.monotonic()
     if workers == 1:
         results = [_warm_group(name) for name in GROUPS]

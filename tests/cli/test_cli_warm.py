@@ -46,11 +46,11 @@ def test_every_kernel_has_a_compiled_signature_after_the_warm_up() -> None:
     assert got["groups"] == list(warm.GROUPS)
     assert got["kernels"] >= 12
     assert got["missing"] == [], f"kernels the warm-up does not reach: {got['missing']}"
-    assert got["lines"][0].startswith("warm: numba kernels into ") and got["lines"][-1].startswith("warm: done in")
+    assert got["lines"][0].startswith("warm: numba kernels, cached ") and got["lines"][-1].startswith("warm: done in")
 
 
 def test_cache_location_names_numba_cache_dir(monkeypatch) -> None:
     monkeypatch.setenv("NUMBA_CACHE_DIR", "/somewhere/numba")
-    assert warm.cache_location() == "NUMBA_CACHE_DIR=/somewhere/numba"
+    assert warm.cache_location() == "in NUMBA_CACHE_DIR (/somewhere/numba)"
     monkeypatch.delenv("NUMBA_CACHE_DIR")
-    assert warm.cache_location().startswith(("beside the sources", "the user cache"))
+    assert warm.cache_location().startswith(("beside the sources", "in the user cache"))
