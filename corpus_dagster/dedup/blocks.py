@@ -117,7 +117,9 @@ def dirty_documents(blocks: list[Block], source_of_gid: np.ndarray) -> np.ndarra
     """Per gid: whether its pairs are generated. Every pair of a block to compute must have a dirty side, and
     the fewer dirty documents the fewer pairs: the sources whose own block is computed (a source added or
     changed), then one side of any block to compute that neither covers (a lost or damaged block)."""
-    n_sources = int(np.max(source_of_gid, initial=-1)) + 1
+    # every source has blocks, with or without documents (a source whose every document was rejected has
+    # none, so the largest source number among the documents can be smaller than the last source's)
+    n_sources = max(max((b.b for b in blocks), default=-1), int(np.max(source_of_gid, initial=-1))) + 1
     dirty = np.zeros(max(n_sources, 1), dtype=bool)
     for block in blocks:
         if not block.reused and block.a == block.b:

@@ -143,6 +143,18 @@ def test_removing_a_source_generates_no_pair(tmp_path: Path) -> None:
     assert stats["generated_pairs"] == stats["scored_this_build"] == stats["shingled_docs"] == 0
 
 
+def test_sources_without_documents_last_in_order_have_blocks_too(tmp_path: Path) -> None:
+    """Every document of the last sources rejected: they hold no gid, yet their blocks are planned."""
+    corpus = dict(block_corpus(), yak=[], zebu=[])
+    layout, resolved = root_with(tmp_path / "inc", corpus)
+    stats = run_global_dedup(layout, resolved, sorted(corpus))
+    assert stats["blocks"] == {"computed": 21, "reused": 0}
+    ref, _ = scratch(tmp_path, {k: v for k, v in corpus.items() if v})
+    assert table_hashes(layout) == table_hashes(ref)
+    plant_clean(layout, "zebu", corpus["alpha"][:3])  # the empty source gets documents: its blocks only
+    assert run_global_dedup(layout, resolved, sorted(corpus))["blocks"] == {"computed": 6, "reused": 15}
+
+
 def test_a_damaged_block_is_computed_again(tmp_path: Path) -> None:
     corpus = block_corpus()
     layout, resolved = root_with(tmp_path / "inc", {k: v for k, v in corpus.items() if k != "aardvark"})
