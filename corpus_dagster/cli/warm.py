@@ -5,8 +5,8 @@ source file when that folder is writable (a clone, an editable install), else in
 (`$XDG_CACHE_HOME/numba` or `~/.cache/numba`: a read-only wheel install), or wherever NUMBA_CACHE_DIR
 points. A fresh clone, container or worker image otherwise pays the compilation (about 20 CPU seconds,
 three quarters of it the clean stage's word splitter) inside its first build, once per process that
-meets a kernel first. This command pays it once, ahead: `make install` runs it, and an image build
-should run it after installing the package.
+meets a kernel first. This command pays it once, ahead: `make warm` runs it (`make demo` and `make test`
+first), and an image build should run it after installing the package.
 
 Each kernel is reached through the function the stages call, on a few small texts, so it is compiled
 for exactly the argument types the stages pass (a read-only buffer and a writable one are two
