@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from corpus_dagster.analysis.clusters import ClusterSet
+from corpus_dagster.core.arrays import concat_ranges
 from corpus_dagster.core.errors import AnalysisError
-from corpus_dagster.lib.jaccard import concat_ranges
 
 # intersection/union: the shingle counts behind jaccard, so `intersection * 100 >= 70 * union` is exact.
 NEAR_TYPE = pa.struct(

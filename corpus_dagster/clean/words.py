@@ -29,6 +29,7 @@ from corpus_dagster.clean.word_tokens import (
     class_chars,
     tokenize_chunk,
 )
+from corpus_dagster.core.arrays import concat_ranges
 
 # Chunks no rule of `tokenize_chunk` touches, one token as they are: a first character no prefix rule
 # peels (`+` and `.` have rules of their own), a last one no suffix rule peels, no apostrophe anywhere
@@ -77,7 +78,7 @@ def _split_words_reference(texts: pl.Series) -> pl.Series:
     first = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=first[1:])
     per_chunk = counts[codes]
-    tokens = values.gather(expand_ranges(first[codes], per_chunk))
+    tokens = values.gather(concat_ranges(first[codes], per_chunk))
     per_doc = np.bincount(doc, weights=per_chunk, minlength=len(offsets) - 1).astype(np.int64)
     list_offsets = np.zeros(len(per_doc) + 1, dtype=np.int64)
     np.cumsum(per_doc, out=list_offsets[1:])
@@ -89,14 +90,6 @@ def distinct_values(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
     """(code of every value, the distinct values in order of first appearance): values[i] == distinct[code[i]]."""
     encoded = pc.dictionary_encode(values.to_arrow())
     return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), pl.Series(encoded.dictionary)
-
-
-def expand_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """starts[0], starts[0]+1, .., starts[0]+lengths[0]-1, starts[1], ..: the ranges laid end to end."""
-    if not len(lengths) or (lengths == 1).all():
-        return starts.astype(np.int64)
-    ends = np.cumsum(lengths)
-    return np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1], dtype=np.int64)
 
 
 def _chunk_tokens(chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
@@ -123,7 +116,7 @@ def _chunk_tokens(chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
     source[base + has_pre] = n + m + np.arange(m)
     source[(base + has_pre + 1)[has_suf]] = n + 2 * m + np.flatnonzero(has_suf)
     flat_other = [t for tokens in split for t in tokens]
-    source[expand_ranges(starts[other], per_chunk[other])] = n + 3 * m + np.arange(len(flat_other))
+    source[concat_ranges(starts[other], per_chunk[other])] = n + 3 * m + np.arange(len(flat_other))
     pieces = [chunks, pre, core, suf, pl.Series(flat_other, dtype=pl.String)]
     return per_chunk, pl.concat([x.alias("w") for x in pieces]).gather(source)
 

@@ -19,3 +19,13 @@ def unique_sorted(values: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(flat[1:], flat[:-1], out=keep[1:])
     return flat[keep]
+
+
+def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The indices of the ranges [starts[i], starts[i] + lengths[i]) laid end to end, int64, vectorized:
+    starts[0], starts[0] + 1, .., starts[0] + lengths[0] - 1, starts[1], .."""
+    starts, lengths = np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
+    if not len(lengths) or (lengths == 1).all():
+        return starts.copy()
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1], dtype=np.int64)

@@ -38,15 +38,6 @@ def shingle_sets(texts, shingle_size: int) -> tuple[np.ndarray, np.ndarray]:
     return sorted_unique_segments(fingerprints, offsets - offsets[0])
 
 
-def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Indices of the concatenated ranges [starts[i], starts[i] + lengths[i]), vectorized."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    before = np.cumsum(lengths) - lengths
-    return np.repeat(starts - before, lengths) + np.arange(total, dtype=np.int64)
-
-
 def jaccard_of(inter: np.ndarray, union: np.ndarray) -> np.ndarray:
     """inter / union as float64 (0.0 where the union is empty): one formula for every Jaccard of a store."""
     return np.divide(np.asarray(inter, dtype=np.float64), np.asarray(union, dtype=np.float64),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from corpus_dagster.core.arrays import concat_ranges
 from corpus_dagster.lib.text import WordBatch, lowercase, texts_array, tokenizer_tables
 
 MASK64 = (1 << 64) - 1
@@ -101,15 +102,9 @@ def text_word_hashes(texts: pa.Array | pa.ChunkedArray | list[str | None]) -> tu
     out = np.empty(int(offsets[-1]), dtype=np.uint64)
     is_lowered = np.ones(len(counts), dtype=bool)
     is_lowered[unlowered] = False
-    out[_ranges(offsets[:-1][is_lowered], counts[is_lowered])] = hashes
-    out[_ranges(offsets[unlowered], counts[unlowered])] = more
+    out[concat_ranges(offsets[:-1][is_lowered], counts[is_lowered])] = hashes
+    out[concat_ranges(offsets[unlowered], counts[unlowered])] = more
     return out, offsets
-
-
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Indices of the ranges [starts[i], starts[i] + lengths[i]), concatenated."""
-    before = np.cumsum(lengths) - lengths
-    return np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
 
 
 def shingle_hashes(

@@ -94,16 +94,17 @@ def test_documents_sharing_chunks_get_their_own_tokens_in_order() -> None:
     assert split_words(pl.Series(docs)).to_list() == [[t for c in d.split() for t in tokenize_chunk(c)] for d in docs]
 
 
-def test_distinct_values_and_expand_ranges() -> None:
+def test_distinct_values_and_concat_ranges() -> None:
     import numpy as np
 
-    from corpus_dagster.clean.words import distinct_values, expand_ranges
+    from corpus_dagster.clean.words import distinct_values
+    from corpus_dagster.core.arrays import concat_ranges
 
     codes, distinct = distinct_values(pl.Series(["b", "a", "b", "c", "a"]))
     assert distinct.to_list() == ["b", "a", "c"] and codes.tolist() == [0, 1, 0, 2, 1]
-    assert expand_ranges(np.array([5, 0, 9]), np.array([2, 0, 3])).tolist() == [5, 6, 9, 10, 11]
-    assert expand_ranges(np.array([4, 2]), np.array([1, 1])).tolist() == [4, 2]
-    assert expand_ranges(np.array([], dtype=np.int64), np.array([], dtype=np.int64)).tolist() == []
+    assert concat_ranges(np.array([5, 0, 9]), np.array([2, 0, 3])).tolist() == [5, 6, 9, 10, 11]
+    assert concat_ranges(np.array([4, 2]), np.array([1, 1])).tolist() == [4, 2]
+    assert concat_ranges(np.array([], dtype=np.int64), np.array([], dtype=np.int64)).tolist() == []
 
 
 def _prefix_len_spec(s: str) -> int:

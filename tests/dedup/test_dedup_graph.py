@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from dedup_factory import random_doc, shingle_set
 
+from corpus_dagster.core.arrays import concat_ranges
 from corpus_dagster.core.settings import NearDupSettings
 from corpus_dagster.dedup.components import cluster_keepers
-from corpus_dagster.lib.jaccard import ShingleStore, concat_ranges, shingle_sets
+from corpus_dagster.lib.jaccard import ShingleStore, shingle_sets
 from corpus_dagster.lib.lsh import (
     band_hashes,
     band_pairs,
