@@ -168,27 +168,17 @@ def _window_hashes(values, doc_offsets, out_offsets, powers, finish, out):  # no
 
 
 @_compiled
-def _min_affine32(x, offsets, a, b, out):  # noqa: ANN001
+def _min_affine(x, offsets, a, b, width, out):  # noqa: ANN001
     n_perm = a.shape[0]
     for d in range(offsets.shape[0] - 1):
         row = out[d]
         for i in range(offsets[d], offsets[d + 1]):
             v = x[i]
             for p in range(n_perm):
-                # numba widens uint32 products to 64 bits; truncating to uint32 keeps the value modulo 2**32
-                # and lets LLVM compute in 32-bit vector lanes (twice as many per instruction as 64-bit)
-                row[p] = min(row[p], np.uint32(a[p] * v + b[p]))
-
-
-@_compiled
-def _min_affine64(x, offsets, a, b, out):  # noqa: ANN001
-    n_perm = a.shape[0]
-    for d in range(offsets.shape[0] - 1):
-        row = out[d]
-        for i in range(offsets[d], offsets[d + 1]):
-            v = x[i]
-            for p in range(n_perm):
-                row[p] = min(row[p], a[p] * v + b[p])  # uint64 arithmetic wraps modulo 2**64
+                # numba widens uint32 products to 64 bits; `width` (np.uint32 or np.uint64, a constant of each
+                # compiled version) keeps the value modulo 2**w, and under uint32 lets LLVM compute in 32-bit
+                # vector lanes (twice as many per instruction as 64-bit)
+                row[p] = min(row[p], width(a[p] * v + b[p]))
 
 
 @_compiled
@@ -315,5 +305,4 @@ def min_affine(x: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray,
                         f"{x.dtype}, {a.dtype}, {b.dtype}, {out.dtype}")
     if out.shape != (len(offsets) - 1, len(a)) or not out.flags.c_contiguous:
         raise ValueError(f"min_affine: out must be C-contiguous ({len(offsets) - 1}, {len(a)}), got {out.shape}")
-    kernel = _min_affine32 if out.dtype == np.uint32 else _min_affine64
-    kernel(x, offsets.astype(np.int64, copy=False), a, b, out)
+    _min_affine(x, offsets.astype(np.int64, copy=False), a, b, out.dtype.type, out)
