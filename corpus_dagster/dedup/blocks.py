@@ -107,6 +107,12 @@ def plan_blocks(sources: list[tuple[str, str]], spec: GraphSpec, reusable: Itera
     return out
 
 
+def source_count(blocks: list[Block]) -> int:
+    """How many sources the blocks pair: every source has blocks, with or without documents (one whose every
+    document was rejected has none, so the largest source number among the documents can fall short)."""
+    return max((b.b for b in blocks), default=-1) + 1
+
+
 def block_numbers(pairs: np.ndarray, source_of_gid: np.ndarray, n_sources: int) -> np.ndarray:
     """The block number (a * n_sources + b, a <= b) of each (m, 2) pair of gids."""
     src = np.sort(np.asarray(source_of_gid, dtype=np.int64)[pairs], axis=1).reshape(-1, 2)
@@ -117,10 +123,7 @@ def dirty_documents(blocks: list[Block], source_of_gid: np.ndarray) -> np.ndarra
     """Per gid: whether its pairs are generated. Every pair of a block to compute must have a dirty side, and
     the fewer dirty documents the fewer pairs: the sources whose own block is computed (a source added or
     changed), then one side of any block to compute that neither covers (a lost or damaged block)."""
-    # every source has blocks, with or without documents (a source whose every document was rejected has
-    # none, so the largest source number among the documents can be smaller than the last source's)
-    n_sources = max(max((b.b for b in blocks), default=-1), int(np.max(source_of_gid, initial=-1))) + 1
-    dirty = np.zeros(max(n_sources, 1), dtype=bool)
+    dirty = np.zeros(max(source_count(blocks), 1), dtype=bool)
     for block in blocks:
         if not block.reused and block.a == block.b:
             dirty[block.a] = True
@@ -232,7 +235,7 @@ def write_blocks(folder: Path, blocks: list[Block], computed: BlockPairs, ids: p
                  where: SourceRows) -> None:
     """Write each block this build computed under the stage folder: its share of `computed` (the pairs this
     build generated and scored, in gids), each pair with the block's first source in column a."""
-    n_sources = max((b.b for b in blocks), default=-1) + 1
+    n_sources = source_count(blocks)
     number = block_numbers(computed.pairs, source_of_gid, n_sources)
     sources = np.asarray(source_of_gid)[computed.pairs].reshape(-1, 2)
     oriented = np.where((sources[:, 0] > sources[:, 1])[:, None], computed.pairs[:, ::-1], computed.pairs)
