@@ -302,3 +302,28 @@ def test_the_instance_yaml_turns_onboarding_off_and_upgrades_what_earlier_versio
     (mine / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")
     ensure_dagster_home(mine)
     assert (mine / "dagster.yaml").read_text() == "telemetry:\n  enabled: true\n"
+
+
+@pytest.mark.parametrize("entry", ["dagster", "cli"])
+def test_a_last_source_whose_every_document_is_rejected_builds(tmp_path, entry):
+    """The last source by id keeps no document: its near-duplicate blocks are planned with the others'."""
+    from corpus_factory import write_jsonl, write_setup
+
+    config = write_setup(tmp_path)
+    layout = layout_of(config)
+    short = tmp_path / "sources" / "zulu.jsonl"
+    write_jsonl(short, [{"text": f"ok {i}."} for i in range(5)])  # too few words for the quality filters
+    with layout.ledger.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"source_id": "zulu", "urls": [f"file://{short}"], "format": "jsonl",
+                             "license_spdx": "CC0-1.0"}) + "\n")
+    if entry == "cli":
+        proc = run_cli(config, tmp_path / "home")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    else:
+        corpus = CorpusConfig(config_path=str(config))
+        with dg.instance_for_test() as instance:
+            materialize_sources(corpus, instance)
+            assert materialize_global(corpus, instance).success
+    stats = dedup_stats(layout)
+    assert stats["blocks"] == {"computed": 10, "reused": 0}  # 4 sources: 4 own blocks and 6 between two
+    assert published_source_ids(published_shards(layout)) == ["alpha", "beta", "gamma"]
