@@ -31,10 +31,10 @@ from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.parallel import exit_with_parent
 from corpus_dagster.core.settings import Settings
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
-from corpus_dagster.defs.resources import CorpusConfig
+from corpus_dagster.defs.resources import CORPUS_JOB, CorpusConfig
 
 SOURCE_JOB = "build_source"
-GLOBAL_JOB = "build_corpus"
+GLOBAL_JOB = CORPUS_JOB
 PARTITION_TAG = "dagster/partition"
 # The console logger stays quiet: every event is still stored in the instance (the UI and the CLI's log
 # file read it from there), only Dagster's DEBUG stream on stderr is switched off.
@@ -250,12 +250,17 @@ class RunPool:
         self.origin = serialize_value(origin or repository_origin())
         self.instance_ref = instance.get_ref()
         self.processes = processes
+        self.workers = max(1, corpus.workers if corpus.workers is not None else corpus.settings().workers)
         self.pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn"),
                                         initializer=_send_output_to, initargs=(output,))
 
     def run_all(self, job_name: str, partitions: list[str | None], tags: dict[str, str], keep_going: bool = True,
-                poll: Callable[[], None] | None = None, poll_seconds: float = 1.0) -> list[RunOutcome]:
-        """Run every partition, `processes` at a time; without keep_going the first failure starts no more runs."""
+                poll: Callable[[], None] | None = None, poll_seconds: float = 1.0,
+                run_workers: int | None = None) -> list[RunOutcome]:
+        """Run every partition, `processes` at a time; without keep_going the first failure starts no more runs.
+
+        `run_workers`: the `workers` each run's steps use (default: the config's)."""
+        corpus_kwargs = self.corpus_kwargs if run_workers is None else {**self.corpus_kwargs, "workers": run_workers}
         outcomes: dict[int, RunOutcome] = {}
         running: dict[Future, int] = {}
         queue = list(enumerate(partitions))
@@ -263,7 +268,7 @@ class RunPool:
         while queue or running:
             while queue and len(running) < self.processes and not stopped:
                 i, part = queue.pop(0)
-                running[self.pool.submit(execute_run, self.instance_ref, self.corpus_kwargs, job_name, part, tags,
+                running[self.pool.submit(execute_run, self.instance_ref, corpus_kwargs, job_name, part, tags,
                                          self.origin)] = i
             if stopped and not running:
                 break
@@ -297,13 +302,23 @@ class RunPool:
 
     def run_sources(self, source_ids: list[str], keep_going: bool = False, tags: dict[str, str] | None = None,
                     poll: Callable[[], None] | None = None) -> list[RunOutcome]:
-        """One `build_source` run per source (ledger order); the pool's size bounds how many run at once."""
-        return self.run_all(SOURCE_JOB, list(source_ids), tags or {}, keep_going=keep_going, poll=poll)
+        """One `build_source` run per source (in the order given); the pool's size bounds how many run at once.
+
+        The config's `workers` are shared out among the runs that go at once (`source_run_workers`), so `workers`
+        runs of `workers` processes each never put workers x workers processes on `workers` cores."""
+        return self.run_all(SOURCE_JOB, list(source_ids), tags or {}, keep_going=keep_going, poll=poll,
+                            run_workers=source_run_workers(self.workers, self.processes))
 
     def run_global(self, tags: dict[str, str] | None = None, poll: Callable[[], None] | None = None) -> RunOutcome:
         """One `build_corpus` run over the materialized sources (in-process executor: light steps around
         drivers that parallelize inside)."""
         return self.run_all(GLOBAL_JOB, [None], tags or {}, poll=poll)[0]
+
+
+def source_run_workers(workers: int, concurrent_runs: int) -> int:
+    """The `workers` of each of `concurrent_runs` source runs going at once: their share of the config's
+    `workers` (at least 1), so the runs' processes together stay within it. The share never changes a byte."""
+    return max(1, workers // max(1, concurrent_runs))
 
 
 def source_pool(corpus: CorpusConfig, instance: dg.DagsterInstance, source_ids: list[str],

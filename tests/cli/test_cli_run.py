@@ -100,6 +100,10 @@ def test_runs_are_named_jobs_and_sources_ran_in_parallel(built, monkeypatch):
     # workers: 2 -> two sources ran at the same time (each started before the other ended)
     runs = [by_source[s] for s in ("alpha", "beta", "gamma")]
     assert any(a.start_time < b.end_time and b.start_time < a.end_time for a, b in itertools.combinations(runs, 2))
+    # the two source runs going at once share the config's workers: one process each, not two; the corpus run
+    # (alone) takes all of them
+    workers = {s: r.dagster_run.run_config["resources"]["corpus"]["config"]["workers"] for s, r in by_source.items()}
+    assert workers == {"alpha": 1, "beta": 1, "gamma": 1, None: None}
     # each source run's steps ran in its own (run-pool) process: no process per step
     text = log.read_text()
     assert "multiprocess executor" not in text
@@ -212,3 +216,10 @@ def test_missing_source_file_keep_going_publishes_the_others(tmp_path):
     assert "building the corpus over the 2 source(s) that succeeded" in proc.stdout
     manifest = json.loads((artifacts_of(config) / "corpus" / "testset" / "v1" / "_MANIFEST.json").read_text())
     assert manifest["n_docs"] == 52  # beta 40 + gamma 12
+
+
+@pytest.mark.parametrize(("workers", "runs", "each"), [(2, 2, 1), (8, 3, 2), (8, 1, 8), (1, 1, 1), (3, 2, 1), (4, 0, 4)])
+def test_source_runs_share_the_workers(workers, runs, each):
+    from corpus_dagster.defs.runner import source_run_workers
+
+    assert source_run_workers(workers, runs) == each
