@@ -20,10 +20,11 @@ T = TypeVar("T")
 WORKER_ENV = {"RAYON_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "POLARS_MAX_THREADS": "1"}
 
 
-def _init_worker() -> None:
+def _init_worker(modules: tuple[str, ...] = ()) -> None:
     for key, value in WORKER_ENV.items():
         os.environ[key] = value
     exit_with_parent()
+    import_modules(modules)
 
 
 def exit_with_parent() -> None:
@@ -103,7 +104,7 @@ def shared_pool(workers: int) -> ProcessPoolExecutor:
         return _shared_pool(workers)
 
 
-def _shared_pool(workers: int) -> ProcessPoolExecutor:
+def _shared_pool(workers: int, modules: tuple[str, ...] = ()) -> ProcessPoolExecutor:
     if _OWNER[0] != os.getpid():  # first use here; in a forked child the pools it inherited are its parent's
         _POOLS.clear()
         _OWNER[0] = os.getpid()
@@ -116,8 +117,36 @@ def _shared_pool(workers: int) -> ProcessPoolExecutor:
         pool = None
     if pool is None:
         pool = _POOLS[workers] = ProcessPoolExecutor(
-            max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker)
+            max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker, initargs=(modules,))
     return pool
+
+
+def prestart_pool(workers: int, modules: Iterable[str] = ()) -> bool:
+    """Start this process's pool of `workers` now, each process importing `modules` as it starts; no wait.
+
+    A pool process costs about a second of interpreter start and imports on its first task, and more on the
+    first task of each stage whose modules it has not imported yet; a run that knows it will map (a corpus
+    run) has that done while its first step reads its inputs, not inside its first maps. A pool that is
+    already running is left as it is. Returns False where no pool is started (one worker, or a process that
+    may not have children)."""
+    workers = effective_workers(workers)
+    if workers <= 1:
+        return False
+    with _POOLS_LOCK:
+        if workers in _POOLS and _OWNER[0] == os.getpid():
+            return True
+        pool = _shared_pool(workers, tuple(modules))
+    for _ in range(workers):  # the pool spawns a process for each task no idle process can take
+        pool.submit(int)
+    return True
+
+
+def import_modules(modules: tuple[str, ...]) -> None:
+    """Import every named module (a pool process's warm-up task)."""
+    import importlib
+
+    for name in modules:
+        importlib.import_module(name)
 
 
 def _discard_pool(workers: int) -> None:

@@ -1218,9 +1218,10 @@ class ExecutorSettings(Section):
     """`executor`: Where Dagster runs the steps of the CLI's and the UI's runs. Execution only: never enters a
     stage key or config_sha256, so any executor gives the same bytes."""
 
-    #: local: each source run in one process, its steps one after another (`workers` source runs at a time),
-    #: the global run in one process whose drivers use `workers` processes. dask: every step of every run goes
-    #: to a dask.distributed cluster (install the `dask` extra); see docs/scaling.md.
+    #: local: each source run in one process, its steps one after another (`workers` source runs at a time,
+    #: sharing the `workers` processes among them), the global run in one process whose drivers use `workers`
+    #: processes, started with the run. dask: every step of every run goes to a dask.distributed cluster
+    #: (install the `dask` extra); see docs/scaling.md.
     kind: str = 'local'
     #: With kind dask: the scheduler address of an existing cluster (tcp://host:8786). null starts a
     #: LocalCluster of `workers` worker processes for each run.

@@ -11,7 +11,7 @@ from corpus_dagster.core.reconcile import read_ledger_rows
 from corpus_dagster.defs.common import corpus_failure, table
 from corpus_dagster.defs.instance import forget_source_runs
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME, source_partitions
-from corpus_dagster.defs.resources import CorpusConfig
+from corpus_dagster.defs.resources import CORPUS_JOB, CorpusConfig
 
 GLOBAL_ASSETS = ["dedup", "scrubbed", "shards", "manifest", "token_streams", "corpus_analysis", "release", "review_sample"]
 
@@ -21,7 +21,7 @@ ingest_job = dg.define_asset_job(
     description="Fetch one source partition into raw parts; downstream assets follow through automation.",
 )  # no executor of its own: the code location's (in-process, or dask with executor.kind dask)
 build_corpus_job = dg.define_asset_job(
-    "build_corpus",
+    CORPUS_JOB,
     selection=dg.AssetSelection.assets(*GLOBAL_ASSETS),
     description="The whole-corpus steps (dedup, scrub, shards, manifest, token streams, analysis, release) over every materialized source.",
 )

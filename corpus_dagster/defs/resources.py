@@ -10,7 +10,20 @@ from corpus_dagster.core.config import load_config, packaged_config_path
 from corpus_dagster.core.errors import LedgerError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import check_config_against_ledger, load_ledger, source_lists
+from corpus_dagster.core.parallel import prestart_pool
 from corpus_dagster.core.settings import Settings
+
+CORPUS_JOB = "build_corpus"
+# The modules whose functions the corpus stages map in the pool, imported by each pool process up front.
+CORPUS_POOL_MODULES = (
+    "corpus_dagster.dedup.driver",
+    "corpus_dagster.scrub.driver",
+    "corpus_dagster.publish.shards",
+    "corpus_dagster.publish.checks",
+    "corpus_dagster.tokenize.streams",
+    "corpus_dagster.analysis.steps",
+    "corpus_dagster.release.jobs",
+)
 
 
 class CorpusConfig(dg.ConfigurableResource):
@@ -32,6 +45,16 @@ class CorpusConfig(dg.ConfigurableResource):
         if self.workers is not None:
             overrides["workers"] = self.workers
         return load_config(self.config_path, overrides)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """A corpus run on the local executor starts its `workers` pool now (see `prestart_pool`): every
+        corpus stage maps in it, and its processes import the stages while the first step reads its inputs."""
+        run = context.dagster_run
+        if run is None or run.job_name != CORPUS_JOB:
+            return
+        settings = self.settings()
+        if settings.executor.kind == "local":
+            prestart_pool(settings.workers, CORPUS_POOL_MODULES)
 
     def settings(self) -> Settings:
         """The typed view of `resolved()`: what assets, jobs and drivers read."""

@@ -120,3 +120,25 @@ def test_a_pool_process_that_started_a_pool_of_its_own_ends() -> None:
     with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"), max_tasks_per_child=1) as outer:
         assert outer.submit(_map_in_a_pool_process, 0).result(timeout=60) == 17
         assert outer.submit(_map_in_a_pool_process, 1).result(timeout=60) == 17  # the first child had to end
+
+
+def _imported(name: str) -> bool:
+    import sys
+
+    return name in sys.modules
+
+
+def test_prestart_starts_the_pool_whose_processes_import_the_modules_first() -> None:
+    from corpus_dagster.core import parallel
+
+    parallel.shutdown_pools()
+    assert parallel.prestart_pool(1, ["colorsys"]) is False and 1 not in parallel._POOLS
+    assert parallel.prestart_pool(2, ["colorsys"]) is True
+    pool = parallel._POOLS[2]
+    assert len(pool._processes) == 2  # spawned now, before any map
+    # each process imported the module as it started, before any task
+    assert all(parallel.ordered_map(_imported, [("colorsys",)] * 8, 2))
+    assert parallel.prestart_pool(2, ["zipapp"]) is True  # a running pool is left as it is
+    assert not any(parallel.ordered_map(_imported, [("zipapp",)] * 8, 2))
+    assert parallel.shared_pool(2) is pool  # the maps used the prestarted pool
+    parallel.shutdown_pools()
