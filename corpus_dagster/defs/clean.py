@@ -72,6 +72,20 @@ def explain_first(files: list, location: str) -> dict[str, dg.MetadataValue]:
     return {"explain": explain_link(head[0]["id"], location)} if head else {}
 
 
+def texts_at(path, rows: list[int]) -> list[str | None]:
+    """The `text` of the given rows (ascending) of a Parquet file, reading only the row groups that hold them."""
+    pf = pq.ParquetFile(path)
+    out: list[str | None] = []
+    start = 0
+    for rg in range(pf.metadata.num_row_groups):
+        stop = start + pf.metadata.row_group(rg).num_rows
+        local = [i - start for i in rows if start <= i < stop]
+        if local:
+            out += pf.read_row_group(rg, columns=["text"], use_threads=False).column("text").take(local).to_pylist()
+        start = stop
+    return out
+
+
 def rejected_preview(layout, source_id: str, clean_cfg: CleanSettings,
                      reasons: dict[str, int] | None = None) -> dg.MetadataValue:
     """Up to EXAMPLES_PER_REASON rejected documents per reason, with the measured value and the threshold.
@@ -88,14 +102,20 @@ def rejected_preview(layout, source_id: str, clean_cfg: CleanSettings,
     for path in driver.reject_files(layout, source_id):
         if complete():
             break
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=REJECT_SCAN_ROWS, columns=["id", "reason", "value", "text"]):
-            for r in batch.to_pylist():
+        # the small columns pick the examples; only the picked rows' texts are read into Python strings
+        picked: list[tuple[int, dict]] = []
+        offset = 0
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=REJECT_SCAN_ROWS, columns=["id", "reason", "value"]):
+            for j, r in enumerate(batch.to_pylist()):
                 if seen.get(r["reason"], 0) < EXAMPLES_PER_REASON:
                     seen[r["reason"]] = seen.get(r["reason"], 0) + 1
-                    rows.append([r["id"], r["reason"], measured(r["value"]), reason_threshold(r["reason"], clean_cfg),
-                                 preview_text(r["text"])])
+                    picked.append((offset + j, r))
+            offset += batch.num_rows
             if complete():
                 break
+        texts = texts_at(path, [i for i, _ in picked])
+        rows += [[r["id"], r["reason"], measured(r["value"]), reason_threshold(r["reason"], clean_cfg), preview_text(text)]
+                 for (_, r), text in zip(picked, texts, strict=True)]
     return table(["id", "reason", "value", "threshold", "preview"], sorted(rows, key=lambda r: (r[1], r[0])),
                  {"value": "what the rule measured", "threshold": "the configured limit it broke",
                   "preview": "the start of the text; a cut text ends in its length"})

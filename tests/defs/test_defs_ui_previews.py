@@ -86,3 +86,21 @@ def test_rejected_preview_stops_after_the_first_batch_when_it_has_every_example(
     preview = clean_defs.rejected_preview(None, "s", CleanSettings(), {"a": 5000, "b": 5000})
     assert [r.data["id"] for r in preview.records] == ["00000", "00002", "00004", "00001", "00003", "00005"]
     assert read == [clean_defs.REJECT_SCAN_ROWS]
+
+
+def test_texts_at_reads_only_the_row_groups_of_the_picked_rows(tmp_path, monkeypatch):
+    rows = [{"id": f"{i:05d}", "url": None, "reason": "a", "value": 1.0, "text": f"t{i}"} for i in range(5000)]
+    path = tmp_path / "rejects-00000.parquet"
+    _write(path, rows, row_group=2048)  # row groups [0, 2048) [2048, 4096) [4096, 5000)
+    groups: list[int] = []
+    real = pq.ParquetFile
+
+    class Counting(real):
+        def read_row_group(self, i, *a, **k):
+            groups.append(i)
+            return super().read_row_group(i, *a, **k)
+
+    monkeypatch.setattr(clean_defs.pq, "ParquetFile", Counting)
+    assert clean_defs.texts_at(path, [1, 7, 4500]) == ["t1", "t7", "t4500"]
+    assert groups == [0, 2]
+    assert clean_defs.texts_at(path, []) == []
