@@ -133,7 +133,7 @@ def _batches(files: Iterable[str | Path]) -> Iterator[tuple[list[str], pa.Array]
         rows = pf.metadata.num_rows
         width = max(5, len(str(max(rows - 1, 0))))
         row = 0
-        for batch in pf.iter_batches(batch_size=8192, columns=["id", "text"] if has_id else ["text"]):
+        for batch in pf.iter_batches(batch_size=8192, columns=["id", "text"] if has_id else ["text"], use_threads=False):
             n = batch.num_rows
             ids = ([str(i) for i in batch.column("id").to_pylist()] if has_id
                    else [f"{Path(path).stem}_{row + i:0{width}d}" for i in range(n)])

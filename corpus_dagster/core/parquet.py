@@ -62,5 +62,5 @@ def head_rows(path: str | Path, columns: list[str], n: int) -> list[dict]:
     before slicing: about 1 s per preview instead of a few ms."""
     if n <= 0:
         return []
-    batch = next(pq.ParquetFile(path).iter_batches(batch_size=n, columns=columns), None)
+    batch = next(pq.ParquetFile(path).iter_batches(batch_size=n, columns=columns, use_threads=False), None)
     return [] if batch is None else batch.to_pylist()  # a batch holds at most n rows

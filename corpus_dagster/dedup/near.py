@@ -40,7 +40,7 @@ def lsh_band_keys(
     for si, (source_id, path) in enumerate(signature_files):
         lo, hi = int(corpus.source_start[si]), int(corpus.source_start[si + 1])
         seen = 0
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=65536, columns=["id", "signature"]):
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=65536, columns=["id", "signature"], use_threads=False):
             start = lo + seen
             if start + batch.num_rows > hi or not batch.column(0).equals(
                 corpus.ids_scan.slice(start, batch.num_rows)

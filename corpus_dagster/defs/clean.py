@@ -105,7 +105,8 @@ def rejected_preview(layout, source_id: str, clean_cfg: CleanSettings,
         # the small columns pick the examples; only the picked rows' texts are read into Python strings
         picked: list[tuple[int, dict]] = []
         offset = 0
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=REJECT_SCAN_ROWS, columns=["id", "reason", "value"]):
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=REJECT_SCAN_ROWS, columns=["id", "reason", "value"],
+                                                       use_threads=False):
             for j, r in enumerate(batch.to_pylist()):
                 if seen.get(r["reason"], 0) < EXAMPLES_PER_REASON:
                     seen[r["reason"]] = seen.get(r["reason"], 0) + 1

@@ -264,7 +264,7 @@ def iter_parquet(
     base = [source.text_field] + ([source.url_field] if source.url_field and source.url_field in names else [])
     columns = list(dict.fromkeys(base + list(wanted)))
     row = 0
-    for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns):
+    for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=False):
         for rec in batch.to_pylist():
             text = rec.get(source.text_field)
             excerpt = {k: rec[k] for k in base}

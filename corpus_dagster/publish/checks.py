@@ -71,7 +71,8 @@ def iter_batches(paths: list[Path], columns: list[str], problems: list[str] | No
     there instead and the shard's remaining batches are skipped, so one check reports every damaged shard."""
     for path in paths:
         try:
-            batches = open_shard(path).iter_batches(batch_size=8192, columns=columns)
+            # use_threads=False: threaded batch reads cost ten times the CPU here (1.4 s against 0.13 s for 113 MB)
+            batches = open_shard(path).iter_batches(batch_size=8192, columns=columns, use_threads=False)
             while True:
                 try:
                     batch = next(batches)

@@ -140,7 +140,7 @@ def _offer_rejects(sampler: StratifiedSample, layout: Layout, source_id: str) ->
 
 def _offer_dedup(sampler: StratifiedSample, layout: Layout, source_ids: set[str]) -> None:
     columns = ["id", "reason", "matched_id", "jaccard", "detail"]
-    for batch in pq.ParquetFile(dedup_tables(layout)["dropped"]).iter_batches(BATCH_ROWS, columns=columns):
+    for batch in pq.ParquetFile(dedup_tables(layout)["dropped"]).iter_batches(BATCH_ROWS, columns=columns, use_threads=False):
         frame = pl.DataFrame(pl.from_arrow(batch))
         frame = frame.with_columns(source_id=pl.col("id").str.extract(r"^(.*):\d+$", 1)).filter(
             pl.col("source_id").is_in(sorted(source_ids)))

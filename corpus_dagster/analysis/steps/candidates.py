@@ -44,7 +44,7 @@ def _reused_band_keys(ctx: StepContext, docs: pa.Table, rows: np.ndarray) -> np.
                 f"{meta.get('num_perm')}; the analysis needs shingle_size {spec.shingle_size} and at least "
                 f"{need} values (bands x rows): drop the signature files to compute fresh ones"
             )
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=65536, columns=["id", "signature"]):
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=65536, columns=["id", "signature"], use_threads=False):
             hit = pl.DataFrame({"id": batch.column(0)}).with_row_index("r").join(want, on="id", how="inner")
             if hit.height == 0:
                 continue
