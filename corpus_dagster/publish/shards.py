@@ -127,7 +127,7 @@ def gather(files: list[Path], file_idx: np.ndarray, row_idx: np.ndarray, columns
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         groups = unique_sorted(np.searchsorted(starts, rows, side="right") - 1)
         avail = [c for c in columns if c in pf.schema_arrow.names]
-        table = pf.read_row_groups(groups.tolist(), columns=avail)
+        table = pf.read_row_groups(groups.tolist(), columns=avail, use_threads=False)  # processes parallelize
         local_starts = np.concatenate([[0], np.cumsum(sizes[groups])[:-1]])
         g_of_row = np.searchsorted(starts[groups], rows, side="right") - 1
         local = local_starts[g_of_row] + (rows - starts[groups][g_of_row])
