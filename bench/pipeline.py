@@ -375,6 +375,10 @@ STAGES = ["ingest", "clean", "minhash", "dedup", "scrub", "publish", "publish ch
 PROPOSED = {"publish sampled check", "tokens sampled check"}
 CORE_STAGES = [s for s in STAGES[:STAGES.index("analysis")] if s not in PROPOSED]
 DEFAULT_STAGES = [s for s in STAGES if s not in PROPOSED]
+# Stages that share one interpreter, as they share one Dagster run process: a source run executes its three
+# steps in one process, the corpus run every corpus step and check (in-process executor). Imports, the first
+# Parquet read and the worker pool are paid once per group, as in a run, not once per stage.
+GROUPS = [STAGES[:3], STAGES[3:]]
 CHECK_STAGES = {"publish checks", "publish rebuild check", "tokens checks", "tokens rebuild check", "analysis checks",
                 "release checks", "release rebuild check"}
 
@@ -427,6 +431,70 @@ def child_stage(config: str, stage: str, profile: str | None) -> None:
     failed = outcome if stage.endswith(("checks", "check")) else []
     print(json.dumps({"cpu": cpu, "wall": wall, "docs": docs, "bytes": nbytes, "rss_mb": rss / 1024,
                       "failed": failed}))
+
+
+def _pool_cpu() -> float:
+    """CPU seconds so far of this process's live pool processes (/proc), which RUSAGE_CHILDREN counts only
+    once they are reaped: a stage's share of a pool that outlives it is what its processes used meanwhile."""
+    from corpus_dagster.core import parallel
+
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pool in list(getattr(parallel, "_POOLS", {}).values()):
+        for pid in list(getattr(pool, "_processes", None) or {}):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # ended meanwhile: reaped into RUSAGE_CHILDREN
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def child_stages(config: str, stages: str, profile_prefix: str | None) -> None:
+    """Run several stages (names joined by '|') one after another in this interpreter, as a Dagster run's
+    steps share its process; print a JSON list of each stage's measurements (see child_stage). CPU per stage
+    counts this process, its reaped children and its live pool processes, so the pool a stage starts and
+    the next ones reuse is charged to whoever used it."""
+    package_check()
+    from corpus_dagster.core.config import load_config
+    from corpus_dagster.core.layout import Layout
+    from corpus_dagster.core.ledger import load_ledger
+    from corpus_dagster.core.parallel import shutdown_pools
+
+    resolved = load_config(config)
+    layout = Layout.from_config(resolved)
+    sids = [s.source_id for s in load_ledger(layout.ledger)]
+    functions = stage_functions(layout, resolved, sids)
+    names = stages.split("|")
+    results = []
+    for i, stage in enumerate(names):
+        run, inputs = functions[stage]
+        cpu0, wall0 = _cpu() + _pool_cpu(), time.monotonic()
+        try:
+            if profile_prefix:
+                import cProfile
+
+                prof = cProfile.Profile()
+                outcome = prof.runcall(run)
+                prof.dump_stats(f"{profile_prefix}-{stage.replace(' ', '_')}.prof")
+            else:
+                outcome = run()
+        except (AttributeError, ImportError) as exc:
+            if PACKAGE_ROOT == ROOT or (why := absent_in_checkout(exc)) is None:
+                raise
+            results.append({"stage": stage, "absent": why})
+            continue
+        if i == len(names) - 1:
+            shutdown_pools()  # the last stage reaps the pool: its processes' CPU moves to RUSAGE_CHILDREN
+        cpu, wall = _cpu() + _pool_cpu() - cpu0, time.monotonic() - wall0
+        docs, nbytes = inputs()
+        rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+        failed = outcome if stage.endswith(("checks", "check")) else []
+        results.append({"stage": stage, "cpu": cpu, "wall": wall, "docs": docs, "bytes": nbytes,
+                        "rss_mb": rss / 1024, "failed": failed})
+    package_check()
+    print(json.dumps(results))
 
 
 def child_floor(config: str, out: str) -> None:
@@ -687,25 +755,31 @@ def run_pass(corpus: Path, info: dict[str, Any], workers: int, filters_on: bool,
         out.append({"tag": tag, "side": side.name, "root": str(side.root), "scale": scale, "workers": workers,
                     "filters": "on" if filters_on else "off", "raw_docs": raw_docs, "raw_bytes": raw_bytes,
                     "stages": {}, "config": str(config)})
-    for stage in STAGES if stages else ():
+    for group in GROUPS if stages else ():
         for side, p in zip(sides, out, strict=True):
-            prof = (str(OUT_DIR / f"profile-{LABEL[0]}{side.prefix}{tag}-{stage.replace(' ', '_')}.prof")
-                    if profile else None)
-            res = run_child("_stage", p["config"], stage, *([prof] if prof else []), root=side.root)
-            p["stages"][stage] = res
-            name = pass_name(p, len(sides) > 1)
-            if "absent" in res:
-                print(f"  [{name}] {stage:<22} not in this checkout: {res['absent'][:100]}", file=sys.stderr,
-                      flush=True)
-                continue
-            if res["bytes"] < 0:
-                res["docs"], res["bytes"] = raw_docs, raw_bytes
-            print(f"  [{name}] {stage:<22} cpu {res['cpu']:7.1f} s  wall {res['wall']:7.1f} s  "
-                  f"{res['bytes'] / MB:8.1f} MB in  rss {res['rss_mb']:7.0f} MB", file=sys.stderr, flush=True)
+            prof = str(OUT_DIR / f"profile-{LABEL[0]}{side.prefix}{tag}") if profile else None
+            for res in run_child("_stages", p["config"], "|".join(group), *([prof] if prof else []),
+                                 root=side.root):
+                stage = res.pop("stage")
+                p["stages"][stage] = res
+                report_stage(p, stage, res, raw_docs, raw_bytes, len(sides) > 1)
     if dagster:
         for side, p in zip(sides, out, strict=True):
             p["dagster"] = run_dagster(corpus, info, workers, filters_on, tag, side)
     return out
+
+
+def report_stage(p: dict[str, Any], stage: str, res: dict[str, Any], raw_docs: int, raw_bytes: int,
+                 both: bool) -> None:
+    """A stage's line on stderr as it finishes (input sizes filled in for the raw-input stages)."""
+    name = pass_name(p, both)
+    if "absent" in res:
+        print(f"  [{name}] {stage:<22} not in this checkout: {res['absent'][:100]}", file=sys.stderr, flush=True)
+        return
+    if res["bytes"] < 0:
+        res["docs"], res["bytes"] = raw_docs, raw_bytes
+    print(f"  [{name}] {stage:<22} cpu {res['cpu']:7.1f} s  wall {res['wall']:7.1f} s  "
+          f"{res['bytes'] / MB:8.1f} MB in  rss {res['rss_mb']:7.0f} MB", file=sys.stderr, flush=True)
 
 
 def pass_name(p: dict[str, Any], both: bool) -> str:
@@ -1125,6 +1199,8 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_stage":
         child_stage(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
+    elif len(sys.argv) > 1 and sys.argv[1] == "_stages":
+        child_stages(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
     elif len(sys.argv) > 1 and sys.argv[1] == "_corpus":
         build_corpus(int(sys.argv[2]), sys.argv[3:] == ["1"])
     elif len(sys.argv) > 1 and sys.argv[1] == "_scale":
