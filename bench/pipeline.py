@@ -225,30 +225,6 @@ def _text_stats(files: list[Path]) -> tuple[int, int]:
     return docs, nbytes
 
 
-SAMPLE_SHARDS = 4  # shards the sampled shard rebuild writes again per run
-SAMPLE_BATCHES = 4  # batches of tokenize.batch_docs documents the sampled token check encodes again per run
-
-
-def _sampled_publish_check(layout: Any, resolved: dict[str, Any], sids: list[str]) -> Any:
-    """The sampled shard rebuild (publish.checks.check_rebuild_sample) as the driver would call it."""
-    import tempfile
-
-    from corpus_dagster.core.settings import Settings
-    from corpus_dagster.dedup.driver import clusters, dedup_sources
-    from corpus_dagster.publish.checks import check_rebuild_sample
-    from corpus_dagster.publish.shards import Annotations, SourceDocs
-    from corpus_dagster.scrub.driver import scrubbed_files
-
-    sources = [SourceDocs(sid, scrubbed_files(layout, sid)) for sid in dedup_sources(layout)]
-    scratch = Path(tempfile.mkdtemp(prefix=".rebuild-sample-", dir=layout.root))
-    try:
-        return check_rebuild_sample(sources, Annotations(clusters=clusters(layout)), layout.shards, scratch,
-                                    Settings.from_resolved(resolved), 2 if resolved["workers"] == 1 else 1,
-                                    SAMPLE_SHARDS, "bench")
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
 def _check(report: Any) -> bool:
     if isinstance(report, bool):
         return report
@@ -309,7 +285,6 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
     release = _stage_module("corpus_dagster.release.driver")
     review = _stage_module("corpus_dagster.review.driver")
     scrub = _stage_module("corpus_dagster.scrub.driver")
-    tokens_checks = _stage_module("corpus_dagster.tokenize.checks")
     tokens = _stage_module("corpus_dagster.tokenize.driver")
 
     sources = {s.source_id: s for s in load_ledger(layout.ledger)}
@@ -350,12 +325,6 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
                                  ("decode", lambda: tokens.check_streams_decode(layout, resolved))), shards_in),
         "tokens rebuild check": (checks(("rebuild", lambda: tokens.check_streams_rebuild(layout, resolved))),
                                  shards_in),
-        "publish sampled check": (checks(("sample", lambda: _sampled_publish_check(layout, resolved, sids))),
-                                  shards_in),
-        "tokens sampled check": (checks(("sample", lambda: tokens_checks.check_rebuild_sample(
-            layout.shards, layout.tokens, Settings.from_resolved(resolved).tokenize, resolved["workers"], SAMPLE_BATCHES,
-            "bench"))),
-                                 shards_in),
         "analysis": (lambda: analysis.run_analysis_stage(layout, resolved, sids), kept_in),
         "analysis checks": (checks(*[(w, lambda w=w: analysis.verify_analysis(layout, resolved, w))
                                      for w in ("clusters", "exact_groups", "duplicates_sample")]), kept_in),
@@ -369,12 +338,10 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
 
 
 STAGES = ["ingest", "clean", "minhash", "dedup", "scrub", "publish", "publish checks", "publish rebuild check",
-          "tokens", "tokens checks", "tokens rebuild check", "publish sampled check", "tokens sampled check",
+          "tokens", "tokens checks", "tokens rebuild check",
           "analysis", "analysis checks", "release", "release checks", "release rebuild check", "review"]
-# The sampled determinism checks (proposed replacements of the two full rebuild checks): measured, not summed.
-PROPOSED = {"publish sampled check", "tokens sampled check"}
-CORE_STAGES = [s for s in STAGES[:STAGES.index("analysis")] if s not in PROPOSED]
-DEFAULT_STAGES = [s for s in STAGES if s not in PROPOSED]
+CORE_STAGES = STAGES[:STAGES.index("analysis")]
+DEFAULT_STAGES = list(STAGES)
 # Stages that share one interpreter, as they share one Dagster run process: a source run executes its three
 # steps in one process, the corpus run every corpus step and check (in-process executor). Imports, the first
 # Parquet read and the worker pool are paid once per group, as in a run, not once per stage.
@@ -892,10 +859,8 @@ def print_table(passes: list[dict[str, Any]], floors: list[dict[str, Any]], dt: 
             lines.extend(_cli_rows(p, name=name))
             continue
         present = _present(p)
-        total_cpu = sum(r["cpu"] for s, r in present.items() if s not in PROPOSED)
+        total_cpu = sum(r["cpu"] for r in present.values())
         checks_cpu = sum(r["cpu"] for s, r in present.items() if s in CHECK_STAGES)
-        sampled_cpu = (checks_cpu - sum(present[s]["cpu"] for s in ("publish rebuild check", "tokens rebuild check")
-                                        if s in present) + sum(present[s]["cpu"] for s in PROPOSED if s in present))
         for stage, r in p["stages"].items():
             if "absent" in r:
                 lines.append([name, stage, *["-"] * 7, f"not in this checkout: {r['absent'][:60]}"])
@@ -924,8 +889,7 @@ def print_table(passes: list[dict[str, Any]], floors: list[dict[str, Any]], dt: 
             lines.append([name, label, fmt(p["raw_bytes"] / MB), f"{p['raw_docs']:,}", fmt(cpu), fmt(wall),
                           fmt(e2e), fmt(p["raw_docs"] / cpu, 0), fmt(peak, 0), vs])
         lines.append([name, "  of which checks", "", "", fmt(checks_cpu), "", "", "", "",
-                      f"{100 * checks_cpu / max(total_cpu, 1e-9):.0f}% of CPU; with the sampled rebuilds "
-                      f"{sampled_cpu:.1f} s"])
+                      f"{100 * checks_cpu / max(total_cpu, 1e-9):.0f}% of CPU"])
         if "dagster" in p:
             lines.extend(_cli_rows(p, total_cpu, name=name))
     by_key = {(p.get("side"), p.get("filters"), p.get("scale"), p.get("workers")): p for p in passes}
