@@ -9,23 +9,34 @@ from __future__ import annotations
 
 import json
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 import phonenumbers
 import polars as pl
 
 from corpus_dagster.core.config import fill_defaults, load_schema
 from corpus_dagster.core.settings import PiiSettings
+from corpus_dagster.scrub import recheck
 from corpus_dagster.scrub.cards import CARD_REGION, find_cards
-from corpus_dagster.scrub.emails import EMAIL_REGIONS, find_emails
-from corpus_dagster.scrub.ips import IP_REGIONS, find_ips
-from corpus_dagster.scrub.keys import KEY_REGIONS, find_keys
-from corpus_dagster.scrub.phones import find_phones, phone_regions
-from corpus_dagster.scrub.prescreen import Regions, TextBatch, locate
+from corpus_dagster.scrub.carry import carry
+from corpus_dagster.scrub.emails import (
+    EMAIL_ANCHORED,
+    EMAIL_REGION_FILTERS,
+    EMAIL_REGIONS,
+    EMAIL_SPARSE,
+    find_emails,
+)
+from corpus_dagster.scrub.ips import IP_ANCHORED, IP_REGIONS, IP_SPARSE, find_ips
+from corpus_dagster.scrub.keys import KEY_REGION_FILTERS, KEY_REGIONS, KEY_SPARSE, find_keys
+from corpus_dagster.scrub.phones import PHONE_ANCHORED, WINDOWS, find_phones, phone_regions, phone_windows
+from corpus_dagster.scrub.prescreen import Anchored, TextBatch, locate
+from corpus_dagster.scrub.recheck import Placed
+from corpus_dagster.scrub.spans import Matches, RegionFilter, Regions
 
 PII_TYPES = ("emails", "phones", "cards", "ips", "keys")
 """Manifest `pii` keys, in manifest order."""
@@ -36,11 +47,11 @@ PLACEHOLDERS = {"emails": "<EMAIL>", "phones": "<PHONE>", "cards": "<CARD>", "ip
 # address may hold digits, a card number may look like a phone number, an IP is never a phone.
 PRIORITY = ("keys", "emails", "cards", "ips", "phones")
 
+_WIDTHS = {t: len(p) for t, p in PLACEHOLDERS.items()}
 _PLACEHOLDER_RE = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS.values()))
 _TYPE_OF = {p: t for t, p in PLACEHOLDERS.items()}
 
 Span = tuple[str, int, int]
-Placed = list[tuple[str, int]]
 
 # The `pii` section as its settings object or as the resolved dict (both key the same cached plan).
 PiiConfig = PiiSettings | Mapping[str, Any]
@@ -59,6 +70,7 @@ class ScrubOutcome:
 
 
 Detector = Callable[[str, dict[str, Regions]], list[tuple[int, int]]]
+Derived = Callable[[dict[str, Matches], np.ndarray], Matches | None]
 
 
 @dataclass(frozen=True)
@@ -74,6 +86,22 @@ class _Plan:
     needs a re-check only where a region survives near what a pass replaced (_needs_recheck)."""
     users: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """{region pattern name: the enabled types that read it}, in PRIORITY order."""
+    filters: dict[str, RegionFilter] = field(default_factory=dict)
+    """{region pattern name: which of its matches its one detector may look at}: a byte test on the text
+    around each match that drops only matches the detector would pass over whatever else the text holds.
+    Detection only: the re-check decision (recheck.needs_recheck) reads every match."""
+    anchored: dict[str, Anchored] = field(default_factory=dict)
+    """{region pattern name: how to find its matches from one anchor byte} (prescreen.Anchored)."""
+    sparse: frozenset[str] = frozenset()
+    """Region patterns with few matches in most text (prescreen.locate)."""
+    derived: dict[str, Derived] = field(default_factory=dict)
+    """{name: regions computed for the whole batch from the regions a pass looks at} (text lengths given),
+    handed to the detectors under that name: phones.phone_windows."""
+
+    def locate(self, batch: TextBatch, names: set[str] | None = None) -> dict[str, Matches]:
+        """Every region match of the enabled types in the batch (of the patterns `names` only, if given)."""
+        patterns = {n: p for n, p in self.all_patterns.items() if names is None or n in names}
+        return locate(batch, patterns, self.filters, self.anchored, self.sparse)
 
     @property
     def all_patterns(self) -> dict[str, str]:
@@ -134,7 +162,18 @@ def _plan_from_json(cfg_json: str) -> _Plan:
     used = {t: patterns[t] for t in enabled}
     sealed = all(_placeholder_sealed(p) for per_type in used.values() for p in per_type.values())
     users = {name: tuple(t for t in enabled if name in used[t]) for t in enabled for name in used[t]}
-    return _Plan(cfg, enabled, used, {t: detectors[t] for t in enabled}, sealed, users)
+    filters = {name: f for t, per_type in (("emails", EMAIL_REGION_FILTERS), ("keys", KEY_REGION_FILTERS))
+               if t in enabled for name, f in per_type.items()}
+    shared = [name for name in filters if len(users[name]) != 1]
+    if shared:  # a filter speaks for one detector: a pattern read by two would need both to agree
+        raise RuntimeError(f"region filters on shared patterns {shared}")
+    anchored = {name: a for name, a in {**EMAIL_ANCHORED, **IP_ANCHORED, **PHONE_ANCHORED}.items() if name in users}
+    sparse = (EMAIL_SPARSE | IP_SPARSE | KEY_SPARSE) & set(users)
+    derived: dict[str, Derived] = {}
+    if "phones" in enabled:
+        derived[WINDOWS] = lambda found, sizes: phone_windows(found, sizes, cfg.phones)
+    return _Plan(cfg, enabled, used, {t: detectors[t] for t in enabled}, sealed, users, filters, anchored,
+                 frozenset(sparse), derived)
 
 
 _SEAL = frozenset(map(ord, "<>"))
@@ -192,6 +231,16 @@ def _plan(cfg: PiiConfig) -> _Plan:
 
 def resolve_overlaps(spans: list[Span]) -> list[Span]:
     """Non-overlapping spans sorted by start: higher-priority types first, then earlier, then longer."""
+    if len({kind for kind, _, _ in spans}) == 1 and all(s < e for _, s, e in spans):
+        # one type (a changelog's addresses): in start order, a span stays if it starts after the last kept
+        # one ends; the same spans the general walk below keeps, without its list inserts
+        out: list[Span] = []
+        last = -1
+        for span in sorted(spans, key=lambda s: (s[1], s[1] - s[2])):
+            if span[1] >= last:
+                out.append(span)
+                last = span[2]
+        return out
     rank = {t: i for i, t in enumerate(PRIORITY)}
     starts: list[int] = []
     kept: list[Span] = []
@@ -214,15 +263,31 @@ class _DocRegions(dict):
         return []
 
 
-def _regions_by_doc(batch: TextBatch, plan: _Plan) -> tuple[dict[int, _DocRegions], dict[int, str]]:
-    """{text index: regions} for the texts with at least one region (in text order), and those texts as
-    Python strings."""
-    regions, strings = locate(batch, plan.all_patterns)
-    by_doc: dict[int, _DocRegions] = {i: _DocRegions() for i in sorted(strings)}
-    for name, per_doc in regions.items():
-        for i, spans in per_doc.items():
-            by_doc[i][name] = spans
-    return by_doc, strings
+def _regions_by_doc(located: dict[str, Matches], plan: _Plan, batch: TextBatch,
+                    previous: list[Placed] | None = None) -> dict[int, _DocRegions]:
+    """{text index: regions} for the texts with at least one region the detectors look at, in text order.
+
+    With `previous` (a re-check pass: the placeholders the last pass inserted, per text) only regions within
+    RECHECK_RADIUS of one of them count.
+    """
+    by_doc: dict[int, _DocRegions] = {}
+    marks = recheck.mark_keys(previous) if previous is not None else None
+    looked: dict[str, Matches] = {}
+    for name, found in located.items():
+        keep = recheck.near_mask(found, marks) if marks is not None else None
+        if found.look is not None:
+            keep = found.look if keep is None else keep & found.look
+        looked[name] = found if keep is None else found.take(keep)
+    if plan.derived and any(len(m) for m in looked.values()):
+        sizes = batch.sizes()
+        for name, derive in plan.derived.items():
+            extra = derive(looked, sizes)
+            if extra is not None:
+                looked[name] = extra
+    for name, found in looked.items():
+        for i, spans in found.by_doc().items():
+            by_doc.setdefault(i, _DocRegions())[name] = spans
+    return dict(sorted(by_doc.items()))
 
 
 def _detect(text: str, plan: _Plan, regions: dict[str, Regions]) -> list[Span]:
@@ -243,7 +308,8 @@ def find_pii_batch(texts: list[str] | pl.Series, cfg: PiiConfig) -> list[list[Sp
     plan = _plan(cfg)
     batch = TextBatch(texts)
     out: list[list[Span]] = [[] for _ in range(len(batch))]
-    by_doc, strings = _regions_by_doc(batch, plan)
+    by_doc = _regions_by_doc(plan.locate(batch), plan, batch)
+    strings = batch.originals(list(by_doc))
     for i, regions in by_doc.items():
         out[i] = _detect(strings[i], plan, regions)
     return out
@@ -267,7 +333,7 @@ def _apply(text: str, spans: list[Span]) -> tuple[str, list[tuple[str, int]]]:
         size += start - pos
         placed.append((kind, size))
         parts.append(PLACEHOLDERS[kind])
-        size += len(PLACEHOLDERS[kind])
+        size += _WIDTHS[kind]
         pos = end
     parts.append(text[pos:])
     return "".join(parts), placed
@@ -288,70 +354,29 @@ def scrub_text(text: str, cfg: PiiConfig) -> tuple[str, dict[str, int]]:
     return outcome.text[0], {t: outcome.counts[t][0] for t in PII_TYPES}
 
 
-# A re-check pass looks only at regions this close to a placeholder the previous pass inserted: text
-# farther away did not change, and every detector's context (cue words, obfuscated addresses, candidate
-# windows) reaches less far than this.
-RECHECK_RADIUS = 512
-
-
-def _near(regions: dict[str, Regions], placed: Placed) -> dict[str, Regions]:
-    """The regions that start within RECHECK_RADIUS of a placeholder position."""
-    marks = [pos for _, pos in placed]
-    out = _DocRegions()
-    for name, spans in regions.items():
-        kept = []
-        for s, e in spans:
-            i = bisect_left(marks, s - RECHECK_RADIUS)
-            if i < len(marks) and marks[i] <= e + RECHECK_RADIUS:
-                kept.append((s, e))
-        out[name] = kept
-    return out
-
-
 def _scrub_pass(
-    batch: TextBatch, plan: _Plan, previous: list[Placed] | None = None
-) -> dict[int, tuple[str, Placed, list[Span], dict[str, Regions]]]:
-    """One detection pass: {text index: (new text, placed placeholders, replaced spans, all regions of the
-    text before this pass)} for changed texts.
+    batch: TextBatch, plan: _Plan, previous: list[Placed] | None = None, located: dict[str, Matches] | None = None
+) -> tuple[dict[int, tuple[str, Placed, list[Span]]], dict[str, Matches]]:
+    """One detection pass: {text index: (new text, placed placeholders, replaced spans)} for changed texts,
+    and every region match of the batch's texts before this pass (`located`, when already known).
 
     With `previous` (a re-check pass) only regions near the placeholders placed before are examined.
     """
-    out: dict[int, tuple[str, Placed, list[Span], dict[str, Regions]]] = {}
-    by_doc, strings = _regions_by_doc(batch, plan)
+    out: dict[int, tuple[str, Placed, list[Span]]] = {}
+    if located is None:
+        located = plan.locate(batch)
+    by_doc = _regions_by_doc(located, plan, batch, previous)
+    strings = batch.originals(list(by_doc))
     for i, regions in by_doc.items():
-        near = regions if previous is None else _near(regions, previous[i])
-        spans = _detect(strings[i], plan, near)
+        spans = _detect(strings[i], plan, regions)
         if spans:
-            out[i] = (*_apply(strings[i], spans), spans, regions)
-    return out
+            out[i] = (*_apply(strings[i], spans), spans)
+    return out, located
 
 
-def _needs_recheck(regions: dict[str, Regions], spans: list[Span]) -> bool:
-    """Whether a re-check pass could find anything in a text this pass changed (a sealed plan only).
-
-    The re-check runs the detectors on the regions of the new text within RECHECK_RADIUS of a new
-    placeholder, and on nothing else. With sealed region patterns (no match can include a placeholder's
-    `<` or `>`, and none uses anchors, word boundaries or look-arounds), each piece of text between
-    placeholders is scanned exactly as before, so the new text's regions are the old ones shifted, except
-    where an old region ran into replaced text. The re-check therefore has a region to look at only if an
-    old region, not wholly inside a replaced span, overlaps a replaced span or lies within RECHECK_RADIUS
-    characters of one (the gap between them is the same in old and new offsets; checked here in old
-    offsets, which can only over-report). Without one the re-check would find nothing: skipping it gives
-    the same output.
-    """
-    starts = [s for _, s, _ in spans]
-    ends = [e for _, _, e in spans]
-    for found in regions.values():
-        for s_r, e_r in found:
-            k = bisect_right(starts, s_r) - 1  # the last replaced span starting at or before the region
-            if k >= 0:
-                if e_r <= ends[k]:
-                    continue  # replaced with the span: gone from the new text
-                if s_r < ends[k] + RECHECK_RADIUS:
-                    return True
-            if k + 1 < len(starts) and e_r >= starts[k + 1] - RECHECK_RADIUS:
-                return True
-    return False
+def _needs_recheck(located: dict[str, Matches], replaced: recheck.Replaced) -> set[int]:
+    """The changed texts a re-check pass could find anything in (recheck.needs_recheck; sealed plans only)."""
+    return recheck.needs_recheck(located, replaced)
 
 
 def _example(text: str, kind: str, pos: int, width: int) -> str:
@@ -402,26 +427,30 @@ def scrub_texts(texts: list[str] | pl.Series, cfg: PiiConfig) -> ScrubOutcome:
     todo = list(range(n))
     current = batch
     previous: list[Placed] | None = None
+    located: dict[str, Matches] | None = None
     for pass_no in range(1, plan.cfg.max_passes + 1):
         # Later passes re-check only the texts the previous pass changed, near what it changed.
-        results = _scrub_pass(current, plan, previous)
+        results, matches = _scrub_pass(current, plan, previous, located)
         if not results:
             break
         for k in sorted(results):
             i = todo[k]
-            new, placed, spans, _ = results[k]
+            new, placed, spans = results[k]
             earlier = _shift(placed_by_doc.get(i, []), spans)
             placed_by_doc[i] = sorted(earlier + placed, key=lambda p: p[1])
             new_text[i] = new
         if pass_no == plan.cfg.max_passes:
             break
         # Only changed texts where something is left near a new placeholder can change again.
-        again = [k for k in sorted(results) if not plan.sealed or _needs_recheck(results[k][3], results[k][2])]
+        replaced = recheck.Replaced.of({k: results[k][2] for k in results}, _WIDTHS)
+        again = sorted(_needs_recheck(matches, replaced) if plan.sealed else results)
         if not again:
             break
         previous = [results[k][1] for k in again]
         todo = [todo[k] for k in again]
         current = TextBatch([new_text[i] for i in todo])
+        # Sealed patterns: the new texts' regions follow from the old ones (carry.py), no second scan.
+        located = carry(matches, replaced, again, current, plan.locate) if plan.sealed else None
     counts = {t: [0] * n for t in PII_TYPES}
     redactions = [0] * n
     found: list[tuple[int, str, int]] = []

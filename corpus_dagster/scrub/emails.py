@@ -13,9 +13,13 @@ never by sliding a regex over the whole text; obfuscations are searched only nea
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+
+import numpy as np
 
 from corpus_dagster.core.settings import PiiEmailsSettings
-from corpus_dagster.scrub.prescreen import Regions, windows
+from corpus_dagster.scrub.prescreen import Anchored, windows
+from corpus_dagster.scrub.spans import Bytes, Regions
 from corpus_dagster.scrub.tlds import TLDS
 
 # Local part read backwards from the `@` over a reversed window: atoms of word chars and `% + -`
@@ -56,29 +60,69 @@ EMAIL_REGIONS = {
     "emails_obf": _OB_TOKENS + r"|[ \t\n](?:dot|DOT)[ \t\n]",
 }
 """Rust-regex regions (prescreen.py): every `@`, and every bracketed at/dot token or spaced `dot` word."""
+
+
+def _byte_table(ascii_chars: str) -> np.ndarray:
+    """Lookup by byte + 1 (so -1, outside the text, reads False): the given ASCII bytes and every non-ASCII
+    byte (a character outside ASCII may be a Unicode letter; the detector decides)."""
+    table = np.zeros(257, bool)
+    table[[ord(c) + 1 for c in ascii_chars]] = True
+    table[0x81:] = True
+    return table
+
+
+_ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+_LOCAL_END = _byte_table(_ALNUM + "_%+-")  # what _LOCAL_REV needs right before the `@`
+_HOST_START = _byte_table(_ALNUM)  # what _DOMAIN needs right after it
+
+
+def _may_be_address(found: Bytes) -> np.ndarray:
+    """The `@` regions find_emails reads past its first two tests: a local-part character right before
+    (a word character or `%+-`) and a host character right after (a letter or digit), or a non-ASCII
+    character there. `@@GLIBCXX` symbol versions, Texinfo `@command`s and `@ ` in code stop here, without
+    a Python string."""
+    return _LOCAL_END[found.at(-1) + 1] & _HOST_START[found.at(1) + 1]
+
+
+EMAIL_REGION_FILTERS = {"emails": _may_be_address}
+"""Byte tests of the regions find_emails looks at (api._Plan.filters)."""
+
+EMAIL_ANCHORED = {"emails": Anchored("@", "@", (0, 1), lambda at: (np.ones(len(at), bool), 0, 1))}
+"""Every `@` is a region: found from the byte positions of `@`, without a copy of the texts."""
+
+EMAIL_SPARSE = frozenset({"emails_obf"})
+"""Bracketed `at`/`dot` tokens and spaced `dot` words are rare in text (prescreen.locate's sparse)."""
+
 _OB_MARGIN = 320  # an obfuscated address reaches at most this far from one of its at/dot tokens
+
+
+@lru_cache(maxsize=16)
+def _documentation(domains: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The documentation domains as a set, and as the suffixes their subdomains end with."""
+    return frozenset(domains), tuple("." + d for d in domains)
 
 
 def _domain_ok(domain: str, cfg: PiiEmailsSettings) -> bool:
     """Last label is a real TLD and, if configured, the host is not a documentation domain."""
-    labels = domain.lower().split(".")
-    if len(labels) < 2 or labels[-1] not in TLDS:
+    low = domain.lower()
+    _, dot, tld = low.rpartition(".")
+    if not dot or tld not in TLDS:
         return False
     if cfg.keep_documentation_domains:
-        low = domain.lower()
-        for doc in cfg.documentation_domains:
-            if low == doc or low.endswith("." + doc):
-                return False
+        exact, suffixes = _documentation(tuple(cfg.documentation_domains))
+        if low in exact or low.endswith(suffixes):
+            return False
     return True
 
 
 def find_emails(text: str, cfg: PiiEmailsSettings, regions: dict[str, Regions]) -> list[tuple[int, int]]:
     """Spans of e-mail addresses (plain and obfuscated) that the scrub replaces with `<EMAIL>`."""
     spans: list[tuple[int, int]] = []
+    size = len(text)
+    local_rev, domain_at = _LOCAL_REV.match, _DOMAIN.match
     for at, _ in regions["emails"]:
-        lo = max(0, at - 65)
-        window = text[lo:at][::-1]
-        m = _LOCAL_REV.match(window)
+        window = text[at - 1 : at - 66 : -1] if at > 65 else text[at - 1 :: -1] if at else ""
+        m = local_rev(window)
         if not m or m.end() > 64:
             continue
         start = at - m.end()
@@ -86,11 +130,11 @@ def find_emails(text: str, cfg: PiiEmailsSettings, regions: dict[str, Regions]) 
             continue
         if text[start] == "." or text[at - 1] == ".":
             continue
-        d = _DOMAIN.match(text, at + 1)
+        d = domain_at(text, at + 1)
         if not d:
             continue
         end = d.end()
-        if end < len(text) and (text[end] == "@" or text[end].isalnum()):
+        if end < size and (text[end] == "@" or text[end].isalnum()):
             continue
         if not _domain_ok(d.group(), cfg):
             continue

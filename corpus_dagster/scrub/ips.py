@@ -17,15 +17,19 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from functools import lru_cache
 
+import numpy as np
+
 from corpus_dagster.core.settings import PiiIpsSettings
 from corpus_dagster.scrub.context import version_context
-from corpus_dagster.scrub.prescreen import Regions, windows
+from corpus_dagster.scrub.prescreen import Anchored, windows
+from corpus_dagster.scrub.spans import Bytes, Regions
 
 _V4 = re.compile(r"(?<![\w.\-])(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![\w\-]|\.[0-9])")
 _V6 = re.compile(
     r"(?<![\w:.%])(?=[0-9A-Fa-f]{0,4}:)(?:[0-9A-Fa-f]{0,4}:){2,7}"
     r"(?:(?:[0-9]{1,3}\.){3}[0-9]{1,3}|[0-9A-Fa-f]{1,4})?(?:%[\w.]{1,16})?(?![\w:]|\.[0-9])"
 )
+_TWO_GROUPS = re.compile(r":[0-9A-Fa-f]{0,4}:")  # two colons with at most a group between
 _CIDR = re.compile(r"/([0-9]{1,3})(?![0-9])")
 _VERSION_AFTER = re.compile(r"(?i)[\s(]*(?:release|build|beta|alpha|rc[0-9]*|final|lts|tag|branch|version|patch|update)\b")
 _DOC_NETS = tuple(
@@ -40,6 +44,27 @@ IP_REGIONS = {
 """Rust-regex regions: dotted quads; three hex digits before a colon, which every IPv6 address the detector
 accepts holds except `::1:abcd`-like forms whose only long group is the last, and full forms whose every
 group has one or two digits (both rare in text, and cheaper to miss than to scan every `::` in C++ code)."""
+
+_HEX_BYTE = np.zeros(257, bool)  # by byte + 1, so -1 (outside the text) reads False
+_HEX_BYTE[[ord(c) + 1 for c in "0123456789abcdefABCDEF"]] = True
+
+
+def _hex_before_colon(colon: Bytes) -> tuple[np.ndarray, int, int]:
+    """The `ips6` matches from the `:` bytes: three hex digits right before a colon. A match ends at its
+    colon, so each colon gives at most one and they never overlap: the regex's matches exactly."""
+    ok = np.flatnonzero(_HEX_BYTE[colon.at(-1) + 1])  # most colons end a word: test the rest on the others
+    near = colon.take(ok)
+    ok = ok[_HEX_BYTE[near.at(-2) + 1] & _HEX_BYTE[near.at(-3) + 1]]
+    hit = np.zeros(len(colon), bool)
+    hit[ok] = True
+    return hit, -3, 1
+
+
+IP_ANCHORED = {"ips6": Anchored(IP_REGIONS["ips6"], ":", (-3, 0), _hex_before_colon)}
+"""IPv6 regions found from the colons (api._Plan.anchored)."""
+
+IP_SPARSE = frozenset({"ips4"})
+"""Dotted quads are rare in most text (prescreen.locate's sparse)."""
 
 
 # IPv4 categories as sorted integer ranges (first match wins by the order of _V4_TABLE): ipaddress's
@@ -132,7 +157,8 @@ def _v4_candidates(text: str, regions: Regions) -> Iterator[re.Match[str]]:
 def _v6_candidates(text: str, regions: Regions) -> Iterator[re.Match[str]]:
     """IPv6 matches around the regions (an address with a zone id spans at most ~60 characters)."""
     for lo, hi in windows(regions, 64, 64, len(text)):
-        yield from _V6.finditer(text, lo, hi)
+        if _TWO_GROUPS.search(text, lo, hi):  # in every match: most windows (`bpo-43521:`) have none
+            yield from _V6.finditer(text, lo, hi)
 
 
 def find_ips(text: str, cfg: PiiIpsSettings, context_chars: int, regions: dict[str, Regions]) -> list[tuple[int, int]]:

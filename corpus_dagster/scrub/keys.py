@@ -36,8 +36,10 @@ import math
 import re
 from collections import Counter
 
+import numpy as np
+
 from corpus_dagster.core.settings import PiiKeysSettings
-from corpus_dagster.scrub.prescreen import Regions
+from corpus_dagster.scrub.spans import Bytes, Regions
 
 _PRIVATE_BEGIN = re.compile(r"-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----")
 _PRIVATE_END = re.compile(r"-----END[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----")
@@ -160,6 +162,37 @@ KEY_REGIONS = {
 }
 """Rust-regex regions: key block headers and provider prefixes; Bearer/Authorization headers and keywords
 before `=` or `:`; strong cue words before a quote."""
+
+
+def _in(values: np.ndarray, chars: str) -> np.ndarray:
+    """Whether each byte value is one of the ASCII `chars`."""
+    return np.isin(values, np.frombuffer(chars.encode("ascii"), np.uint8).astype(np.int16))
+
+
+def _may_be_assignment(found: Bytes) -> np.ndarray:
+    """The keyword regions find_keys reads past its first tests. Two kinds, a test log's and a changelog's
+    commonest, are passed over without a Python string:
+
+    - `PASS: ` at the start of a line (a DejaGnu / automake test result, _test_result);
+    - a keyword `author` (any case) not followed by `is`/`iz` (`Author:`, `AuthorDate:`, `Co-authored-by:`):
+      no token or Bearer rule matches there, _ASSIGN's name starts with it so _AUTHOR_NAME rejects it, and
+      _CUED_QUOTED needs another word. Non-ASCII bytes after `author` are left to the regexes, whose
+      case folding also matches `ı` and `ſ`.
+    """
+    before = found.at(-1)
+    test_line = found.spell(b"PASS: ")
+    test_line &= (before == -1) | (before == ord("\n"))
+    sixth, seventh = found.at(6), found.at(7)
+    ascii_after = (sixth < 0x80) & ((sixth == -1) | ~_in(sixth, "iI") | ((seventh < 0x80) & ~_in(seventh, "sSzZ")))
+    author = found.spell(b"author", fold=True) & ascii_after
+    return ~(test_line | author)
+
+
+KEY_REGION_FILTERS = {"keys_kw": _may_be_assignment}
+"""Byte tests of the regions find_keys looks at (api._Plan.filters)."""
+
+KEY_SPARSE = frozenset({"keys_tok", "keys_cue"})
+"""Key block headers, token prefixes and quoted cue words are rare in text (prescreen.locate's sparse)."""
 
 
 def shannon_entropy(value: str) -> float:

@@ -24,12 +24,14 @@ from collections.abc import Iterator
 from functools import lru_cache
 from itertools import accumulate
 
+import numpy as np
 import phonenumbers
 
 from corpus_dagster.core.errors import ConfigError
 from corpus_dagster.core.settings import PiiPhonesSettings
 from corpus_dagster.scrub.context import id_context, phone_cue
-from corpus_dagster.scrub.prescreen import Regions, windows
+from corpus_dagster.scrub.prescreen import Anchored, windows
+from corpus_dagster.scrub.spans import Bytes, Matches, Regions, merged_windows
 
 # libphonenumber compiles its metadata patterns through `re.compile`, whose cache holds 512 patterns: a
 # worker that meets numbers of many regions (and other regex users) can evict and recompile them, which
@@ -38,12 +40,19 @@ if hasattr(phonenumbers, "enable_pattern_cache"):
     phonenumbers.enable_pattern_cache()
 
 _GROUP = r"(?:\([0-9]{1,5}\) ?)?[0-9]{1,9}"
-# Every candidate starts with `+`, `(` or a digit: saying so first lets the scan skip other positions
-# before it tries the look-behinds (twice as fast, same matches).
+_SEP = r"(?:[ \t.\-/]|\u2013| - ){1,3}"
+_BEFORE = r"[\w+\-./:#$\u00a2-\u00a5\u20ac@%,]"  # a character right before that makes a digit part of a token
+# A candidate is `+` then 7-15 digits, or digit groups (the first maybe led by `+ `, a group maybe led by
+# an area code in parentheses) joined by 1-3 separators, or an area code in parentheses then one group
+# (`(601) 2341965`); then an optional extension. It starts after `tel:` or after a character that is not
+# _BEFORE. Written so that its first element is the class of first characters, `[+(0-9]`, which lets the
+# scan jump between those characters; the look-behinds then read the character before it (`.` is the
+# first character itself) and each branch goes on after the first character it is for.
 _CANDIDATE = re.compile(
-    r"(?=[+(0-9])(?:(?<=tel:)|(?<![\w+\-./:#$\u00a2-\u00a5\u20ac@%,]))"
-    r"(?:\+[0-9]{7,15}|(?:\+ ?)?" + _GROUP + r"(?:(?:[ \t.\-/]|\u2013| - ){1,3}" + _GROUP + r"){1,7}"
-    r"|\([0-9]{1,5}\) ?[0-9]{4,9})"  # an area code in parentheses, then one group: `(601) 2341965`
+    r"[+(0-9](?:(?<=tel:.)|(?<!" + _BEFORE + r".))"
+    r"(?:(?<=\+)(?:[0-9]{7,15}| ?" + _GROUP + r"(?:" + _SEP + _GROUP + r"){1,7})"
+    r"|(?<=\()(?:[0-9]{1,5}\) ?[0-9]{1,9}(?:" + _SEP + _GROUP + r"){1,7}|[0-9]{1,5}\) ?[0-9]{4,9})"
+    r"|(?<=[0-9])[0-9]{0,8}(?:" + _SEP + _GROUP + r"){1,7})"
     r"(?:[ ]?(?:x|ext\.?|extension)[ ]?[0-9]{1,6})?"
     r"(?![\w@%]|[.,\-/][0-9])"
 )
@@ -68,7 +77,7 @@ _NOT_PHONE_CUED = re.compile(
 # Never a cued national number: a decimal (`112.5 - 118.0`) or a one-digit group after a separator
 # (`1234 5678 9 times`); national formats group digits in twos to fives after the trunk prefix.
 _NOT_CUED = re.compile(r"[0-9]\.[0-9](?![0-9])|[ \t.\-/\u2013][0-9](?![0-9])")
-_DIGITS = re.compile(r"[0-9]")
+_NO_DIGITS = str.maketrans("", "", "0123456789")
 _DIGIT_GROUPS = re.compile(r"[0-9]+")
 _EXTENSION = re.compile(r"(?i)[ ]?(?:x|ext\.?|extension)[ ]?[0-9]{1,6}$")
 _INTL_SPAN = 40  # an international number with its separators spans at most this many characters
@@ -78,11 +87,40 @@ _MAX_GROUPS = 12
 _WIDE_SEPARATOR = re.compile(r"[ \t]{2,}|[ \t]*[/\u2013][ \t]*|[ \t]+-[ \t]+")
 
 
+def _digit_count(text: str) -> int:
+    """How many ASCII digits text holds (one C-level pass, no list of matches)."""
+    return len(text) - len(text.translate(_NO_DIGITS))
+
+
+_CARD_DIGITS = 13  # the fewest digits of a card number: cards read the same regions
+
+
+_INTL_REGION = r"\+[ (]?[0-9]"
+
+
+def _plus_then_digit(plus: Bytes) -> tuple[np.ndarray, int, np.ndarray]:
+    """The `phones_intl` matches from the `+` bytes: `+`, then a space or `(` if a digit follows it (the
+    optional part is greedy), else a digit. Only a match's first byte is a `+`: they never overlap."""
+    one, two = plus.at(1), plus.at(2)
+    long = ((one == 32) | (one == 40)) & (two >= 48) & (two <= 57)
+    return long | ((one >= 48) & (one <= 57)), 0, np.where(long, 3, 2)
+
+
+PHONE_ANCHORED = {"phones_intl": Anchored(_INTL_REGION, "+", (1, 3), _plus_then_digit)}
+"""International regions found from the `+` bytes (api._Plan.anchored)."""
+
+
 def phone_regions(cfg: PiiPhonesSettings) -> dict[str, str]:
     """Rust-regex regions: a `+` before a digit (international numbers), and runs of digits and separators
-    long enough to hold a national number of the default region or of a cued region (digit to digit)."""
-    run = min(13, cued_min_digits(cfg)) - 2  # 13: cards share it
-    return {"phones_intl": r"\+[ (]?[0-9]", "phones": rf"[0-9][0-9 \t.\-/()\u2013]{{{run},}}[0-9]"}
+    holding enough digits for a national number of the default region or of a cued region (digit to digit).
+
+    A run is matched from its first digit to its last, so each maximal run of digits and separators gives
+    one region or none: exactly the runs `_candidates` keeps (`cued_min_digits` digits or more), and the
+    card detector's (13 or more: cards share the pattern, hence the 13). Times and years (`12:57:31 2018`,
+    `2018 12`) hold too few digits and never reach Python.
+    """
+    digits = min(_CARD_DIGITS, cued_min_digits(cfg))
+    return {"phones_intl": _INTL_REGION, "phones": rf"[0-9](?:[ \t.\-/()\u2013]*[0-9]){{{digits - 1},}}"}
 
 
 def other_regions(cfg: PiiPhonesSettings) -> tuple[str, ...]:
@@ -110,13 +148,34 @@ def cued_min_digits(cfg: PiiPhonesSettings) -> int:
 
 def _candidates(text: str, regions: dict[str, Regions], national_min: int) -> Iterator[re.Match[str]]:
     """Candidate matches near the regions: after each `+`, and around runs holding a national number's
-    digits, with room for a leading `+ (` and a trailing extension."""
-    enough = _at_least_digits(national_min)
-    rich = [(s, e) for s, e in regions["phones"] if enough.match(text, s, e)]
-    rich += [(s, s + _INTL_SPAN) for s, _ in regions["phones_intl"]]
-    rich.sort()
-    for lo, hi in windows(rich, 6, 24, len(text)):
-        yield from _CANDIDATE.finditer(text, lo, hi)
+    digits, with room for a leading `+ (` and a trailing extension (the windows come precomputed for the
+    whole batch, phone_windows, when every region holds enough digits)."""
+    if WINDOWS in regions:
+        spans = regions[WINDOWS]
+    else:
+        rich = regions["phones"]
+        if national_min > _CARD_DIGITS:  # else every region holds enough digits (phone_regions)
+            enough = _at_least_digits(national_min)
+            rich = [(s, e) for s, e in rich if enough.match(text, s, e)]
+        rich = rich + [(s, s + _INTL_SPAN) for s, _ in regions["phones_intl"]]
+        rich.sort()
+        spans = windows(rich, _BEFORE_RUN, _AFTER_RUN, len(text))
+    finditer = _CANDIDATE.finditer
+    for lo, hi in spans:
+        yield from finditer(text, lo, hi)
+
+
+WINDOWS = "phones_windows"
+_BEFORE_RUN, _AFTER_RUN = 6, 24  # room for a leading `+ (` (and the look-behinds), and for an extension
+
+
+def phone_windows(found: dict[str, Matches], sizes: np.ndarray, cfg: PiiPhonesSettings) -> Matches | None:
+    """The windows `_candidates` scans, for every text of a batch at once (api._Plan.derived); None when
+    cued_min_digits exceeds what the region pattern guarantees, so each region's digits must be counted."""
+    if cued_min_digits(cfg) > _CARD_DIGITS:
+        return None
+    parts = [(found.get("phones", Matches.empty()), None), (found.get("phones_intl", Matches.empty()), _INTL_SPAN)]
+    return merged_windows(parts, _BEFORE_RUN, _AFTER_RUN, sizes)
 
 
 @lru_cache(maxsize=64)
@@ -243,22 +302,25 @@ def find_phones(text: str, cfg: PiiPhonesSettings, context_chars: int, regions: 
     others = other_regions(cfg)
     cued_min = cued_min_digits(cfg)
     spans: list[tuple[int, int]] = []
+    intl_min = cfg.min_digits
+    not_phone, no_digits = _NOT_PHONE_CUED.match, _NO_DIGITS
     for m in _candidates(text, regions, cued_min):
         cand = m.group()
-        intl = cand.startswith("+")
-        digits = len(_DIGITS.findall(cand))
-        if digits < (cfg.min_digits if intl else cued_min):
+        intl = cand[0] == "+"
+        digits = len(cand) - len(cand.translate(no_digits))
+        if digits < (intl_min if intl else cued_min):
             continue  # no number inside can be long enough: skip libphonenumber
-        if cand.count("(") != cand.count(")") or _NOT_PHONE_CUED.match(cand):
+        if not_phone(cand) or cand.count("(") != cand.count(")"):
             continue
-        if id_context(text, m.start(), context_chars, "phones"):
-            continue
-        if not intl and _numeric_neighbor(text, m.start(), m.end()):
+        start = m.start()
+        if not intl and _numeric_neighbor(text, start, m.end()):
+            continue  # first: a table row is the commonest reject, and cheaper to see than an id cue
+        if id_context(text, start, context_chars, "phones"):
             continue
         found = []
         if (intl or digits >= national_min) and not _NOT_PHONE.match(cand):
             found = _numbers(cand, digits, cfg, region, national_min, national_max)
-        cued = not found and not intl and others and phone_cue(text, m.start(), context_chars)
+        cued = not found and not intl and others and phone_cue(text, start, context_chars)
         if cued and not _NOT_CUED.search(_EXTENSION.sub("", cand)):
             for other in others:  # a cued national number of another region
                 low = max(cfg.min_digits, national_min_digits(other))
@@ -266,7 +328,7 @@ def find_phones(text: str, cfg: PiiPhonesSettings, context_chars: int, regions: 
                     found = _numbers(cand, digits, cfg, other, low, national_max_digits(other), cfg.cued_leniency)
                     if found:
                         break
-        spans.extend((m.start() + start, m.start() + end) for start, end in found)
+        spans.extend((start + a, start + b) for a, b in found)
     return spans
 
 
@@ -278,7 +340,7 @@ def _digits_fit(intl: bool, digits: int, cfg: PiiPhonesSettings, national_min: i
 def _ok(piece: str, cfg: PiiPhonesSettings, region: str, national_min: int, national_max: int, leniency: str) -> bool:
     """Whether one piece of a candidate is a phone number on its own (national format of `region`)."""
     intl = piece.startswith("+")
-    if not _digits_fit(intl, len(_DIGITS.findall(piece)), cfg, national_min, national_max):
+    if not _digits_fit(intl, _digit_count(piece), cfg, national_min, national_max):
         return False
     shapes = _NOT_PHONE if leniency == cfg.leniency and region == cfg.default_region else _NOT_PHONE_CUED
     if shapes.match(piece) or not (intl or _SEPARATED.search(piece)):

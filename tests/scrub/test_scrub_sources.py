@@ -54,3 +54,27 @@ def test_one_map_over_every_source_and_the_same_bytes_at_any_worker_count(dedupe
     assert not any(s["cached"] for s in rebuilt.values())
     assert _hashes(layout, ids) == one
     assert [s["docs"] for s in rebuilt.values()] == [s["docs"] for s in first.values()]
+
+
+def test_read_table_gives_what_pyarrow_reads(tmp_path):
+    # The clean stage's column types (strings, a list, fixed-size binary, int32, float), schema metadata
+    # and several row groups; and a type polars reads back differently (uint8 in a dictionary), which
+    # falls back to pyarrow. Either way the table is pyarrow's own.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 5000
+    table = pa.table({
+        "id": [f"s:{i}" for i in range(n)],
+        "text": ["é" * (i % 7) + f"text {i}" for i in range(n)],
+        "n_chars": pa.array(range(n), pa.int32()),
+        "sha256": pa.array([bytes([i % 256]) * 32 for i in range(n)], pa.binary(32)),
+        "repairs": [[f"r{i}"] if i % 3 else [] for i in range(n)],
+        "lang_score": pa.array([i / n for i in range(n)], pa.float32()),
+    }).replace_schema_metadata({"k": "v"})
+    odd = pa.table({"x": pa.array([1, 2, 1], pa.uint8()).dictionary_encode()})
+    for name, t in (("docs.parquet", table), ("odd.parquet", odd)):
+        path = tmp_path / name
+        pq.write_table(t, path, row_group_size=2048)
+        got, want = scrub.read_table(path), pq.read_table(path)
+        assert got.equals(want) and got.schema.equals(want.schema, check_metadata=True)
