@@ -198,12 +198,13 @@ def _send_output_to(path: str | None) -> None:
 
 
 def execute_run(instance_ref: Any, corpus_kwargs: dict[str, Any], job_name: str, partition: str | None,
-                tags: dict[str, str], origin: str | None = None) -> RunOutcome:
+                tags: dict[str, str], origin: str | None = None, run_workers: int | None = None) -> RunOutcome:
     """Execute one named run in this pool process on the job's own executor; events go to the instance only.
 
     `origin`: the serialized RemoteRepositoryOrigin the run is created under. Otherwise this is what
     `dg.execute_job` does; the job snapshot is the job definition's, the one a code location built from the
-    same corpus config gives for the job.
+    same corpus config gives for the job. `run_workers` overrides `workers` in the run's config only, so
+    the snapshot stays the workspace job's and the run's config says what it ran with.
     """
     instance = _pool_instance(instance_ref)
     corpus = CorpusConfig(**corpus_kwargs)
@@ -211,7 +212,7 @@ def execute_run(instance_ref: Any, corpus_kwargs: dict[str, Any], job_name: str,
     job_def = recon.get_definition()
     run = instance.create_run_for_job(
         job_def=job_def,
-        run_config=run_config_for(corpus_kwargs),
+        run_config=run_config_for(corpus_kwargs if run_workers is None else {**corpus_kwargs, "workers": run_workers}),
         tags={**job_def.run_tags, **tags, **({PARTITION_TAG: partition} if partition else {})},
         job_code_origin=recon.get_python_origin(),
         remote_job_origin=(RemoteJobOrigin(deserialize_value(origin, RemoteRepositoryOrigin), job_name)
@@ -260,7 +261,6 @@ class RunPool:
         """Run every partition, `processes` at a time; without keep_going the first failure starts no more runs.
 
         `run_workers`: the `workers` each run's steps use (default: the config's)."""
-        corpus_kwargs = self.corpus_kwargs if run_workers is None else {**self.corpus_kwargs, "workers": run_workers}
         outcomes: dict[int, RunOutcome] = {}
         running: dict[Future, int] = {}
         queue = list(enumerate(partitions))
@@ -268,8 +268,8 @@ class RunPool:
         while queue or running:
             while queue and len(running) < self.processes and not stopped:
                 i, part = queue.pop(0)
-                running[self.pool.submit(execute_run, self.instance_ref, corpus_kwargs, job_name, part, tags,
-                                         self.origin)] = i
+                running[self.pool.submit(execute_run, self.instance_ref, self.corpus_kwargs, job_name, part, tags,
+                                         self.origin, run_workers)] = i
             if stopped and not running:
                 break
             done, _ = wait(running, timeout=poll_seconds, return_when=FIRST_COMPLETED)
