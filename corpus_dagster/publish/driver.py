@@ -263,7 +263,8 @@ def finish_publish(layout: Layout, resolved: Settings | Mapping[str, Any], key: 
                 f"({', '.join(damaged[:5])}: sha256 differs from the unit's done-marker); run those units again "
                 f"(run_publish_unit or run_publish), then finish_publish"
             )
-    seconds = plan["seconds"] + sum(e.get("seconds", 0.0) for e in entries)
+    # rounded as the record keeps it, so this build and a later reuse of it report the same figure
+    seconds = round(plan["seconds"] + sum(e.get("seconds", 0.0) for e in entries), 3)
     result = PublishResult(manifest, ShardsResult(shards=shards, n_docs=plan["n_docs"], seconds=seconds), plan["sources"], key=key)
     commit_publish(layout, settings, result, inputs, shards_key, outputs)
     # this key's, and any a unit of an older plan recreated after that plan was removed
