@@ -6,6 +6,8 @@ inheriting library defaults that may change between pyarrow versions.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,15 +34,15 @@ INTERMEDIATE = ParquetSettings(compression_level=1, row_group_rows=2048)
 TABLE = ParquetSettings(compression_level=3)
 
 
-def write_parquet(
-    table: pa.Table, path: str | Path, settings: ParquetSettings, row_groups: list[int] | None = None
-) -> None:
-    """Write `table` to `path` atomically; `row_groups` (row boundaries incl. 0 and n) cuts row groups by hand."""
+@contextmanager
+def parquet_writer(path: str | Path, schema: pa.Schema, settings: ParquetSettings) -> Iterator[pq.ParquetWriter]:
+    """A writer of `path` with the settings that decide its bytes; the file appears (atomically) only when
+    the block ends without an error. For files written a row group at a time."""
     with atomic_path(path) as tmp:
         use_dict = list(settings.use_dictionary) if isinstance(settings.use_dictionary, tuple) else settings.use_dictionary
         with pq.ParquetWriter(
             tmp,
-            table.schema,
+            schema,
             compression=settings.compression,
             compression_level=settings.compression_level,
             use_dictionary=use_dict,
@@ -48,11 +50,19 @@ def write_parquet(
             version="2.6",
             data_page_version="1.0",
         ) as writer:
-            if row_groups is not None:
-                for a, b in zip(row_groups[:-1], row_groups[1:], strict=True):
-                    writer.write_table(table.slice(a, b - a), row_group_size=max(b - a, 1))
-            else:
-                writer.write_table(table, row_group_size=settings.row_group_rows)
+            yield writer
+
+
+def write_parquet(
+    table: pa.Table, path: str | Path, settings: ParquetSettings, row_groups: list[int] | None = None
+) -> None:
+    """Write `table` to `path` atomically; `row_groups` (row boundaries incl. 0 and n) cuts row groups by hand."""
+    with parquet_writer(path, table.schema, settings) as writer:
+        if row_groups is not None:
+            for a, b in zip(row_groups[:-1], row_groups[1:], strict=True):
+                writer.write_table(table.slice(a, b - a), row_group_size=max(b - a, 1))
+        else:
+            writer.write_table(table, row_group_size=settings.row_group_rows)
 
 
 def head_rows(path: str | Path, columns: list[str], n: int) -> list[dict]:

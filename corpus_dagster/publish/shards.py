@@ -14,12 +14,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.documents import SHARD_SCHEMA, shard_name
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.parallel import ordered_map
-from corpus_dagster.core.parquet import ParquetSettings, write_parquet
+from corpus_dagster.core.parquet import ParquetSettings, parquet_writer
 from corpus_dagster.core.settings import Settings
+from corpus_dagster.publish.row_source import RowSource
 
 ROW_OVERHEAD_BYTES = 64  # fixed-width columns and offsets of one row, for the row-group size estimate
 DICT_COLUMNS = ["source_id", "license_spdx", "lang", "split"]
@@ -115,47 +115,9 @@ def split_column(sha: pa.Array, val_permille: int) -> pa.Array:
     return pa.array(np.where(is_val, "val", "train"), pa.string())
 
 
-def gather(files: list[Path], file_idx: np.ndarray, row_idx: np.ndarray, columns: list[str]) -> pa.Table:
-    """Rows (file_idx[i], row_idx[i]) in that order, reading only the row groups that hold them."""
-    pieces = []
-    positions = []
-    for f in unique_sorted(file_idx):
-        sel = np.nonzero(file_idx == f)[0]
-        rows = row_idx[sel]
-        pf = pq.ParquetFile(files[f])
-        sizes = np.array([pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)], dtype=np.int64)
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        groups = unique_sorted(np.searchsorted(starts, rows, side="right") - 1)
-        avail = [c for c in columns if c in pf.schema_arrow.names]
-        table = pf.read_row_groups(groups.tolist(), columns=avail, use_threads=False)  # processes parallelize
-        local_starts = np.concatenate([[0], np.cumsum(sizes[groups])[:-1]])
-        g_of_row = np.searchsorted(starts[groups], rows, side="right") - 1
-        local = local_starts[g_of_row] + (rows - starts[groups][g_of_row])
-        piece = table.take(pa.array(local))
-        for c in columns:
-            if c not in avail:  # e.g. pii_redactions before the scrub stage: zero
-                piece = piece.append_column(c, pa.array(np.zeros(piece.num_rows, dtype=np.int32)))
-        pieces.append(piece.select(columns))
-        positions.append(sel)
-    table = pa.concat_tables(pieces)
-    order = np.argsort(np.concatenate(positions), kind="stable")
-    return table.take(pa.array(order))
-
-
-def write_shard(
-    files: list[Path],
-    file_idx: np.ndarray,
-    row_idx: np.ndarray,
-    minhash_cluster: np.ndarray,
-    out_path: Path,
-    val_permille: int,
-    row_group_max_bytes: int,
-    zstd_level: int,
-) -> dict[str, Any]:
-    """Write one shard with fixed writer settings; returns name, sha256 and rows."""
-    cols = ["id", "text", "source_id", "url", "license_spdx", "lang", "n_chars", "sha256", "pii_redactions"]
-    t = gather(files, file_idx, row_idx, cols)
-    table = pa.table(
+def shard_table(t: pa.Table, minhash_cluster: np.ndarray, val_permille: int) -> pa.Table:
+    """Rows of the input files (`RowSource` columns) as shard rows: the published schema and its split."""
+    return pa.table(
         {
             "id": t["id"],
             "text": t["text"],
@@ -171,15 +133,59 @@ def write_shard(
         },
         schema=SHARD_SCHEMA,
     )
-    sizes = ROW_OVERHEAD_BYTES + sum(
+
+
+def row_sizes(table: pa.Table) -> np.ndarray:
+    """Each row's estimated bytes, what row groups are cut by."""
+    return ROW_OVERHEAD_BYTES + sum(
         pc.fill_null(pc.binary_length(table[c]), 0).to_numpy(zero_copy_only=False).astype(np.int64)
         for c in ("id", "text", "source_id", "url", "license_spdx", "lang", "split")
     )
-    cuts = row_group_cuts(sizes, row_group_max_bytes)
+
+
+SHARD_COLUMNS = ["id", "text", "source_id", "url", "license_spdx", "lang", "n_chars", "sha256", "pii_redactions"]
+
+
+def write_shard(
+    files: list[Path],
+    file_idx: np.ndarray,
+    row_idx: np.ndarray,
+    minhash_cluster: np.ndarray,
+    out_path: Path,
+    val_permille: int,
+    row_group_max_bytes: int,
+    zstd_level: int,
+) -> dict[str, Any]:
+    """Write one shard with fixed writer settings; returns name, sha256 and rows.
+
+    Streams: rows come a window at a time (`RowSource`) and each row group is written as soon as the next
+    row would push it past `row_group_max_bytes` (the cuts of `row_group_cuts`, decided row by row), so
+    memory holds one row group and the input row groups still needed, never the whole shard."""
+    source = RowSource(files, file_idx, row_idx, SHARD_COLUMNS)
     settings = ParquetSettings(compression_level=zstd_level, use_dictionary=tuple(DICT_COLUMNS))
-    write_parquet(table, out_path, settings, row_groups=cuts)
-    digest = sha256_file(out_path)
-    return {"name": out_path.name, "sha256": digest, "rows": table.num_rows}
+    pending: list[pa.Table] = []  # rows of the open row group
+    acc = 0
+    with parquet_writer(out_path, SHARD_SCHEMA, settings) as writer:
+
+        def flush() -> None:
+            group = pa.concat_tables(pending).combine_chunks()
+            writer.write_table(group, row_group_size=max(group.num_rows, 1))
+            pending.clear()
+
+        for start, rows in source.windows():
+            table = shard_table(rows, minhash_cluster[start:start + rows.num_rows], val_permille)
+            first = 0
+            for i, s in enumerate(row_sizes(table).tolist()):
+                if acc and acc + s > row_group_max_bytes:
+                    if i > first:
+                        pending.append(table.slice(first, i - first))
+                    flush()
+                    first, acc = i, 0
+                acc += s
+            pending.append(table.slice(first))
+        if source.n:
+            flush()
+    return {"name": out_path.name, "sha256": sha256_file(out_path), "rows": source.n}
 
 
 def row_group_cuts(sizes: np.ndarray, limit: int) -> list[int]:
