@@ -56,8 +56,9 @@ def make_docs(seed: int = 0, per_source: dict[str, int] | None = None) -> list[d
 
 
 def write_shards(folder: Path, docs: list[dict[str, Any]], shard_rows: int = 40, dataset: str = "demo",
-                 version: str = "v1") -> Path:
-    """corpus/<dataset>/<version>/ with shards and a _MANIFEST.json; returns the folder."""
+                 version: str = "v1", row_group_rows: int | None = None) -> Path:
+    """corpus/<dataset>/<version>/ with shards and a _MANIFEST.json; returns the folder. `row_group_rows`:
+    rows per row group of a shard (default: one row group)."""
     folder.mkdir(parents=True, exist_ok=True)
     chunks = [docs[i:i + shard_rows] for i in range(0, len(docs), shard_rows)]
     entries = []
@@ -79,7 +80,7 @@ def write_shards(folder: Path, docs: list[dict[str, Any]], shard_rows: int = 40,
             schema=SHARD_SCHEMA,
         )
         name = shard_name(i, len(chunks))
-        pq.write_table(t, folder / name)
+        pq.write_table(t, folder / name, row_group_size=row_group_rows)
         entries.append({"name": name, "sha256": hashlib.sha256((folder / name).read_bytes()).hexdigest(), "rows": len(chunk)})
     manifest = {
         "dataset": dataset, "version": version, "n_docs": len(docs), "n_shards": len(chunks), "shards": entries,
@@ -106,9 +107,12 @@ def tokenize_cfg() -> TokenizeSettings:
     return TokenizeSettings.from_dict(fill_defaults({}, load_schema("corpus-config.schema.json"))["tokenize"])
 
 
-def build_kwargs(root: Path, docs: list[dict[str, Any]] | None = None, **overrides: Any) -> dict[str, Any]:
-    """Arguments of build_release for a generated corpus under root."""
-    shards = write_shards(root / "corpus" / "demo" / "v1", docs if docs is not None else make_docs())
+def build_kwargs(root: Path, docs: list[dict[str, Any]] | None = None, row_group_rows: int | None = None,
+                 **overrides: Any) -> dict[str, Any]:
+    """Arguments of build_release for a generated corpus under root (shards cut into row groups of
+    `row_group_rows`, default one per shard)."""
+    shards = write_shards(root / "corpus" / "demo" / "v1", docs if docs is not None else make_docs(),
+                          row_group_rows=row_group_rows)
     kwargs: dict[str, Any] = {
         "shards_dir": shards,
         "out_dir": root / "release" / "demo" / "v1",

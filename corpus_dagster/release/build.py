@@ -40,7 +40,7 @@ from corpus_dagster.release.jobs import (
     count_job,
     scatter_job,
     segment_job,
-    shard_texts,
+    texts_by_group,
     write_job,
 )
 from corpus_dagster.release.plan import parts_of, plan_release, room_by_source, summary_frame
@@ -103,9 +103,11 @@ class SelectedTexts:
 
 
 def select_texts(path: Path, rows: Collection[int]) -> SelectedTexts:
-    """The texts of `rows` of one shard, read once."""
+    """The texts of `rows` of one shard, read once (only the row groups that hold them)."""
     wanted = sorted(rows)
-    return SelectedTexts(shard_texts(str(path)).take(pa.array(wanted, pa.int64())), {r: i for i, r in enumerate(wanted)})
+    pieces = [texts for _, texts in texts_by_group(str(path), wanted)]  # groups in row order: wanted's order
+    array = pa.concat_arrays(pieces) if pieces else pa.array([], pa.string())
+    return SelectedTexts(array, {r: i for i, r in enumerate(wanted)})
 
 
 def part_path(buckets: Buckets, bucket: int, part: int) -> str:
@@ -133,8 +135,8 @@ def scatter_write(plan: pl.DataFrame, parts: Sequence[tuple[int, int, int]], inp
                      g["char_end"].to_list(), g["gpart"].to_list(), g["seq"].to_list()))
     spills: dict[int, list[tuple[str, int]]] = {}
     for job, index in zip(jobs, ordered_map(scatter_job, jobs, workers), strict=True):
-        for gp, batch in index.items():
-            spills.setdefault(gp, []).append((job[1], batch))
+        for gp, batches in index.items():
+            spills.setdefault(gp, []).extend((job[1], batch) for batch in batches)
     scatter_s, t = time.perf_counter() - t, time.perf_counter()
     plan_cols = [c for c in chosen.columns if c not in ("content_sha256", "lang")]
     by_part = chosen.partition_by("gpart", as_dict=True)

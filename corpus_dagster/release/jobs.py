@@ -10,7 +10,7 @@ import hashlib
 import json
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,19 +50,36 @@ def _count(cfg: Mapping[str, Any], texts: Sequence[str]) -> list[int]:
 
 
 def count_job(path: str, rows: list[int], cfg: dict[str, Any]) -> tuple[list[int], float, int]:
-    texts = pq.read_table(path, columns=["text"])["text"].take(rows).to_pylist()
-    t0 = time.perf_counter()
-    counts = _count(cfg, texts)
-    return counts, time.perf_counter() - t0, sum(len(t.encode("utf-8")) for t in texts)
+    counts = [0] * len(rows)
+    seconds, n_bytes = 0.0, 0
+    for positions, array in texts_by_group(path, rows):
+        texts = array.to_pylist()
+        t0 = time.perf_counter()
+        for i, n in zip(positions, _count(cfg, texts), strict=True):
+            counts[i] = n
+        seconds += time.perf_counter() - t0
+        n_bytes += sum(len(t.encode("utf-8")) for t in texts)
+    return counts, seconds, n_bytes
 
 
-def shard_texts(source: str | pa.Array) -> pa.Array:
-    """The texts a job's rows index: a shard's whole text column (source: its path, read here) or the
-    texts the caller already selected (source: an array; the rows are positions in it)."""
+def texts_by_group(source: str | pa.Array, rows: Sequence[int]) -> Iterator[tuple[np.ndarray, pa.Array]]:
+    """The texts of `rows` of a job's source, one row group of the shard at a time: (positions in `rows`,
+    their texts in that order). A shard is cut into row groups of bounded bytes (`publish.row_group_max_bytes`)
+    and its row count is not, so reading a group at a time bounds a job's memory by a row group, not a shard.
+    `source`: a shard's path, or the texts the caller already selected (an array; rows are positions in it)."""
+    rows = np.asarray(rows, dtype=np.int64)
     if isinstance(source, pa.Array):
-        return source
-    # one contiguous array: a take per part from the chunked column would gather its chunks every time
-    return pq.read_table(source, columns=["text"])["text"].combine_chunks()
+        if len(rows):
+            yield np.arange(len(rows)), source.take(pa.array(rows))
+        return
+    pf = pq.ParquetFile(source)
+    sizes = np.array([pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    group = np.searchsorted(starts, rows, side="right") - 1
+    for g in np.unique(group).tolist():
+        positions = np.flatnonzero(group == g)
+        texts = pf.read_row_group(g, columns=["text"], use_threads=False)["text"].combine_chunks()
+        yield positions, texts.take(pa.array(rows[positions] - starts[g]))
 
 
 def segment_job(
@@ -70,12 +87,11 @@ def segment_job(
     settings: ReleaseSettings, cfg: dict[str, Any],
 ) -> dict[str, Any]:
     """Segment the long documents of one shard, given as batches (rows, n_tokens, doc_ids, rooms, row ids
-    seeding each document's choices; rows index `source`, see shard_texts): one result (rows, no_segment,
+    seeding each document's choices; rows index `source`, see texts_by_group): one result (rows, no_segment,
     tails_dropped) per batch, plus the tokenizer's seconds and bytes."""
     buckets = Buckets.from_settings(settings)
     tok = tokenizer(cfg)
     every = [r for rows, *_ in batches for r in rows]
-    texts = iter(shard_texts(source).take(pa.array(every, pa.int64())).to_pylist() if every else [])
     stats = {"seconds": 0.0, "bytes": 0}
 
     def count(s: str) -> int:
@@ -85,26 +101,36 @@ def segment_job(
         stats["bytes"] += len(s.encode("utf-8"))
         return n
 
+    # each document's segmentation depends on its text, count and seed only: documents go a row group of the
+    # shard at a time (memory ~ a row group) and their results are put back in batch order
+    docs = [(n, room, seed_name) for _, n_tokens, _, rooms, seeds in batches
+            for n, room, seed_name in zip(n_tokens, rooms, seeds, strict=True)]
+    segmented: list[Any] = [None] * len(docs)
+    for positions, texts in texts_by_group(source, every):
+        for i, text in zip(positions.tolist(), texts.to_pylist(), strict=True):
+            n, room, seed_name = docs[i]
+            rng = random.Random(f"{settings.seed}:segment:{seed_name}")
+            seg = segment_text(text, n, count, buckets, int(settings.max_segments), room, rng)
+            segmented[i] = seg, [hashlib.sha256(text[a:b].encode("utf-8")).hexdigest() for a, b in seg.spans]
     results = []
-    for _, n_tokens, doc_ids, rooms, seeds in batches:
+    done = iter(segmented)
+    for _, _, doc_ids, _, _ in batches:
         out: dict[str, list[Any]] = {k: [] for k in SEGMENT_SCHEMA}
         reasons: dict[str, int] = {}
         tails = 0
-        for n, doc_id, room, seed_name in zip(n_tokens, doc_ids, rooms, seeds, strict=True):
-            text = next(texts)
-            rng = random.Random(f"{settings.seed}:segment:{seed_name}")
-            seg = segment_text(text, n, count, buckets, int(settings.max_segments), room, rng)
+        for doc_id in doc_ids:
+            seg, digests = next(done)
             if not seg.spans:
                 reasons[seg.stop_reason] = reasons.get(seg.stop_reason, 0) + 1
             elif seg.dropped_chars:
                 tails += 1
-            for j, ((a, b), t) in enumerate(zip(seg.spans, seg.tokens, strict=True)):
+            for j, ((a, b), t, digest) in enumerate(zip(seg.spans, seg.tokens, digests, strict=True)):
                 out["doc_id"].append(doc_id)
                 out["segment"].append(j)
                 out["char_start"].append(a)
                 out["char_end"].append(b)
                 out["n_tokens"].append(t)
-                out["content_sha256"].append(hashlib.sha256(text[a:b].encode("utf-8")).hexdigest())
+                out["content_sha256"].append(digest)
         results.append({"rows": out, "no_segment": reasons, "tails_dropped": tails})
     return {"batches": results, **stats}
 
@@ -113,26 +139,29 @@ def scatter_job(
     source: str | pa.Array, spill: str, rows: list[int], starts: list[int], ends: list[int], gparts: list[int],
     seqs: list[int],
 ) -> dict[int, int]:
-    """Write the selected texts of one shard (rows index `source`, see shard_texts), one record batch per
-    part; returns part -> batch index."""
-    texts = shard_texts(source)
-    index: dict[int, int] = {}
-    order = np.lexsort((np.asarray(seqs), np.asarray(gparts)))
+    """Write the selected texts of one shard (rows index `source`, see texts_by_group) into its spill file, a
+    row group of the shard at a time, one record batch per part and row group; returns part -> its batches."""
+    index: dict[int, list[int]] = {}
     schema = pa.schema([("key", pa.int64()), ("content", pa.string())])
+    gparts_arr, seqs_arr = np.asarray(gparts, dtype=np.int64), np.asarray(seqs, dtype=np.int64)
+    n_batches = 0
     with ipc.new_file(spill, schema, options=SPILL_OPTIONS) as w:
-        gp = np.asarray(gparts)[order]
-        cuts = np.flatnonzero(np.diff(gp)) + 1
-        for chunk in np.split(order, cuts):
-            if not len(chunk):
-                continue
-            sel = texts.take(pa.array([rows[i] for i in chunk])).to_pylist()
-            contents = [
-                t if starts[i] == 0 and ends[i] == len(t) else t[starts[i]:ends[i]]
-                for t, i in zip(sel, chunk, strict=True)
-            ]
-            keys = [seqs[i] for i in chunk]
-            index[int(gparts[chunk[0]])] = len(index)
-            w.write_batch(pa.record_batch([pa.array(keys, pa.int64()), pa.array(contents, pa.string())], schema=schema))
+        for positions, texts in texts_by_group(source, rows):
+            order = np.lexsort((seqs_arr[positions], gparts_arr[positions]))
+            gp = gparts_arr[positions][order]
+            sel = texts.take(pa.array(order)).to_pylist()
+            for chunk in np.split(np.arange(len(order)), np.flatnonzero(np.diff(gp)) + 1):
+                if not len(chunk):
+                    continue
+                at = positions[order[chunk]].tolist()
+                contents = [
+                    t if starts[i] == 0 and ends[i] == len(t) else t[starts[i]:ends[i]]
+                    for t, i in zip((sel[c] for c in chunk.tolist()), at, strict=True)
+                ]
+                index.setdefault(int(gp[chunk[0]]), []).append(n_batches)
+                n_batches += 1
+                w.write_batch(pa.record_batch([pa.array(seqs_arr[at], pa.int64()), pa.array(contents, pa.string())],
+                                              schema=schema))
     return index
 
 
@@ -143,10 +172,14 @@ def write_job(
     """Assemble one part from its spill batches and write it with fixed Parquet settings."""
     plan = pl.from_arrow(plan_part)
     found: dict[int, str] = {}
+    by_file: dict[str, list[int]] = {}
     for spill, batch in spills:
+        by_file.setdefault(spill, []).append(batch)
+    for spill, batches in by_file.items():
         with ipc.open_file(spill) as r:
-            b = r.get_batch(batch)
-        found.update(zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True))
+            for batch in batches:
+                b = r.get_batch(batch)
+                found.update(zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True))
     contents = [found[k] for k in plan["seq"].to_list()]
     table = part_table(plan, contents, tokenizer_name, keep_fields)
     Path(out).parent.mkdir(parents=True, exist_ok=True)

@@ -165,6 +165,38 @@ def test_same_seed_same_bytes_other_seed_other_selection(tmp_path):
     assert ids_a != ids_c and len(ids_a & ids_c) > 0  # same document ids where the same rows were chosen
 
 
+def test_jobs_read_a_row_group_at_a_time_and_the_release_does_not_depend_on_the_cut(tmp_path, monkeypatch):
+    """Shards in one row group and in row groups of 3 rows give the same release (segments, samples, parts);
+    the jobs read every text group by group, never a shard's whole column."""
+    docs = make_docs(seed=5)
+    info = doc_info(docs)
+    whole = build_kwargs(tmp_path / "whole", docs, doc_info=info)
+    build_release(**whole)
+    read_groups: list[int] = []
+    original = pq.ParquetFile.read_row_group
+
+    def counting(self, i, *args, **kwargs):  # noqa: ANN001, ANN202
+        read_groups.append(i)
+        return original(self, i, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", counting)
+    read_table = pq.read_table
+
+    def no_whole_texts(path, *args, columns=None, **kwargs):  # noqa: ANN001, ANN202
+        if columns is None or "text" in columns:
+            pytest.fail(f"the whole text column of {path} was read")
+        return read_table(path, *args, columns=columns, **kwargs)
+
+    monkeypatch.setattr(pq, "read_table", no_whole_texts)
+    cut = build_kwargs(tmp_path / "cut", docs, row_group_rows=3, doc_info=info)
+    stats = build_release(**cut, units_file=tmp_path / "units.jsonl")
+    assert read_groups and stats["segments"] > 0
+    monkeypatch.undo()
+    data = {k: v for k, v in file_hashes(whole["out_dir"]).items() if k.startswith("data/")}
+    assert data and data == {k: v for k, v in file_hashes(cut["out_dir"]).items() if k.startswith("data/")}
+    assert check_rebuild(cut["out_dir"], cut, workers=1).passed
+
+
 def test_token_counts_are_reused_when_the_tokenizer_matches(tmp_path, built):
     from corpus_dagster.release.inputs import release_tokenizer_cfg
     from corpus_dagster.release.jobs import tokenizer
