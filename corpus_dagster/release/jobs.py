@@ -64,13 +64,20 @@ def count_job(path: str, rows: list[int], cfg: dict[str, Any]) -> tuple[list[int
 
 def texts_by_group(source: str | pa.Array, rows: Sequence[int]) -> Iterator[tuple[np.ndarray, pa.Array]]:
     """The texts of `rows` of a job's source, one row group of the shard at a time: (positions in `rows`,
-    their texts in that order). A shard is cut into row groups of bounded bytes (`publish.row_group_max_bytes`)
+    their texts in that order). See `row_groups_of`."""
+    for positions, local, column in row_groups_of(source, rows):
+        yield positions, column.take(pa.array(local))
+
+
+def row_groups_of(source: str | pa.Array, rows: Sequence[int]) -> Iterator[tuple[np.ndarray, np.ndarray, pa.Array]]:
+    """The rows of a job's source by row group of the shard: (positions in `rows`, their rows in the group's
+    text column, that column). A shard is cut into row groups of bounded bytes (`publish.row_group_max_bytes`)
     and its row count is not, so reading a group at a time bounds a job's memory by a row group, not a shard.
     `source`: a shard's path, or the texts the caller already selected (an array; rows are positions in it)."""
     rows = np.asarray(rows, dtype=np.int64)
     if isinstance(source, pa.Array):
         if len(rows):
-            yield np.arange(len(rows)), source.take(pa.array(rows))
+            yield np.arange(len(rows)), rows, source
         return
     pf = pq.ParquetFile(source)
     sizes = np.array([pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)], dtype=np.int64)
@@ -78,8 +85,8 @@ def texts_by_group(source: str | pa.Array, rows: Sequence[int]) -> Iterator[tupl
     group = np.searchsorted(starts, rows, side="right") - 1
     for g in np.unique(group).tolist():
         positions = np.flatnonzero(group == g)
-        texts = pf.read_row_group(g, columns=["text"], use_threads=False)["text"].combine_chunks()
-        yield positions, texts.take(pa.array(rows[positions] - starts[g]))
+        column = pf.read_row_group(g, columns=["text"], use_threads=False)["text"].combine_chunks()
+        yield positions, rows[positions] - starts[g], column
 
 
 def segment_job(
@@ -139,26 +146,25 @@ def scatter_job(
     source: str | pa.Array, spill: str, rows: list[int], starts: list[int], ends: list[int], gparts: list[int],
     seqs: list[int],
 ) -> dict[int, int]:
-    """Write the selected texts of one shard (rows index `source`, see texts_by_group) into its spill file, a
+    """Write the selected texts of one shard (rows index `source`, see row_groups_of) into its spill file, a
     row group of the shard at a time, one record batch per part and row group; returns part -> its batches."""
     index: dict[int, list[int]] = {}
     schema = pa.schema([("key", pa.int64()), ("content", pa.string())])
     gparts_arr, seqs_arr = np.asarray(gparts, dtype=np.int64), np.asarray(seqs, dtype=np.int64)
     n_batches = 0
     with ipc.new_file(spill, schema, options=SPILL_OPTIONS) as w:
-        for positions, texts in texts_by_group(source, rows):
+        for positions, local, column in row_groups_of(source, rows):
             order = np.lexsort((seqs_arr[positions], gparts_arr[positions]))
-            gp = gparts_arr[positions][order]
-            sel = texts.take(pa.array(order)).to_pylist()
-            for chunk in np.split(np.arange(len(order)), np.flatnonzero(np.diff(gp)) + 1):
+            cuts = np.flatnonzero(np.diff(gparts_arr[positions][order])) + 1
+            for chunk in np.split(order, cuts):
                 if not len(chunk):
                     continue
-                at = positions[order[chunk]].tolist()
-                contents = [
+                at = positions[chunk].tolist()
+                contents = [  # one part's rows at a time: a document cut into segments is taken once per segment
                     t if starts[i] == 0 and ends[i] == len(t) else t[starts[i]:ends[i]]
-                    for t, i in zip((sel[c] for c in chunk.tolist()), at, strict=True)
+                    for t, i in zip(column.take(pa.array(local[chunk])).to_pylist(), at, strict=True)
                 ]
-                index.setdefault(int(gp[chunk[0]]), []).append(n_batches)
+                index.setdefault(int(gparts_arr[positions[chunk[0]]]), []).append(n_batches)
                 n_batches += 1
                 w.write_batch(pa.record_batch([pa.array(seqs_arr[at], pa.int64()), pa.array(contents, pa.string())],
                                               schema=schema))
