@@ -102,3 +102,14 @@ def test_compare_folders(copy, published):
     assert verify.compare_folders(copy, published) == []
     rewrite(first_shard(copy), lambda t: t)
     assert verify.compare_folders(copy, published)
+
+
+def test_check_batches_stay_inside_a_row_group_and_cover_every_row(copy):
+    """pyarrow's batches span row groups, and 8,192 long documents were a whole shard in memory."""
+    path = first_shard(copy)
+    table = pq.read_table(path)
+    pq.write_table(table, path, compression="zstd", row_group_size=3)
+    batches = [b for _, b in verify.iter_batches([path], ["id", "text"])]
+    assert max(b.num_rows for b in batches) <= 3 and len(batches) == pq.ParquetFile(path).num_row_groups
+    assert [i for b in batches for i in b.column(0).to_pylist()] == table["id"].to_pylist()
+    assert verify.check_hashes([path]).passed and verify.check_ids_sorted([path]).passed
