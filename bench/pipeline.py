@@ -428,6 +428,12 @@ def child_stages(config: str, stages: str, profile_prefix: str | None) -> None:
     from corpus_dagster.core.ledger import load_ledger
     from corpus_dagster.core.parallel import shutdown_pools
 
+    try:
+        from corpus_dagster.core.memory import release_memory
+    except ImportError:  # a --before checkout without it: its steps kept their leftovers
+        def release_memory() -> None:
+            return None
+
     resolved = load_config(config)
     layout = Layout.from_config(resolved)
     sids = [s.source_id for s in load_ledger(layout.ledger)]
@@ -453,6 +459,7 @@ def child_stages(config: str, stages: str, profile_prefix: str | None) -> None:
             continue
         if i == len(names) - 1:
             shutdown_pools()  # the last stage reaps the pool: its processes' CPU moves to RUSAGE_CHILDREN
+        release_memory()  # what a Dagster step does when it ends (defs.common.corpus_failure)
         cpu, wall = _cpu() + _pool_cpu() - cpu0, time.monotonic() - wall0
         docs, nbytes = inputs()
         rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,

@@ -7,7 +7,10 @@ be reset to the current RSS (/proc/self/clear_refs, "5"), so each step gets its 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import resource
+from functools import lru_cache
 
 
 def peak_rss_mb() -> float:
@@ -30,3 +33,26 @@ def reset_peak_rss() -> bool:
         return True
     except OSError:
         return False
+
+
+@lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+    return libc if libc is not None and hasattr(libc, "malloc_trim") else None
+
+
+def release_memory() -> None:
+    """Give the memory a finished step freed back to the system: Arrow's pool and glibc's heap keep freed
+    pages for reuse, so the steps of one process (a corpus run on the in-process executor) stacked their
+    leftovers. At 10x the bench corpus a step ended 0.3 to 0.5 GB above where it started; with this, the
+    next step starts near the process's baseline. A few milliseconds; no-op without glibc."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)

@@ -15,12 +15,16 @@ from corpus_dagster.core.checks import CheckReport
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source, load_ledger
+from corpus_dagster.core.memory import release_memory
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 
 
 @contextmanager
 def corpus_failure(step: str) -> Iterator[None]:
-    """Turn any CorpusError into a Dagster failure whose description says what and where, with metadata."""
+    """Turn any CorpusError into a Dagster failure whose description says what and where, with metadata.
+
+    Wraps every step's work, so it is also where a step hands its freed memory back (`release_memory`):
+    the steps of a corpus run share one process."""
     try:
         yield
     except CorpusError as exc:
@@ -35,6 +39,8 @@ def corpus_failure(step: str) -> Iterator[None]:
         if error is None:
             raise
         raise dg.Failure(description=f"{step}: {error}", metadata={"error": type(error).__name__, "step": step}) from exc
+    finally:
+        release_memory()
 
 
 def source_for_partition(layout: Layout, partition_key: str) -> Source:
