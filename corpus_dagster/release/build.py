@@ -19,7 +19,6 @@ import json
 import tempfile
 import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,6 @@ from corpus_dagster.release.jobs import (
     count_job,
     scatter_job,
     segment_job,
-    texts_by_group,
     write_job,
 )
 from corpus_dagster.release.plan import parts_of, plan_release, room_by_source, summary_frame
@@ -94,22 +92,6 @@ def plan_build(inp: Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any
     return plan, plan_counts, keep_fields, parts
 
 
-@dataclass
-class SelectedTexts:
-    """Texts of some rows of one shard, read once for the rebuild check's jobs: array, shard row -> position."""
-
-    array: pa.Array
-    position: dict[int, int]
-
-
-def select_texts(path: Path, rows: Collection[int]) -> SelectedTexts:
-    """The texts of `rows` of one shard, read once (only the row groups that hold them)."""
-    wanted = sorted(rows)
-    pieces = [texts for _, texts in texts_by_group(str(path), wanted)]  # groups in row order: wanted's order
-    array = pa.concat_arrays(pieces) if pieces else pa.array([], pa.string())
-    return SelectedTexts(array, {r: i for i, r in enumerate(wanted)})
-
-
 def part_path(buckets: Buckets, bucket: int, part: int) -> str:
     """A part file's path relative to the release folder."""
     return f"data/{buckets.folder(bucket)}/part-{part:05d}.parquet"
@@ -117,21 +99,17 @@ def part_path(buckets: Buckets, bucket: int, part: int) -> str:
 
 def scatter_write(plan: pl.DataFrame, parts: Sequence[tuple[int, int, int]], inp: Inputs, keep_fields: list[str],
                   settings: ReleaseSettings, spill_dir: Path, out: Path, workers: int,
-                  only: Sequence[int] | None = None, texts: Mapping[int, SelectedTexts] | None = None,
-                  ) -> tuple[list[dict[str, Any]], float, float]:
+                  only: Sequence[int] | None = None) -> tuple[list[dict[str, Any]], float, float]:
     """Write the parts (all, or the global part indexes `only`) under `out`; returns their files entries
     (path, rows, sha256) in part order and the scatter and write seconds. The scatter jobs read their
-    shards, or take the texts of `texts` (by shard) where given."""
+    shards' row groups."""
     t = time.perf_counter()
     chosen = plan if only is None else plan.filter(pl.col("gpart").is_in(list(only)))
     by_shard = chosen.sort("shard", "gpart", "row").partition_by("shard", as_dict=True, maintain_order=True)
     jobs = []
     for (s, *_), g in by_shard.items():
         rows = g["shard_row"].to_list()
-        source: str | pa.Array = str(inp.paths[s])
-        if texts is not None and s in texts:
-            source, rows = texts[s].array, [texts[s].position[r] for r in rows]
-        jobs.append((source, str(spill_dir / f"s{int(s):05d}.arrow"), rows, g["char_start"].to_list(),
+        jobs.append((str(inp.paths[s]), str(spill_dir / f"s{int(s):05d}.arrow"), rows, g["char_start"].to_list(),
                      g["char_end"].to_list(), g["gpart"].to_list(), g["seq"].to_list()))
     spills: dict[int, list[tuple[str, int]]] = {}
     for job, index in zip(jobs, ordered_map(scatter_job, jobs, workers), strict=True):
