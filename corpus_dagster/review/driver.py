@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -189,15 +190,34 @@ def _placeholder_counts(paths: list[Path], ids: pa.Array | pa.ChunkedArray) -> p
 
 # --- Reading back the chosen rows' texts ------------------------------------------------------------------
 
-def _fetch(paths: Iterable[Path], ids: Iterable[str], columns: list[str]) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class Cut:
+    """A fetched text the page shows only the start of: its first characters and its full length. The
+    texts themselves were 1.07 GB of Python strings for the 1,608 rows read back at 10x the bench corpus."""
+
+    head: str
+    chars: int
+
+
+def _fetch(paths: Iterable[Path], ids: Iterable[str], columns: list[str], limit: int,
+           full: Collection[str] = ()) -> dict[str, dict[str, Any]]:
     """{id: row} of the given ids (a sample's few rows) from document files, read by polars' scan, which
     decodes the id column and then the other columns of the matching rows' pages only (the whole row groups
-    through pyarrow: 0.7 s of the review's 2 s on the bench corpus)."""
-    paths, wanted = [str(p) for p in paths], sorted(set(ids))
-    if not paths or not wanted:
-        return {}
-    frame = pl.scan_parquet(paths).select("id", *columns).filter(pl.col("id").is_in(wanted)).collect()
-    return {row["id"]: row for row in frame.to_dicts()}
+    through pyarrow: 0.7 s of the review's 2 s on the bench corpus). One file at a time, and each text is
+    cut to a `Cut` of `limit` characters as it arrives, but for the ids in `full` (the PII rows, whose
+    windows need the whole texts)."""
+    wanted = sorted(set(ids))
+    found: dict[str, dict[str, Any]] = {}
+    if not wanted:
+        return found
+    for path in paths:
+        frame = pl.scan_parquet(str(path)).select("id", *columns).filter(pl.col("id").is_in(wanted)).collect()
+        for row in frame.iter_rows(named=True):
+            text = row.get("text")
+            if text is not None and row["id"] not in full:
+                row["text"] = Cut(text[:limit], len(text))
+            found[row["id"]] = row
+    return found
 
 
 def _source_of(doc_id: str) -> str:
@@ -215,10 +235,12 @@ def _rows(layout: Layout, chosen: pl.DataFrame, settings: Settings) -> list[dict
             by_file.setdefault(p["file"], []).append(p["id"])
     # rejects files hold url and text; scrubbed files (kept and pii rows) also the language columns
     kept_files = {p["file"] for p in picks if p["stratum"] == KEPT}
+    pii_ids = {p["id"] for p in picks if p["stratum"] == "pii"}  # their windows need the whole texts
     texts: dict[tuple[str, str], dict[str, Any]] = {}  # (file, id) -> row
     for file, ids in sorted(by_file.items()):
         cols = ["url", "text", "lang", "lang_score"] if file in kept_files else ["url", "text"]
-        for doc_id, row in _fetch([Path(file)], ids, cols).items():
+        full = {p["id"] for p in picks if p["stratum"] == "pii" and p["file"] == file}
+        for doc_id, row in _fetch([Path(file)], ids, cols, limit, full).items():
             texts[(file, doc_id)] = row
     # clean texts: dropped duplicates, their kept partners, and the PII documents before the scrub
     need: dict[str, set[str]] = {}
@@ -228,7 +250,7 @@ def _rows(layout: Layout, chosen: pl.DataFrame, settings: Settings) -> list[dict
                 need.setdefault(_source_of(doc_id), set()).add(doc_id)
     clean: dict[str, dict[str, Any]] = {}
     for sid, ids in sorted(need.items()):
-        clean.update(_fetch(clean_doc_files(layout, sid), ids, ["url", "text"]))
+        clean.update(_fetch(clean_doc_files(layout, sid), ids, ["url", "text"], limit, pii_ids))
     rows = []
     for p in picks:
         row = {k: p[k] for k in ("source_id", "stratum", "reason", "id", "value", "partner_id", "jaccard", "detail")}
@@ -263,7 +285,10 @@ def _rows(layout: Layout, chosen: pl.DataFrame, settings: Settings) -> list[dict
     return rows
 
 
-def _set_text(row: dict[str, Any], column: str, text: str | None, limit: int) -> None:
+def _set_text(row: dict[str, Any], column: str, text: str | Cut | None, limit: int) -> None:
     chars = "text_chars" if column == "text" else "partner_chars"
+    if isinstance(text, Cut):
+        row[column], row[chars] = excerpt(text.head, limit), text.chars
+        return
     row[column] = excerpt(text, limit)
     row[chars] = None if text is None else len(text)
