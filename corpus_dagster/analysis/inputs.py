@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow.parquet as pq
 
 from corpus_dagster.analysis.outputs import GROUPS_FILE, cluster_file, duplicates_dir_name, tag, write_json
@@ -195,12 +194,6 @@ def input_files(corpus: CorpusFiles) -> list[tuple[int, Path, pq.ParquetFile, di
         has = {c: c in names for c in ("id", "source_id", "split", "sha256")}
         out.append((i, path, pf, has, pf.metadata.num_rows))
     return out
-
-
-def row_group_starts(pf: pq.ParquetFile) -> np.ndarray:
-    """The first row of every row group, and the row count last."""
-    sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.metadata.num_row_groups)]
-    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
 def _input_list(corpus: CorpusFiles, out: Path, old: dict[str, Any] | None) -> dict[str, Any]:

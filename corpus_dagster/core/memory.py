@@ -48,7 +48,7 @@ def _libc() -> ctypes.CDLL | None:
 def release_memory() -> None:
     """Give the memory a finished step freed back to the system: Arrow's pool and glibc's heap keep freed
     pages for reuse, so the steps of one process (a corpus run on the in-process executor) stacked their
-    leftovers. At 10x the bench corpus a step ended 0.3 to 0.5 GB above where it started; with this, the
+    leftovers. At 10x the bench corpus a step ended 0.1 to 0.6 GB above where it started; with this, the
     next step starts near the process's baseline. A few milliseconds; no-op without glibc."""
     import pyarrow as pa
 

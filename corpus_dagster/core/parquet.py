@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -63,6 +64,20 @@ def write_parquet(
                 writer.write_table(table.slice(a, b - a), row_group_size=max(b - a, 1))
         else:
             writer.write_table(table, row_group_size=settings.row_group_rows)
+
+
+def row_group_starts(pf: pq.ParquetFile) -> np.ndarray:
+    """The first row of every row group, and the row count last."""
+    sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.metadata.num_row_groups)]
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
+def locate_rows(pf: pq.ParquetFile, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row group, row within that group) of each of the file's `rows`: what a reader that reads only
+    the row groups it needs takes from them."""
+    starts = row_group_starts(pf)
+    group = np.searchsorted(starts, rows, side="right") - 1
+    return group, np.asarray(rows, dtype=np.int64) - starts[group]
 
 
 def head_rows(path: str | Path, columns: list[str], n: int) -> list[dict]:

@@ -18,6 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from corpus_dagster.core.parquet import locate_rows
+
 WINDOW_ROWS = 256  # rows handed out at a time: small against any row group, large enough to amortize a take
 
 
@@ -26,21 +28,17 @@ class RowSource:
     zeros: e.g. pii_redactions before the scrub stage)."""
 
     def __init__(self, files: list[Path], file_idx: np.ndarray, row_idx: np.ndarray, columns: list[str]):
-        self.files, self.columns = files, columns
+        self.columns = columns
         self.n = len(file_idx)
         file_idx = np.asarray(file_idx, dtype=np.int64)
         row_idx = np.asarray(row_idx, dtype=np.int64)
         self._meta: dict[int, pq.ParquetFile] = {}
-        self._starts: dict[int, np.ndarray] = {}
         group = np.zeros(self.n, dtype=np.int64)
         local = np.zeros(self.n, dtype=np.int64)
         for f in np.unique(file_idx).tolist():
             sel = np.nonzero(file_idx == f)[0]
             pf = self._meta[f] = pq.ParquetFile(files[f])
-            sizes = np.array([pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)], dtype=np.int64)
-            starts = self._starts[f] = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-            g = np.searchsorted(starts, row_idx[sel], side="right") - 1
-            group[sel], local[sel] = g, row_idx[sel] - starts[g]
+            group[sel], local[sel] = locate_rows(pf, row_idx[sel])
         # one key per (file, row group); the last row that needs each key says when it can go
         self.key = file_idx * (1 << 32) + group
         self.local = local
@@ -66,20 +64,20 @@ class RowSource:
     def window(self, start: int, stop: int) -> pa.Table:
         """Rows start..stop-1 (start < stop) as one table of single-chunk columns; drops the row groups no
         later row needs."""
-        keys = self.key[start:stop]
+        keys, local = self.key[start:stop], self.local[start:stop]
         pieces, positions = [], []
         for k in np.unique(keys).tolist():
             sel = np.nonzero(keys == k)[0]
-            pieces.append(self._group(k).take(pa.array(self.local[start:stop][sel])))
+            pieces.append(self._group(k).take(pa.array(local[sel])))
             positions.append(sel)
-        for k in np.unique(keys).tolist():
-            if self._last[k] < stop:
+            if self._last[k] < stop:  # no later row needs this row group
                 del self._live[k]
         table = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
         order = np.argsort(np.concatenate(positions), kind="stable")
         return table.take(pa.array(order)).combine_chunks()
 
-    def windows(self, rows: int = WINDOW_ROWS) -> Iterator[tuple[int, pa.Table]]:
-        """(first row, table) of every window of `rows` rows, in order."""
+    def windows(self, rows: int | None = None) -> Iterator[tuple[int, pa.Table]]:
+        """(first row, table) of every window of `rows` rows (default WINDOW_ROWS), in order."""
+        rows = rows or WINDOW_ROWS
         for start in range(0, self.n, rows):
             yield start, self.window(start, min(self.n, start + rows))

@@ -21,7 +21,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from corpus_dagster.core.hashing import sha256_file
-from corpus_dagster.core.parquet import ParquetSettings, write_parquet
+from corpus_dagster.core.parquet import ParquetSettings, locate_rows, write_parquet
 from corpus_dagster.core.settings import ReleaseSettings
 from corpus_dagster.release.buckets import Buckets
 from corpus_dagster.release.rows import part_table
@@ -62,39 +62,31 @@ def count_job(path: str, rows: list[int], cfg: dict[str, Any]) -> tuple[list[int
     return counts, seconds, n_bytes
 
 
-def texts_by_group(source: str | pa.Array, rows: Sequence[int]) -> Iterator[tuple[np.ndarray, pa.Array]]:
-    """The texts of `rows` of a job's source, one row group of the shard at a time: (positions in `rows`,
-    their texts in that order). See `row_groups_of`."""
-    for positions, local, column in row_groups_of(source, rows):
+def texts_by_group(path: str, rows: Sequence[int]) -> Iterator[tuple[np.ndarray, pa.Array]]:
+    """The texts of a shard's `rows`, one row group at a time: (positions in `rows`, their texts in that
+    order). See `row_groups_of`."""
+    for positions, local, column in row_groups_of(path, rows):
         yield positions, column.take(pa.array(local))
 
 
-def row_groups_of(source: str | pa.Array, rows: Sequence[int]) -> Iterator[tuple[np.ndarray, np.ndarray, pa.Array]]:
-    """The rows of a job's source by row group of the shard: (positions in `rows`, their rows in the group's
-    text column, that column). A shard is cut into row groups of bounded bytes (`publish.row_group_max_bytes`)
-    and its row count is not, so reading a group at a time bounds a job's memory by a row group, not a shard.
-    `source`: a shard's path, or the texts the caller already selected (an array; rows are positions in it)."""
+def row_groups_of(path: str, rows: Sequence[int]) -> Iterator[tuple[np.ndarray, np.ndarray, pa.Array]]:
+    """A shard's `rows` by row group: (positions in `rows`, their rows in the group's text column, that
+    column). A shard is cut into row groups of bounded bytes (`publish.row_group_max_bytes`) and its row
+    count is not, so reading a group at a time bounds a job's memory by a row group, not a shard."""
     rows = np.asarray(rows, dtype=np.int64)
-    if isinstance(source, pa.Array):
-        if len(rows):
-            yield np.arange(len(rows)), rows, source
-        return
-    pf = pq.ParquetFile(source)
-    sizes = np.array([pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)], dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    group = np.searchsorted(starts, rows, side="right") - 1
+    pf = pq.ParquetFile(path)
+    group, local = locate_rows(pf, rows)
     for g in np.unique(group).tolist():
         positions = np.flatnonzero(group == g)
-        column = pf.read_row_group(g, columns=["text"], use_threads=False)["text"].combine_chunks()
-        yield positions, rows[positions] - starts[g], column
+        yield positions, local[positions], pf.read_row_group(g, columns=["text"], use_threads=False)["text"].combine_chunks()
 
 
 def segment_job(
-    source: str | pa.Array, batches: list[tuple[list[int], list[int], list[str], list[list[bool]], list[str]]],
+    path: str, batches: list[tuple[list[int], list[int], list[str], list[list[bool]], list[str]]],
     settings: ReleaseSettings, cfg: dict[str, Any],
 ) -> dict[str, Any]:
     """Segment the long documents of one shard, given as batches (rows, n_tokens, doc_ids, rooms, row ids
-    seeding each document's choices; rows index `source`, see texts_by_group): one result (rows, no_segment,
+    seeding each document's choices; rows of the shard at `path`): one result (rows, no_segment,
     tails_dropped) per batch, plus the tokenizer's seconds and bytes."""
     buckets = Buckets.from_settings(settings)
     tok = tokenizer(cfg)
@@ -113,7 +105,7 @@ def segment_job(
     docs = [(n, room, seed_name) for _, n_tokens, _, rooms, seeds in batches
             for n, room, seed_name in zip(n_tokens, rooms, seeds, strict=True)]
     segmented: list[Any] = [None] * len(docs)
-    for positions, texts in texts_by_group(source, every):
+    for positions, texts in texts_by_group(path, every):
         for i, text in zip(positions.tolist(), texts.to_pylist(), strict=True):
             n, room, seed_name = docs[i]
             rng = random.Random(f"{settings.seed}:segment:{seed_name}")
@@ -143,17 +135,17 @@ def segment_job(
 
 
 def scatter_job(
-    source: str | pa.Array, spill: str, rows: list[int], starts: list[int], ends: list[int], gparts: list[int],
+    path: str, spill: str, rows: list[int], starts: list[int], ends: list[int], gparts: list[int],
     seqs: list[int],
-) -> dict[int, int]:
-    """Write the selected texts of one shard (rows index `source`, see row_groups_of) into its spill file, a
+) -> dict[int, list[int]]:
+    """Write the selected texts of the shard at `path` (see row_groups_of) into its spill file, a
     row group of the shard at a time, one record batch per part and row group; returns part -> its batches."""
     index: dict[int, list[int]] = {}
     schema = pa.schema([("key", pa.int64()), ("content", pa.string())])
     gparts_arr, seqs_arr = np.asarray(gparts, dtype=np.int64), np.asarray(seqs, dtype=np.int64)
     n_batches = 0
     with ipc.new_file(spill, schema, options=SPILL_OPTIONS) as w:
-        for positions, local, column in row_groups_of(source, rows):
+        for positions, local, column in row_groups_of(path, rows):
             order = np.lexsort((seqs_arr[positions], gparts_arr[positions]))
             cuts = np.flatnonzero(np.diff(gparts_arr[positions][order])) + 1
             for chunk in np.split(order, cuts):

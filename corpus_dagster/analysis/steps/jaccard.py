@@ -10,7 +10,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpus_dagster.analysis.inputs import row_group_starts
 from corpus_dagster.analysis.outputs import write_table
 from corpus_dagster.analysis.steps.context import (
     CANDIDATES_FILE,
@@ -21,6 +20,7 @@ from corpus_dagster.analysis.steps.context import (
 )
 from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.core.parquet import row_group_starts
 from corpus_dagster.lib.jaccard import ShingleStore, jaccard_of, shingle_sets_task
 from corpus_dagster.lib.lsh import unpack_pairs
 

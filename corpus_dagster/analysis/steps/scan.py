@@ -17,12 +17,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_dagster.analysis.inputs import input_files, row_group_starts
+from corpus_dagster.analysis.inputs import input_files
 from corpus_dagster.analysis.outputs import write_table
 from corpus_dagster.analysis.steps.context import BANDS_FILE, DOCS_TABLE, StepContext
 from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.errors import AnalysisError
 from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.core.parquet import row_group_starts
 from corpus_dagster.core.settings import AnalysisSettings, NearDupSettings
 from corpus_dagster.lib.lsh import band_hashes
 from corpus_dagster.lib.minhash import batch_signatures, permutations
