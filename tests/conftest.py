@@ -64,3 +64,23 @@ def _restore_dagster_defs_state_storage():
     before = base._current_storage.get()
     yield
     base._current_storage.set(before)
+
+
+@pytest.fixture
+def count_row_group_reads(monkeypatch):
+    """Call it to count, from then on, every `ParquetFile.read_row_group` call: returns the list the row
+    group numbers are appended to."""
+    import pyarrow.parquet as pq
+
+    def start() -> list[int]:
+        reads: list[int] = []
+        original = pq.ParquetFile.read_row_group
+
+        def counting(self, i, *args, **kwargs):  # noqa: ANN001, ANN202
+            reads.append(i)
+            return original(self, i, *args, **kwargs)
+
+        monkeypatch.setattr(pq.ParquetFile, "read_row_group", counting)
+        return reads
+
+    return start

@@ -99,17 +99,10 @@ def test_a_row_over_the_limit_stands_alone_and_no_group_passes_it_otherwise(tmp_
         assert total <= limit or table.num_rows == 1
 
 
-def test_each_input_row_group_is_read_once_and_dropped_after_its_last_row(tmp_path, monkeypatch):
+def test_each_input_row_group_is_read_once_and_dropped_after_its_last_row(tmp_path, count_row_group_reads):
     files = _inputs(tmp_path, n_files=2, rows=9000, with_pii=True)  # 5 row groups of 2,048 rows per file
     file_idx, row_idx = _plan(files, 9000)
-    reads: list[int] = []
-    original = pq.ParquetFile.read_row_group
-
-    def counting(self, i, *args, **kwargs):  # noqa: ANN001, ANN202
-        reads.append(i)
-        return original(self, i, *args, **kwargs)
-
-    monkeypatch.setattr(pq.ParquetFile, "read_row_group", counting)
+    reads = count_row_group_reads()
     source = RowSource(files, file_idx, row_idx, ["id"])
     got = pa.concat_tables([t for _, t in source.windows(100)])
     expected = sorted(f"s{f}:{k}" for f in range(2) for k in range(9000))

@@ -165,21 +165,15 @@ def test_same_seed_same_bytes_other_seed_other_selection(tmp_path):
     assert ids_a != ids_c and len(ids_a & ids_c) > 0  # same document ids where the same rows were chosen
 
 
-def test_jobs_read_a_row_group_at_a_time_and_the_release_does_not_depend_on_the_cut(tmp_path, monkeypatch):
+def test_jobs_read_a_row_group_at_a_time_and_the_release_does_not_depend_on_the_cut(tmp_path, monkeypatch,
+                                                                                    count_row_group_reads):
     """Shards in one row group and in row groups of 3 rows give the same release (segments, samples, parts);
     the jobs read every text group by group, never a shard's whole column."""
     docs = make_docs(seed=5)
     info = doc_info(docs)
     whole = build_kwargs(tmp_path / "whole", docs, doc_info=info)
     build_release(**whole)
-    read_groups: list[int] = []
-    original = pq.ParquetFile.read_row_group
-
-    def counting(self, i, *args, **kwargs):  # noqa: ANN001, ANN202
-        read_groups.append(i)
-        return original(self, i, *args, **kwargs)
-
-    monkeypatch.setattr(pq.ParquetFile, "read_row_group", counting)
+    read_groups = count_row_group_reads()
     read_table = pq.read_table
 
     def no_whole_texts(path, *args, columns=None, **kwargs):  # noqa: ANN001, ANN202
