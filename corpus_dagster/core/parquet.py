@@ -6,7 +6,7 @@ inheriting library defaults that may change between pyarrow versions.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +78,30 @@ def locate_rows(pf: pq.ParquetFile, rows: np.ndarray) -> tuple[np.ndarray, np.nd
     starts = row_group_starts(pf)
     group = np.searchsorted(starts, rows, side="right") - 1
     return group, np.asarray(rows, dtype=np.int64) - starts[group]
+
+
+def rows_by_group(pf: pq.ParquetFile, rows: Sequence[int] | np.ndarray, columns: list[str]
+                  ) -> Iterator[tuple[np.ndarray, np.ndarray, pa.Table]]:
+    """The file's `rows` one row group at a time: (positions in `rows`, their rows within the group, the
+    group's `columns`). A reader that holds one group at a time is bounded by a row group, not a file."""
+    rows = np.asarray(rows, dtype=np.int64)
+    group, local = locate_rows(pf, rows)
+    for g in np.unique(group).tolist():
+        positions = np.flatnonzero(group == g)
+        yield positions, local[positions], pf.read_row_group(g, columns=columns, use_threads=False)
+
+
+def read_row_range(pf: pq.ParquetFile, start: int, stop: int, columns: list[str]) -> pa.Table:
+    """Rows [start, stop) of the file's `columns`, decoding only the row groups that hold them."""
+    starts = row_group_starts(pf)
+    if not 0 <= start <= stop <= int(starts[-1]):
+        raise IndexError(f"rows {start}..{stop} outside a file of {int(starts[-1])} rows")
+    if start == stop:
+        return pf.schema_arrow.empty_table().select(columns)
+    first = int(np.searchsorted(starts, start, side="right")) - 1
+    last = int(np.searchsorted(starts, stop - 1, side="right")) - 1
+    table = pa.concat_tables([pf.read_row_group(g, columns=columns, use_threads=False) for g in range(first, last + 1)])
+    return table.slice(start - int(starts[first]), stop - start)
 
 
 def head_rows(path: str | Path, columns: list[str], n: int) -> list[dict]:

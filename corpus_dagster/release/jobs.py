@@ -21,7 +21,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from corpus_dagster.core.hashing import sha256_file
-from corpus_dagster.core.parquet import ParquetSettings, locate_rows, write_parquet
+from corpus_dagster.core.parquet import ParquetSettings, rows_by_group, write_parquet
 from corpus_dagster.core.settings import ReleaseSettings
 from corpus_dagster.release.buckets import Buckets
 from corpus_dagster.release.rows import part_table
@@ -73,12 +73,8 @@ def row_groups_of(path: str, rows: Sequence[int]) -> Iterator[tuple[np.ndarray, 
     """A shard's `rows` by row group: (positions in `rows`, their rows in the group's text column, that
     column). A shard is cut into row groups of bounded bytes (`publish.row_group_max_bytes`) and its row
     count is not, so reading a group at a time bounds a job's memory by a row group, not a shard."""
-    rows = np.asarray(rows, dtype=np.int64)
-    pf = pq.ParquetFile(path)
-    group, local = locate_rows(pf, rows)
-    for g in np.unique(group).tolist():
-        positions = np.flatnonzero(group == g)
-        yield positions, local[positions], pf.read_row_group(g, columns=["text"], use_threads=False)["text"].combine_chunks()
+    for positions, local, table in rows_by_group(pq.ParquetFile(path), rows, ["text"]):
+        yield positions, local, table["text"].combine_chunks()
 
 
 def segment_job(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from corpus_dagster.core.checks import CheckReport, sample_units
 from corpus_dagster.core.errors import CorpusError, TokenStreamError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.core.parquet import read_row_range, rows_by_group
 from corpus_dagster.core.settings import TokenizeSettings
 from corpus_dagster.lib.tokenizers import load_tokenizer
 from corpus_dagster.tokenize.indexed import DTYPE_CODES, IndexData, read_index, read_sequence
@@ -209,12 +211,10 @@ def check_decode_sample(
     checked = 0
     for shard_i, globals_ in by_shard.items():
         base = int(shard_ends[shard_i - 1]) if shard_i else 0
-        table = _read_shard(report, shards_dir, shards["shards"][shard_i], ["id", "text"])
-        if table is None:
+        pf = _open_shard(report, shards_dir, shards["shards"][shard_i])
+        if pf is None:
             continue
-        for g in globals_:
-            row = g - base
-            doc_id, text = table.column("id")[row].as_py(), table.column("text")[row].as_py()
+        for g, doc_id, text in _rows_of(report, pf, shards["shards"][shard_i]["name"], globals_, base):
             if doc_id != ids[g]:
                 report.fail(f"document {g}: shard row is {doc_id!r}, counts table says {ids[g]!r}")
                 continue
@@ -238,19 +238,32 @@ def check_decode_sample(
     return report
 
 
-def _read_shard(report: CheckReport, shards_dir: Path, entry: dict[str, Any], columns: list[str]) -> pa.Table | None:
-    """Columns of one published shard, read once and checked against its sha256 in the shards manifest; None
-    (with a problem naming the shard) when it differs or cannot be decoded."""
+def _open_shard(report: CheckReport, shards_dir: Path, entry: dict[str, Any]) -> pq.ParquetFile | None:
+    """One published shard, its bytes checked against its sha256 in the shards manifest and read from those
+    same bytes; None (with a problem naming the shard) when it differs or cannot be opened."""
     path = shards_dir / entry["name"]
     try:
         data = path.read_bytes()
         if hashlib.sha256(data).hexdigest() != entry["sha256"]:
             report.fail(f"{entry['name']}: sha256 differs from _MANIFEST.json; rematerialize shards")
             return None
-        return pq.read_table(pa.BufferReader(data), columns=columns)
+        return pq.ParquetFile(pa.BufferReader(data))
     except (OSError, pa.ArrowException, ValueError) as exc:
         report.fail(f"{entry['name']}: cannot be read: {type(exc).__name__}: {exc}")
         return None
+
+
+def _rows_of(report: CheckReport, pf: pq.ParquetFile, name: str, globals_: list[int], base: int
+             ) -> Iterator[tuple[int, str, str]]:
+    """(global position, id, text) of the shard rows `g - base` for g in `globals_`, a row group at a time:
+    a shard is bounded in rows, not bytes, and only its row groups are (`publish.row_group_max_bytes`)."""
+    try:
+        for positions, local, table in rows_by_group(pf, [g - base for g in globals_], ["id", "text"]):
+            ids, texts = table.column("id").take(pa.array(local)), table.column("text").take(pa.array(local))
+            for k, p in enumerate(positions.tolist()):
+                yield globals_[p], ids[k].as_py(), texts[k].as_py()
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        report.fail(f"{name}: cannot be read: {type(exc).__name__}: {exc}")
 
 
 def _locate(tokens_dir: Path, parts: list[tuple[dict[str, Any], IndexData]], pos: int) -> np.ndarray:
@@ -302,11 +315,11 @@ def _tokenize_rows_for_check(task: ShardTask, ranges: list[tuple[int, int]], tok
     data = task.path.read_bytes()
     if hashlib.sha256(data).hexdigest() != task.sha256:
         raise TokenStreamError(f"{task.path}: sha256 differs from the shards manifest; rematerialize `shards`")
-    table = pq.read_table(pa.BufferReader(data), columns=["id", "text", "split"])
+    pf = pq.ParquetFile(pa.BufferReader(data))
     tok = load_tokenizer(tok_cfg, threads=1)
     out = []
     for a, b in ranges:
-        part = table.slice(a, b - a)
+        part = read_row_range(pf, a, b, ["id", "text", "split"])  # a shard's row groups are bounded in bytes
         tokens, lengths = tok.encode_documents(part.column("text").to_pylist(), np.dtype(dtype))
         split = np.asarray(part.column("split").to_pylist(), dtype=object)
         codes = np.full(len(split), 255, dtype=np.uint8)

@@ -16,6 +16,7 @@ from corpus_dagster.tokenize.checks import (
     check_counts,
     check_decode_sample,
     check_rebuild,
+    check_rebuild_sample,
     other_worker_count,
     sample_positions,
 )
@@ -194,3 +195,38 @@ def test_sample_positions_and_other_worker_count():
     picks = sample_positions(1000, 5)
     assert picks[0] == 0 and picks[-1] == 999 and len(picks) == 5
     assert other_worker_count(1) == 2 and other_worker_count(4) == 1
+
+
+def test_checks_read_only_the_row_groups_of_the_rows_they_sample(tmp_path, count_row_group_reads):
+    """A shard is bounded in rows, not bytes: the decode check and the sampled rebuild read the row groups
+    that hold their rows, not the whole shard, and pass as they do on shards of one row group."""
+    shards = tmp_path / "shards"
+    write_sample_shards(sample_texts(40), shards, shard_rows=20, val_permille=200, row_group_rows=2)
+    cfg = tok_cfg(check_sample_docs=3, batch_docs=3)
+    build_token_streams(shards, tmp_path / "tok", cfg)
+    reads = count_row_group_reads()
+    decode = check_decode_sample(shards, tmp_path / "tok", cfg)
+    assert decode.passed, decode.problems
+    assert decode.metadata == {"sampled": 3, "decoded": 3}
+    assert sorted(reads) == [0, 0, 9]  # rows 0 and 39 (shard 1, row 19) and 20 (shard 1, row 0)
+    reads.clear()
+    sampled = check_rebuild_sample(shards, tmp_path / "tok", cfg, workers=2, sample_batches=1, seed="s")
+    assert sampled.passed, sampled.problems
+    assert sampled.metadata["mode"] == "sample" and sampled.metadata["batches_rebuilt"] == 1
+    assert len(reads) == 2  # a unit of 3 rows spans at most 2 row groups of 2 rows
+
+
+def test_a_sampled_rebuild_catches_a_changed_token_in_a_shard_of_small_row_groups(tmp_path):
+    shards = tmp_path / "shards"
+    write_sample_shards(sample_texts(12), shards, shard_rows=12, val_permille=0, row_group_rows=2)
+    cfg = tok_cfg(batch_docs=3)
+    tok = tmp_path / "tok"
+    build_token_streams(shards, tok, cfg)
+    name = _manifest(tok)["splits"]["train"]["files"][0]["bin"]["name"]
+    data = np.frombuffer((tok / name).read_bytes(), dtype="<i4").copy()
+    data[-2] = 15339 if data[-2] != 15339 else 1917  # a token of the last document
+    (tok / name).write_bytes(data.tobytes())
+    report = check_rebuild_sample(shards, tok, cfg, workers=2, sample_batches=3, seed="s")
+    assert report.problems == [
+        "shard-00000-of-00001.parquet rows 9..11: train tokens differ from a rebuild with workers=1"
+    ]
