@@ -15,6 +15,7 @@ import yaml
 
 from corpus_dagster.core.deprecated import migrate
 from corpus_dagster.core.errors import ConfigError
+from corpus_dagster.core.storage import default_mirror, is_remote, local_path
 
 # The schemas and the demo config ship inside the package (a wheel install needs no checkout); the top-level
 # schemas/ and configs/ folders hold the same files for people and other tools (a test keeps them equal).
@@ -276,5 +277,16 @@ def output_settings(resolved: dict[str, Any], section: str, keys: tuple[str, ...
 
 
 def artifacts_root(resolved: dict[str, Any]) -> Path:
-    """The artifacts root as an absolute path."""
-    return Path(resolved["paths"]["artifacts"]).expanduser().resolve()
+    """The artifacts root as an absolute local path: for a store URL (`s3://...`), this machine's mirror of it
+    (`core.storage`)."""
+    paths = resolved["paths"]
+    url = str(paths["artifacts"])
+    if is_remote(url):
+        return default_mirror(url, paths.get("mirror"))
+    return Path(local_path(url)).expanduser().resolve()
+
+
+def artifacts_store(resolved: dict[str, Any]) -> str | None:
+    """The artifacts store's URL when `paths.artifacts` names one, else None (a local folder)."""
+    url = str(resolved["paths"]["artifacts"])
+    return url.rstrip("/") if is_remote(url) else None

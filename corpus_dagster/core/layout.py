@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corpus_dagster.core.config import artifacts_root
+from corpus_dagster.core.config import artifacts_root, artifacts_store
+from corpus_dagster.core.storage import Store, store_for
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,8 @@ class Layout:
     dataset: str
     version: str
     ledger_override: str | None = None
+    store_url: str | None = None  # the artifacts store whose mirror `root` is (core.storage), or None
+    storage_options: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
     def from_config(cls, resolved: dict[str, Any]) -> Layout:
@@ -26,7 +29,15 @@ class Layout:
             dataset=resolved["dataset"],
             version=resolved["version"],
             ledger_override=resolved["paths"].get("ledger"),
+            store_url=artifacts_store(resolved),
+            storage_options=tuple(sorted((resolved["paths"].get("storage_options") or {}).items())),
         )
+
+    def store(self) -> Store | None:
+        """This process's Store of the artifacts URL (the mirror at `root`), or None for a local root."""
+        if self.store_url is None:
+            return None
+        return store_for(self.store_url, self.root, dict(self.storage_options))
 
     @property
     def ledger(self) -> Path:

@@ -24,11 +24,19 @@ def as_settings(config: Settings | Mapping[str, Any]) -> Settings:
 class PathsSettings(Section):
     """`paths`: Where things live. Execution only: left out of config_sha256."""
 
-    #: Artifacts root; every output path is relative to it. Relative paths resolve against the working
-    #: directory.
+    #: Artifacts root; every output path is relative to it. A local folder (relative paths resolve against the
+    #: working directory, file:// allowed) or an fsspec URL (s3://bucket/prefix, gs://..., memory://...): then
+    #: every stage works on this machine's mirror of it, synced before and after each step and unit
+    #: (docs/deploy.md).
     artifacts: str = './artifacts'
     #: Ledger file; null means corpus/LEDGER.jsonl under the artifacts root.
     ledger: str | None = None
+    #: Where this machine mirrors an artifacts URL (a sub-folder per URL); null means $CORPUS_MIRROR, else
+    #: ~/.cache/corpus-dagster/mirror. Unused for a local artifacts root.
+    mirror: str | None = None
+    #: Options passed to the fsspec file system of an artifacts URL (e.g. endpoint_url, key, secret for s3);
+    #: empty means the store's standard settings (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
+    storage_options: Mapping[str, Any] = field(default_factory=FrozenMapping)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PathsSettings:
@@ -36,6 +44,8 @@ class PathsSettings(Section):
         return cls(**given(cls, data, {
             "artifacts": None,
             "ledger": None,
+            "mirror": None,
+            "storage_options": FrozenMapping,
         }))
 
 

@@ -28,6 +28,7 @@ from corpus_dagster.core import records
 from corpus_dagster.core.atomic import is_temp_name
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.core.storage import push_all
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -69,10 +70,11 @@ def remove_work_folders(parent: Path, prefix: str, keep: Path | None = None) -> 
 def run_units(run_unit: Callable[..., Any], args: tuple[Any, ...], units: Sequence[str], workers: int) -> None:
     """Run `run_unit(*args, unit)` for every unit through a pool of `workers` processes (inline for 1).
 
-    `run_unit` must be a module-level function (it is pickled to the pool's processes).
+    `run_unit` must be a module-level function (it is pickled to the pool's processes). With an artifacts
+    store (`core.storage`), each finished unit is pushed at once, so a step killed after it keeps it.
     """
     for _ in ordered_map(run_unit, [(*args, unit) for unit in units], workers):
-        pass
+        push_all()
 
 
 def done_elsewhere(stage_folder: Callable[[Any], Path]) -> Callable[[F], F]:

@@ -12,6 +12,7 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import check_config_against_ledger, load_ledger, source_lists
 from corpus_dagster.core.parallel import prestart_pool
 from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.storage import push_all, sync
 
 CORPUS_JOB = "build_corpus"
 # The modules whose functions the corpus stages map in the pool, imported by each pool process up front.
@@ -56,6 +57,12 @@ class CorpusConfig(dg.ConfigurableResource):
         if settings.executor.kind == "local":
             prestart_pool(settings.workers, CORPUS_POOL_MODULES)
 
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        """Push what this process wrote to the artifacts store, if the root is one (`core.storage`): after
+        each step on the multiprocess and dask executors, after the run on the in-process one (whose steps
+        push their predecessors' outputs when they load)."""
+        push_all()
+
     def settings(self) -> Settings:
         """The typed view of `resolved()`: what assets, jobs and drivers read."""
         return Settings.from_resolved(self.resolved())
@@ -69,6 +76,7 @@ class CorpusConfig(dg.ConfigurableResource):
         """
         resolved = self.resolved()
         layout = Layout.from_config(resolved)
+        sync(layout.store())
         if source_lists(resolved) and layout.ledger.is_file():
             try:
                 sources = load_ledger(layout.ledger)
@@ -81,7 +89,10 @@ class CorpusConfig(dg.ConfigurableResource):
     def layout(self) -> Layout:
         """The artifact layout of the resolved config: paths only, so the sensors and schedules that need no
         more than where the ledger is never fail on a config that disagrees with it."""
-        return Layout.from_config(self.resolved())
+        layout = Layout.from_config(self.resolved())
+        if layout.store_url is not None and layout.ledger_override is None:
+            sync(layout.store(), only=layout.ledger.relative_to(layout.root).as_posix())
+        return layout
 
 
 def default_corpus_config() -> CorpusConfig:

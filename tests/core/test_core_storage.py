@@ -1,0 +1,135 @@
+"""The artifacts store: a local mirror per machine, pulled before work and pushed after it."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import fsspec
+import pytest
+
+from corpus_dagster.core.config import artifacts_root, artifacts_store, load_config
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.storage import StorageConflict, Store, default_mirror, is_remote, skipped
+
+
+@pytest.fixture()
+def url() -> str:
+    return f"memory://corpus-test-{uuid.uuid4().hex[:8]}/artifacts"
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not skipped(p.relative_to(root).as_posix())}
+
+
+def test_a_push_then_a_pull_elsewhere_gives_the_same_files(tmp_path, url):
+    a, b = Store(url, tmp_path / "a"), Store(url, tmp_path / "b")
+    _write(a.mirror / "stages" / "clean" / "s1" / "part-0.parquet", b"rows")
+    _write(a.mirror / "stages" / "clean" / "s1" / "_RECORD.json", b"{}")
+    pushed = a.push()
+    assert pushed.files == 2 and pushed.bytes == 6
+    pulled = b.pull()
+    assert pulled.files == 2
+    assert _tree(b.mirror) == _tree(a.mirror)
+    assert a.push().files == 0 and b.pull().files == 0  # nothing changed since
+
+
+def test_json_files_are_uploaded_after_the_data_they_name(tmp_path, url, monkeypatch):
+    a = Store(url, tmp_path / "a")
+    for name in ("_RECORD.json", "b.parquet", "units/u1.json", "units/u1.npy", "a.bin"):
+        _write(a.mirror / "stage" / name, name.encode())
+    order: list[str] = []
+    put = a.fs.put_file
+    monkeypatch.setattr(a.fs, "put_file", lambda lpath, rpath, **kw: (order.append(rpath.split("/stage/")[1]),
+                                                                       put(lpath, rpath, **kw)))
+    a.push()
+    assert order == ["a.bin", "b.parquet", "units/u1.npy", "_RECORD.json", "units/u1.json"]
+
+
+def test_temp_names_locks_and_scratch_stay_on_the_machine(tmp_path, url):
+    a = Store(url, tmp_path / "a")
+    _write(a.mirror / "stages" / "x" / ".part.tmp-0123456789ab.parquet", b"half")
+    _write(a.mirror / ".locks" / "clean.lock", b"pid")
+    _write(a.mirror / "tokens" / ".v1.rebuild-abc" / "f.bin", b"scratch")
+    _write(a.mirror / "stages" / "x" / ".work-k1" / "units" / "u.json", b"{}")  # a work folder is shared
+    a.push()
+    assert set(a.listing()) == {"stages/x/.work-k1/units/u.json"}
+
+
+def test_removals_travel_both_ways(tmp_path, url):
+    a, b = Store(url, tmp_path / "a"), Store(url, tmp_path / "b")
+    _write(a.mirror / "keep.txt", b"k")
+    _write(a.mirror / "old.txt", b"o")
+    a.push()
+    b.pull()
+    (a.mirror / "old.txt").unlink()
+    assert a.push().removed == 1
+    assert "old.txt" not in a.listing()
+    assert b.pull().removed == 1
+    assert not (b.mirror / "old.txt").exists() and (b.mirror / "keep.txt").exists()
+
+
+def test_a_pull_keeps_a_change_made_here_and_not_yet_pushed(tmp_path, url):
+    a = Store(url, tmp_path / "a")
+    _write(a.mirror / "f.txt", b"one")
+    a.push()
+    _write(a.mirror / "f.txt", b"two, longer")
+    a.pull()
+    assert (a.mirror / "f.txt").read_bytes() == b"two, longer"
+    a.push()
+    with a.fs.open(f"{a.root}/f.txt", "rb") as fh:
+        assert fh.read() == b"two, longer"
+
+
+def test_a_pull_replaces_a_file_the_store_changed(tmp_path, url):
+    a, b = Store(url, tmp_path / "a"), Store(url, tmp_path / "b")
+    _write(a.mirror / "f.txt", b"one")
+    a.push()
+    b.pull()
+    _write(a.mirror / "f.txt", b"two!")
+    a.push()
+    assert b.pull().files == 1 and (b.mirror / "f.txt").read_bytes() == b"two!"
+
+
+@pytest.mark.parametrize("second_write", ["change", "create"])
+def test_two_writers_of_one_object_are_a_conflict_not_an_overwrite(tmp_path, url, second_write):
+    a, b = Store(url, tmp_path / "a"), Store(url, tmp_path / "b")
+    if second_write == "change":
+        _write(a.mirror / "f.txt", b"one")
+        a.push()
+        b.pull()
+        _write(a.mirror / "f.txt", b"from a")
+    else:
+        _write(a.mirror / "f.txt", b"from a")
+    a.push()
+    _write(b.mirror / "f.txt", b"from b, never seen a's")
+    with pytest.raises(StorageConflict, match="f.txt was changed by another writer"):
+        b.push()
+    with a.fs.open(f"{a.root}/f.txt", "rb") as fh:
+        assert fh.read() == b"from a"
+
+
+def test_an_artifacts_url_roots_the_layout_in_this_machines_mirror(tmp_path, monkeypatch):
+    monkeypatch.setenv("CORPUS_MIRROR", str(tmp_path / "m"))
+    resolved = load_config(None, {"paths": {"artifacts": "s3://bucket/corpus/", "storage_options": {"anon": True}}})
+    assert is_remote("s3://b/p") and not is_remote("file:///x") and not is_remote("./artifacts")
+    assert artifacts_store(resolved) == "s3://bucket/corpus"
+    root = artifacts_root(resolved)
+    assert root == default_mirror("s3://bucket/corpus") and root.parent == (tmp_path / "m").resolve()
+    layout = Layout.from_config(resolved)
+    assert layout.root == root and layout.store_url == "s3://bucket/corpus"
+    local = Layout.from_config(load_config(None, {"paths": {"artifacts": f"file://{tmp_path}/a"}}))
+    assert local.root == (tmp_path / "a").resolve() and local.store() is None
+
+
+def test_a_missing_store_root_lists_as_empty(tmp_path):
+    store = Store(f"memory://never-{uuid.uuid4().hex[:8]}/x", tmp_path / "m")
+    assert store.listing() == {}
+    assert store.pull().files == 0
+    assert fsspec.filesystem("memory").exists(store.root) is False
