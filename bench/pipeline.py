@@ -219,9 +219,11 @@ def _text_stats(files: list[Path]) -> tuple[int, int]:
 
     docs = nbytes = 0
     for f in files:
-        col = pq.read_table(f, columns=["text"]).column("text")
-        docs += len(col)
-        nbytes += int(pc.sum(pc.binary_length(col)).as_py() or 0)
+        pf = pq.ParquetFile(f)
+        for g in range(pf.num_row_groups):  # a row group at a time: a whole shard's text is 700 MB at 10x
+            col = pf.read_row_group(g, columns=["text"], use_threads=False).column("text")
+            docs += len(col)
+            nbytes += int(pc.sum(pc.binary_length(col)).as_py() or 0)
     return docs, nbytes
 
 
@@ -393,8 +395,8 @@ def child_stage(config: str, stage: str, profile: str | None) -> None:
 
     shutdown_pools()  # the shared pool's processes are reaped here, so their CPU seconds count
     cpu, wall = _cpu() - cpu0, time.monotonic() - wall0
-    docs, nbytes = inputs()
     rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    docs, nbytes = inputs()  # after the peak is read: the bench's own reads are not the stage's
     failed = outcome if stage.endswith(("checks", "check")) else []
     print(json.dumps({"cpu": cpu, "wall": wall, "docs": docs, "bytes": nbytes, "rss_mb": rss / 1024,
                       "failed": failed}))
@@ -461,9 +463,9 @@ def child_stages(config: str, stages: str, profile_prefix: str | None) -> None:
             shutdown_pools()  # the last stage reaps the pool: its processes' CPU moves to RUSAGE_CHILDREN
         release_memory()  # what a Dagster step does when it ends (defs.common.corpus_failure)
         cpu, wall = _cpu() + _pool_cpu() - cpu0, time.monotonic() - wall0
-        docs, nbytes = inputs()
-        rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,  # before the bench's own input sizes
                   resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+        docs, nbytes = inputs()
         failed = outcome if stage.endswith(("checks", "check")) else []
         results.append({"stage": stage, "cpu": cpu, "wall": wall, "docs": docs, "bytes": nbytes,
                         "rss_mb": rss / 1024, "failed": failed})
