@@ -49,7 +49,7 @@ from corpus_dagster.core.settings import CleanSettings, Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.ingest.driver import raw_parts, read_raw_part
 
-CODE_VERSION = "3"  # bump when a change to the clean logic changes its output bytes
+CODE_VERSION = "4"  # bump when a change to the clean logic changes its output bytes
 
 # Per-part document files, in document-id k order within a source. Later per-source stages keep these
 # columns and this order.

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from corpus_dagster.core.atomic import atomic_path
@@ -27,10 +28,14 @@ class ParquetSettings:
     row_group_rows: int | None = None  # None: one row group per `row_groups` cut (or pyarrow's default size)
     use_dictionary: bool | tuple[str, ...] = True
     write_statistics: bool = True
+    # With `row_group_rows`: a row group also ends before its `text` column would pass this many bytes.
+    row_group_max_bytes: int | None = None
 
 
 # Intermediate per-part stage tables: fast to write, small row groups so a later stage reads only the rows it needs.
-INTERMEDIATE = ParquetSettings(compression_level=1, row_group_rows=2048)
+# Bounded in bytes too: 2,048 long documents (recombined changelogs) were 240 MB of text in one group, and
+# every reader of these files (publish, the review) holds at least one group.
+INTERMEDIATE = ParquetSettings(compression_level=1, row_group_rows=2048, row_group_max_bytes=32 << 20)
 # Small side tables (dedup decisions, token counts, analysis tables).
 TABLE = ParquetSettings(compression_level=3)
 
@@ -58,12 +63,30 @@ def write_parquet(
     table: pa.Table, path: str | Path, settings: ParquetSettings, row_groups: list[int] | None = None
 ) -> None:
     """Write `table` to `path` atomically; `row_groups` (row boundaries incl. 0 and n) cuts row groups by hand."""
+    if row_groups is None and settings.row_group_max_bytes and "text" in table.column_names:
+        sizes = pc.fill_null(pc.binary_length(table["text"]), 0).to_numpy(zero_copy_only=False)
+        row_groups = row_group_cuts(sizes, settings.row_group_max_bytes, settings.row_group_rows)
     with parquet_writer(path, table.schema, settings) as writer:
         if row_groups is not None:
             for a, b in zip(row_groups[:-1], row_groups[1:], strict=True):
                 writer.write_table(table.slice(a, b - a), row_group_size=max(b - a, 1))
         else:
             writer.write_table(table, row_group_size=settings.row_group_rows)
+
+
+def row_group_cuts(sizes: np.ndarray, limit: int, max_rows: int | None = None) -> list[int]:
+    """Row boundaries (0 and n included) so each row group's bytes (`sizes` per row) stay within `limit` and
+    its rows within `max_rows`; a lone row larger than `limit` stands alone."""
+    cuts = [0]
+    acc = 0
+    for i, s in enumerate(np.asarray(sizes).tolist()):
+        if (acc and acc + s > limit) or (max_rows and i - cuts[-1] >= max_rows):
+            cuts.append(i)
+            acc = 0
+        acc += s
+    if len(sizes):
+        cuts.append(len(sizes))
+    return cuts
 
 
 def row_group_starts(pf: pq.ParquetFile) -> np.ndarray:

@@ -188,20 +188,6 @@ def write_shard(
     return {"name": out_path.name, "sha256": sha256_file(out_path), "rows": source.n}
 
 
-def row_group_cuts(sizes: np.ndarray, limit: int) -> list[int]:
-    """Row boundaries so each row group's estimated bytes stay within `limit` (a lone larger row stands alone)."""
-    cuts = [0]
-    acc = 0
-    for i, s in enumerate(sizes.tolist()):
-        if acc and acc + s > limit:
-            cuts.append(i)
-            acc = 0
-        acc += s
-    if len(sizes):
-        cuts.append(len(sizes))
-    return cuts
-
-
 def shard_jobs(
     sources: list[SourceDocs], annotations: Annotations, out_dir: Path, settings: Settings
 ) -> list[tuple[Any, ...]]:

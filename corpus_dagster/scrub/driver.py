@@ -41,7 +41,7 @@ from corpus_dagster.scrub.api import PLACEHOLDERS as PLACEHOLDERS
 from corpus_dagster.scrub.api import find_pii_batch as find_pii_batch
 
 STAGE = "scrub"
-CODE_VERSION = "4"  # bump when a change to the scrub logic changes its output bytes
+CODE_VERSION = "5"  # bump when a change to the scrub logic changes its output bytes
 SCRUB = Stage(STAGE, CODE_VERSION)
 
 

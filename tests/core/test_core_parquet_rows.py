@@ -7,7 +7,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_dagster.core.parquet import locate_rows, read_row_range, rows_by_group
+from corpus_dagster.core.parquet import (
+    INTERMEDIATE,
+    ParquetSettings,
+    locate_rows,
+    read_row_range,
+    row_group_cuts,
+    rows_by_group,
+    write_parquet,
+)
 
 TABLE = pa.table({"n": list(range(10)), "s": [f"r{i}" for i in range(10)]})
 
@@ -46,3 +54,20 @@ def test_read_row_range_of_no_rows_is_empty_and_outside_the_file_is_an_error(par
     assert empty.num_rows == 0 and empty.column_names == ["n"]
     with pytest.raises(IndexError, match="rows 8..11 outside a file of 10 rows"):
         read_row_range(parquet_file, 8, 11, ["n"])
+
+
+def test_row_group_cuts_bound_bytes_and_rows():
+    sizes = np.array([10, 10, 10, 50, 0, 0, 5, 5, 5])
+    assert row_group_cuts(sizes, 30) == [0, 3, 4, 9]  # the row of 50 stands alone
+    assert row_group_cuts(sizes, 30, max_rows=2) == [0, 2, 3, 4, 6, 8, 9]
+    assert row_group_cuts(np.array([], dtype=np.int64), 30, max_rows=2) == [0]
+
+
+def test_intermediate_files_end_a_row_group_before_its_text_passes_the_byte_bound(tmp_path):
+    settings = ParquetSettings(compression_level=1, row_group_rows=4, row_group_max_bytes=100)
+    texts = ["a" * 40] * 5 + ["b" * 250] + ["c"] * 9
+    write_parquet(pa.table({"id": [str(i) for i in range(len(texts))], "text": texts}), tmp_path / "t.parquet", settings)
+    meta = pq.read_metadata(tmp_path / "t.parquet")
+    assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [2, 2, 1, 1, 4, 4, 1]
+    assert pq.read_table(tmp_path / "t.parquet")["text"].to_pylist() == texts
+    assert INTERMEDIATE.row_group_rows == 2048 and INTERMEDIATE.row_group_max_bytes == 32 << 20

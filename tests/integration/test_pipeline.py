@@ -136,7 +136,7 @@ def test_global_before_sources_fails_clearly(tmp_path):
 
 
 def test_row_group_cuts_respect_limit():
-    from corpus_dagster.publish.shards import row_group_cuts
+    from corpus_dagster.core.parquet import row_group_cuts
 
     sizes = np.array([10, 10, 10, 50, 10, 100, 5])
     cuts = row_group_cuts(sizes, 30)

@@ -12,13 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_dagster.core.parquet import INTERMEDIATE, ParquetSettings, write_parquet
+from corpus_dagster.core.parquet import INTERMEDIATE, ParquetSettings, row_group_cuts, write_parquet
 from corpus_dagster.publish import row_source
 from corpus_dagster.publish.row_source import RowSource
 from corpus_dagster.publish.shards import (
     DICT_COLUMNS,
     SHARD_COLUMNS,
-    row_group_cuts,
     row_sizes,
     shard_table,
     write_shard,
