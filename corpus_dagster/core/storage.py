@@ -40,6 +40,7 @@ from corpus_dagster.core.errors import CorpusError
 STATE_NAME = ".mirror-state.json"
 LOCK_NAME = ".mirror.lock"
 MIRROR_ENV = "CORPUS_MIRROR"
+IO_PREFIX = ".dagster-io"  # the values Dagster passes between steps (defs.store_io): never mirrored
 LOCAL_SCHEMES = ("", "file", "local")
 
 
@@ -73,7 +74,7 @@ def skipped(rel: str) -> bool:
     """Whether a mirror path stays on this machine: temp names, lock files, scratch folders, the mirror's own
     state."""
     for part in rel.split("/"):
-        if part in (STATE_NAME, LOCK_NAME, ".locks") or is_temp_name(part) or (part.startswith(".") and ".rebuild-" in part):
+        if part in (STATE_NAME, LOCK_NAME, ".locks", IO_PREFIX) or is_temp_name(part) or (part.startswith(".") and ".rebuild-" in part):
             return True
     return False
 
@@ -153,6 +154,7 @@ class Store:
 
     def listing(self) -> dict[str, str]:
         """Every object under the root, by path relative to it: its change token."""
+        self.fs.invalidate_cache()  # a file system's listing cache outlives a step in a long-lived worker process
         try:
             found = self.fs.find(self.root, detail=True) if self.fs.exists(self.root) else {}
         except OSError as exc:
@@ -274,6 +276,20 @@ def store_for(url: str, mirror: Path, options: dict[str, Any] | None = None) -> 
         if store is None or store.mirror != mirror:
             store = _ACTIVE[url] = Store(url, mirror, dict(options or {}))
         return store
+
+
+def forget_stores() -> None:
+    """Drop this process's stores (and fsspec's cached file systems): for a process that points the same URL
+    at another server, as a test does."""
+    import fsspec
+
+    with _ACTIVE_GUARD:
+        _ACTIVE.clear()
+    todo = [fsspec.AbstractFileSystem]
+    while todo:  # each file system class caches its own instances
+        cls = todo.pop()
+        cls.clear_instance_cache()
+        todo.extend(cls.__subclasses__())
 
 
 def push_all() -> list[SyncReport]:

@@ -16,6 +16,7 @@ from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source, load_ledger
 from corpus_dagster.core.memory import release_memory
+from corpus_dagster.core.storage import push_all
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 
 
@@ -24,9 +25,11 @@ def corpus_failure(step: str) -> Iterator[None]:
     """Turn any CorpusError into a Dagster failure whose description says what and where, with metadata.
 
     Wraps every step's work, so it is also where a step hands its freed memory back (`release_memory`):
-    the steps of a corpus run share one process."""
+    the steps of a corpus run share one process; and, with an artifacts store (`core.storage`), where what
+    the step wrote leaves the machine before the step reports success (a failed push fails the step)."""
     try:
         yield
+        push_all()
     except CorpusError as exc:
         raise dg.Failure(
             description=f"{step}: {exc}",

@@ -12,7 +12,7 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import check_config_against_ledger, load_ledger, source_lists
 from corpus_dagster.core.parallel import prestart_pool
 from corpus_dagster.core.settings import Settings
-from corpus_dagster.core.storage import push_all, sync
+from corpus_dagster.core.storage import sync
 
 CORPUS_JOB = "build_corpus"
 # The modules whose functions the corpus stages map in the pool, imported by each pool process up front.
@@ -56,12 +56,6 @@ class CorpusConfig(dg.ConfigurableResource):
         settings = self.settings()
         if settings.executor.kind == "local":
             prestart_pool(settings.workers, CORPUS_POOL_MODULES)
-
-    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
-        """Push what this process wrote to the artifacts store, if the root is one (`core.storage`): after
-        each step on the multiprocess and dask executors, after the run on the in-process one (whose steps
-        push their predecessors' outputs when they load)."""
-        push_all()
 
     def settings(self) -> Settings:
         """The typed view of `resolved()`: what assets, jobs and drivers read."""

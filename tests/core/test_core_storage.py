@@ -7,6 +7,7 @@ from pathlib import Path
 
 import fsspec
 import pytest
+from fsspec.implementations.memory import MemoryFileSystem
 
 from corpus_dagster.core.config import artifacts_root, artifacts_store, load_config
 from corpus_dagster.core.layout import Layout
@@ -133,3 +134,34 @@ def test_a_missing_store_root_lists_as_empty(tmp_path):
     assert store.listing() == {}
     assert store.pull().files == 0
     assert fsspec.filesystem("memory").exists(store.root) is False
+
+
+class ListingCacheFS(MemoryFileSystem):
+    """A memory file system that keeps its first listing until told to forget it, as s3fs does."""
+
+    protocol = "listingcache"
+    cachable = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.listed = None
+
+    def find(self, path, *args, **kwargs):
+        if self.listed is None:
+            self.listed = super().find(path, *args, **kwargs)
+        return self.listed
+
+    def invalidate_cache(self, path=None):
+        self.listed = None
+
+
+def test_a_pull_sees_what_another_writer_pushed_through_a_caching_file_system(tmp_path):
+    fsspec.register_implementation("listingcache", ListingCacheFS, clobber=True)
+    url = f"listingcache://cached-{uuid.uuid4().hex[:8]}/artifacts"
+    a, b = Store(url, tmp_path / "a"), Store(url, tmp_path / "b")
+    _write(b.mirror / "seed.txt", b"s")
+    b.push()
+    assert a.pull().files == 1  # a's file system now holds a listing
+    _write(b.mirror / "tokens" / "_TOKENS.json", b"{}")
+    b.push()
+    assert a.pull().names == ["tokens/_TOKENS.json"]
