@@ -182,11 +182,11 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     from corpus_dagster.core.settings import Settings
     from corpus_dagster.core.storage import sync
     from corpus_dagster.defs.instance import (
-        SESSION_TAG,
         fail_orphaned_runs,
         hold_session,
         instance_setup,
         reconcile_partitions,
+        session_tags,
     )
     from corpus_dagster.defs.resources import CorpusConfig
     from corpus_dagster.defs.runner import GLOBAL_JOB, SOURCE_JOB, repository_origin, source_pool
@@ -206,7 +206,7 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     home = Path(os.environ["DAGSTER_HOME"])
     corpus = CorpusConfig(config_path=config_path)
     session = uuid.uuid4().hex[:12]
-    tags = {SESSION_TAG: session}
+    tags = session_tags(session)
     workers = max(1, settings.workers)
     print(f"{prefix}: {len(sources)} source(s), {min(workers, len(sources))} at a time ({SOURCE_JOB} runs), "
           f"then {GLOBAL_JOB}; DAGSTER_HOME={home}", flush=True)
@@ -264,7 +264,9 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
 
 
 def _print_outputs(layout, settings, prefix: str) -> None:
-    """Where the outputs are, in a few lines."""
+    """Where the outputs are, in a few lines (with an artifacts store: its URL, and this machine's mirror)."""
+    if layout.store_url is not None:
+        print(f"{prefix}: store    {layout.store_url}  (this machine's mirror: {layout.root}; paths below are in it)")
     if layout.manifest.exists():
         manifest = json.loads(layout.manifest.read_text())
         print(f"{prefix}: shards   {layout.shards}  ({manifest['n_docs']:,} documents in {manifest['n_shards']} shards)")

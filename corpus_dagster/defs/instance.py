@@ -14,6 +14,7 @@ by the next session, so the UI never shows a phantom run in progress.
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,14 @@ from corpus_dagster.core.reconcile import PartitionPlan, plan_partitions
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 
 SESSION_TAG = "corpus/cli_session"
+# The machine of the CLI session: a session lock is a file on that machine, so only a CLI on the same machine
+# can tell that the session died (an instance on PostgreSQL is shared by CLIs on several machines).
+SESSION_HOST_TAG = "corpus/cli_host"
+
+
+def session_tags(session: str) -> dict[str, str]:
+    """The tags of every run a CLI session starts: the session and this machine."""
+    return {SESSION_TAG: session, SESSION_HOST_TAG: socket.gethostname()}
 INSTANCE_LOCK = "instance"
 SETUP_TIMEOUT_S = 600.0
 UNFINISHED = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
@@ -146,13 +155,17 @@ def _session_alive(home: Path, session: str) -> tuple[bool, str]:
 
 
 def fail_orphaned_runs(instance: dg.DagsterInstance, home: Path) -> list[str]:
-    """Mark failed every unfinished run of a CLI session whose process is gone; returns their run ids."""
+    """Mark failed every unfinished run of a CLI session of this machine whose process is gone; returns their
+    run ids."""
     failed = []
     sessions: dict[str, tuple[bool, str]] = {}
+    host = socket.gethostname()
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=UNFINISHED)):
         session = run.tags.get(SESSION_TAG)
         if not session:
             continue  # a run of the UI or the daemon: Dagster's run monitoring owns those
+        if run.tags.get(SESSION_HOST_TAG, host) != host:
+            continue  # a CLI on another machine: its lock is not here to look at
         if session not in sessions:
             sessions[session] = _session_alive(home, session)
         alive, pid = sessions[session]

@@ -23,12 +23,14 @@ from corpus_dagster.core.reconcile import plan_partitions, purge_removed_sources
 from corpus_dagster.dedup.driver import dedup_stats
 from corpus_dagster.defs.automation import refresh_schedule_for
 from corpus_dagster.defs.instance import (
+    SESSION_HOST_TAG,
     SESSION_TAG,
     fail_orphaned_runs,
     hold_session,
     instance_setup,
     open_instance,
     prepare_home,
+    session_tags,
 )
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 from corpus_dagster.defs.resources import CorpusConfig
@@ -327,3 +329,24 @@ def test_a_last_source_whose_every_document_is_rejected_builds(tmp_path, entry):
     stats = dedup_stats(layout)
     assert stats["blocks"] == {"computed": 10, "reused": 0}  # 4 sources: 4 own blocks and 6 between two
     assert published_source_ids(published_shards(layout)) == ["alpha", "beta", "gamma"]
+
+
+def test_a_cli_on_another_machine_leaves_this_machines_sessions_alone(tmp_path, monkeypatch):
+    """An instance on PostgreSQL is shared by CLIs on several machines; a session lock is a file on the machine
+    of its CLI, so only that machine can judge the session dead."""
+    import socket
+
+    home = tmp_path / "home"
+    with instance_setup(home) as instance:
+        job = dg.GraphDefinition("g").to_job()
+        elsewhere = instance.create_run_for_job(job, tags={SESSION_TAG: "s-b", SESSION_HOST_TAG: "machine-b"})
+        here = instance.create_run_for_job(job, tags=session_tags("s-a"))
+        assert here.tags[SESSION_HOST_TAG] == socket.gethostname()
+        for run in (elsewhere, here):
+            instance.handle_run_event(run.run_id, dg.DagsterEvent(
+                event_type_value="PIPELINE_START", job_name=run.job_name, message="start"))
+        assert fail_orphaned_runs(instance, home) == [here.run_id]  # no lock of s-a here: it died
+        assert instance.get_run_by_id(elsewhere.run_id).status == dg.DagsterRunStatus.STARTED
+        monkeypatch.setattr(socket, "gethostname", lambda: "machine-b")
+        assert fail_orphaned_runs(instance, home) == [elsewhere.run_id]  # machine b's own CLI may
+        instance.dispose()
