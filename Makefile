@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: install warm demo test test-e2e lint ui bench clean
+.PHONY: install warm demo test test-e2e test-cluster lint ui bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,16 @@ test-e2e: install
 	  { sudo apt-get update -qq && sudo apt-get install -y -qq chromium; } || echo "chromium could not be installed"
 	$(PY) -c 'import playwright' 2>/dev/null || $(PY) -m pip install -q playwright
 	CORPUS_E2E=1 $(VENV)/bin/pytest -p no:cacheprovider tests/e2e -rs
+
+# A cluster in a box on 127.0.0.1: moto's S3 server holds the sources and the artifacts, PostgreSQL the Dagster
+# instance (Debian's package, installed here when missing), and two `dask worker` processes, each in an empty
+# folder of its own, run every step (tests/cluster/).
+test-cluster: install
+	command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  { apt-get update -qq && apt-get install -y -qq postgresql; } || \
+	  { sudo apt-get update -qq && sudo apt-get install -y -qq postgresql; } || echo "postgresql could not be installed"
+	$(PY) -m pip install -q -e '.[dev,deploy,cluster-test]'
+	CORPUS_CLUSTER=1 $(VENV)/bin/pytest -p no:cacheprovider tests/cluster -rs
 
 # ruff, and the import contract of pyproject.toml: core <- lib <- stages <- explain <- defs <- cli, a stage reads
 # another only through its driver, no dagster below defs

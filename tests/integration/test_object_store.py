@@ -54,3 +54,36 @@ def test_a_build_on_an_object_store_gives_the_local_bytes(tmp_path, monkeypatch)
     after = store_b.listing()
     assert after == before  # nothing rewritten: every step found its outputs in the pulled mirror
     assert published_bytes(layout_b.root) == expected
+
+
+def test_the_ledger_sensor_reads_the_ledger_in_the_store(tmp_path, monkeypatch):
+    """A sensor runs in the daemon, on a machine that may have no mirror yet: it pulls the ledger alone and
+    follows the store's ledger as another machine changes it."""
+    from corpus_dagster.core.reconcile import read_ledger_rows
+    from corpus_dagster.defs.automation import ledger_sensor
+    from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
+
+    config = write_setup(tmp_path / "local", workers=1)
+    url = f"memory://corpus-{uuid.uuid4().hex[:8]}/artifacts"
+    ledger = (tmp_path / "local" / "artifacts" / "corpus" / "LEDGER.jsonl").read_bytes()
+    memory = fsspec.filesystem("memory")
+    memory.pipe_file(f"{url}/corpus/LEDGER.jsonl", ledger)
+    cfg = yaml.safe_load(config.read_text())
+    cfg["paths"]["artifacts"] = url
+    remote_config = tmp_path / "store.yaml"
+    remote_config.write_text(yaml.safe_dump(cfg))
+    monkeypatch.setenv("CORPUS_MIRROR", str(tmp_path / "daemon-mirror"))
+    corpus = CorpusConfig(config_path=str(remote_config))
+    with dg.instance_for_test() as instance:
+        added = ledger_sensor(dg.build_sensor_context(instance=instance, resources={"corpus": corpus}))
+        assert [sorted(r.partition_keys) for r in added.dynamic_partitions_requests] == [["alpha", "beta", "gamma"]]
+        mirror = corpus.layout().root
+        assert sorted(p.relative_to(mirror).as_posix() for p in mirror.rglob("*") if p.is_file()
+                      and not p.name.startswith(".")) == ["corpus/LEDGER.jsonl"]  # the ledger, nothing else
+        instance.add_dynamic_partitions(SOURCE_PARTITIONS_NAME, ["alpha", "beta", "gamma"])
+        rows = [line for line in ledger.decode().splitlines(keepends=True) if '"gamma"' not in line]
+        memory.pipe_file(f"{url}/corpus/LEDGER.jsonl", "".join(rows).encode())  # another machine edits it
+        removed = ledger_sensor(dg.build_sensor_context(instance=instance, resources={"corpus": corpus}))
+        assert [(type(r).__name__, list(r.partition_keys)) for r in removed.dynamic_partitions_requests] == [
+            ("DeleteDynamicPartitionsRequest", ["gamma"])]
+        assert read_ledger_rows(corpus.layout().ledger).ids == ["alpha", "beta"]
