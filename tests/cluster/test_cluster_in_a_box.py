@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import dagster as dg
@@ -29,15 +30,17 @@ pytest.importorskip("s3fs")
 pytest.importorskip("dagster_postgres")
 pytest.importorskip("distributed")
 
-from cluster_box import dask_cluster, postgres_server, s3_server, stop  # noqa: E402
+from cluster_box import dask_cluster, free_port, postgres_server, s3_server, stop  # noqa: E402
 from corpus_factory import make_corpus, write_jsonl  # noqa: E402
 
 from corpus_dagster.core.ledger import load_ledger  # noqa: E402
 from corpus_dagster.core.storage import Store  # noqa: E402
+from corpus_dagster.defs.automation import ledger_sensor  # noqa: E402
 from corpus_dagster.defs.resources import CorpusConfig  # noqa: E402
 from corpus_dagster.defs.runner import materialize_global, materialize_sources, source_pool  # noqa: E402
 
 BUCKET = "corpus-box"
+PROJECT = Path(__file__).resolve().parents[2]
 PUBLISHED = ("corpus/testset", "tokens/testset")
 
 
@@ -206,6 +209,31 @@ def unit_marker_versions(bucket: str, prefix: str) -> dict[str, int]:
     return counts
 
 
+def webserver_runs(config: Path, env: dict[str, str], log: Path) -> list[tuple[str, str]]:
+    """(job, status) of every run, as the UI's GraphQL API lists them from `dagster-webserver` on the instance."""
+    port = free_port()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster-webserver"), "-h", "127.0.0.1", "-p",
+                             str(port), "-w", str(PROJECT / "workspace.yaml")], cwd=PROJECT,
+                            env={**env, "CORPUS_CONFIG": str(config)}, stdout=log.open("ab"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    query = json.dumps({"query": "{ runsOrError { ... on Runs { results { jobName status } } } }"}).encode()
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=query,
+                                                 headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    results = json.loads(response.read())["data"]["runsOrError"]["results"]
+                return [(r["jobName"], r["status"]) for r in results]
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"dagster-webserver did not answer; see {log}") from None
+                time.sleep(1)
+    finally:
+        stop(proc)
+
+
 def cli(config: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "corpus_dagster.run", str(config)], env=env,
                             stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
@@ -278,3 +306,13 @@ def test_a_cluster_run_killed_mid_stage_resumes_without_redoing_finished_units(t
         fresh = Store(url, tmp_path / "fresh-mirror")
         fresh.pull()
         assert published(fresh.mirror)  # the resumed run published
+
+        # The sensor and the UI read the same PostgreSQL instance and store as the CLI.
+        monkeypatch.setenv("DAGSTER_HOME", str(home))
+        corpus = CorpusConfig(config_path=str(config))
+        with dg.DagsterInstance.get() as instance:
+            assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+            tick = ledger_sensor(dg.build_sensor_context(instance=instance, resources={"corpus": corpus}))
+            assert not getattr(tick, "run_requests", None), tick  # the CLI left nothing for it to do
+        runs = webserver_runs(config, env, tmp_path / "webserver.log")
+        assert ("build_corpus", "SUCCESS") in runs and ("build_corpus", "FAILURE") in runs, runs  # killed, resumed
