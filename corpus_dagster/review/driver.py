@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -200,12 +200,12 @@ class Cut:
 
 
 def _fetch(paths: Iterable[Path], ids: Iterable[str], columns: list[str], limit: int,
-           full: Collection[str] = ()) -> dict[str, dict[str, Any]]:
+           full: Collection[str] = (), on_full: Callable[[str, str], None] | None = None) -> dict[str, dict[str, Any]]:
     """{id: row} of the given ids (a sample's few rows) from document files, read by polars' scan, which
     decodes the id column and then the other columns of the matching rows' pages only (the whole row groups
     through pyarrow: 0.7 s of the review's 2 s on the bench corpus). One file at a time, and each text is
     cut to a `Cut` of `limit` characters as it arrives, but for the ids in `full` (the PII rows, whose
-    windows need the whole texts)."""
+    windows need the whole texts): those are kept whole, or, with `on_full`, handed to it and then cut."""
     wanted = sorted(set(ids))
     found: dict[str, dict[str, Any]] = {}
     if not wanted:
@@ -214,7 +214,9 @@ def _fetch(paths: Iterable[Path], ids: Iterable[str], columns: list[str], limit:
         frame = pl.scan_parquet(str(path)).select("id", *columns).filter(pl.col("id").is_in(wanted)).collect()
         for row in frame.iter_rows(named=True):
             text = row.get("text")
-            if text is not None and row["id"] not in full:
+            if text is not None and row["id"] in full and on_full is not None:
+                on_full(row["id"], text)
+            if text is not None and (row["id"] not in full or on_full is not None):
                 row["text"] = Cut(text[:limit], len(text))
             found[row["id"]] = row
     return found
@@ -248,9 +250,29 @@ def _rows(layout: Layout, chosen: pl.DataFrame, settings: Settings) -> list[dict
         for doc_id in (p["id"], p["partner_id"]) if p["stratum"] in ("dedup", "pii") else ():
             if doc_id is not None:
                 need.setdefault(_source_of(doc_id), set()).add(doc_id)
+    # a PII document's windows are made as its clean text arrives; then both texts are cut (at 10x the bench
+    # corpus, whole PII texts held to the end were 0.4 GB)
+    pii_picks: dict[str, list[dict[str, Any]]] = {}
+    for p in picks:
+        if p["stratum"] == "pii":
+            pii_picks.setdefault(p["id"], []).append(p)
+    windows: dict[tuple[str, str, str], tuple[list[str], list[str] | None, int, int, int]] = {}
+
+    def make_windows(doc_id: str, before: str) -> None:
+        for p in pii_picks.get(doc_id, []):
+            doc = texts.get((p["file"], doc_id), {})
+            after = doc.get("text")
+            if isinstance(after, str):
+                left, right, total = pii_windows(before, after, p["reason"], PLACEHOLDERS, cfg.pii_context_chars, limit)
+                windows[(p["file"], doc_id, p["reason"])] = (left, right, total, len(after), len(before))
+        for p in pii_picks.get(doc_id, []):
+            doc = texts.get((p["file"], doc_id), {})
+            if isinstance(doc.get("text"), str):
+                doc["text"] = Cut(doc["text"][:limit], len(doc["text"]))
+
     clean: dict[str, dict[str, Any]] = {}
     for sid, ids in sorted(need.items()):
-        clean.update(_fetch(clean_doc_files(layout, sid), ids, ["url", "text"], limit, pii_ids))
+        clean.update(_fetch(clean_doc_files(layout, sid), ids, ["url", "text"], limit, pii_ids, make_windows))
     rows = []
     for p in picks:
         row = {k: p[k] for k in ("source_id", "stratum", "reason", "id", "value", "partner_id", "jaccard", "detail")}
@@ -268,11 +290,10 @@ def _rows(layout: Layout, chosen: pl.DataFrame, settings: Settings) -> list[dict
                 _set_text(row, "partner_text", clean.get(p["partner_id"], {}).get("text"), limit)
         elif stratum == "pii":
             doc = texts.get((p["file"], p["id"]), {})
-            before = clean.get(p["id"], {}).get("text")
             row.update(threshold=pii_threshold(reason, settings.pii), url=doc.get("url"))
-            if doc.get("text") is not None and before is not None:
-                left, right, total = pii_windows(before, doc["text"], reason, PLACEHOLDERS, cfg.pii_context_chars, limit)
-                row.update(text="\n".join(left), text_chars=len(doc["text"]), partner_chars=len(before),
+            if (p["file"], p["id"], reason) in windows:
+                left, right, total, chars, before_chars = windows[(p["file"], p["id"], reason)]
+                row.update(text="\n".join(left), text_chars=chars, partner_chars=before_chars,
                            partner_text=None if right is None else "\n".join(right),
                            detail=f"{len(left)} of {total} redactions of this type shown")
         else:

@@ -23,3 +23,15 @@ def test_fetched_texts_are_cut_but_the_full_ones_and_their_lengths_stay_exact(tm
     assert row == {"text": "a" * 40, "text_chars": 5000}
     driver._set_text(row, "partner_text", got["s:10"]["text"], 40)
     assert row["partner_text"] == "a" * 40 and row["partner_chars"] == 5000
+
+
+def test_a_full_text_handed_on_is_cut_once_its_consumer_has_it(tmp_path):
+    """The PII windows are made as each clean text arrives: the whole text goes to the consumer, and only its
+    excerpt stays, so the PII documents' whole texts are never all held at once."""
+    path = tmp_path / "docs.parquet"
+    pq.write_table(pa.table({"id": ["s:0", "s:1"], "url": ["u", "v"], "text": ["x" * 3000, "y" * 50]}), path)
+    handed: list[tuple[str, int]] = []
+    got = driver._fetch([path], ["s:0", "s:1"], ["url", "text"], limit=10, full={"s:0"},
+                        on_full=lambda doc_id, text: handed.append((doc_id, len(text))))
+    assert handed == [("s:0", 3000)]
+    assert got["s:0"]["text"] == driver.Cut("x" * 10, 3000) and got["s:1"]["text"] == driver.Cut("y" * 10, 50)
