@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,11 +293,21 @@ def forget_stores() -> None:
         todo.extend(cls.__subclasses__())
 
 
-def push_all() -> list[SyncReport]:
-    """Push every store this process has used: what a unit, a step or a run calls when its work is done."""
+_LAST_PUSH = [float("-inf")]  # time.monotonic() of this process's last push
+
+
+def push_all(min_interval_s: float = 0.0) -> list[SyncReport]:
+    """Push every store this process has used: what a unit, a step or a run calls when its work is done.
+
+    A push walks the whole mirror (a stat per file) to find what changed; `min_interval_s` skips the push
+    when the last one was more recent, so a stage of many small units does not walk the mirror per unit."""
     with _ACTIVE_GUARD:
         stores = list(_ACTIVE.values())
-    return [store.push() for store in stores]
+        if not stores or time.monotonic() - _LAST_PUSH[0] < min_interval_s:
+            return []
+    reports = [store.push() for store in stores]
+    _LAST_PUSH[0] = time.monotonic()
+    return reports
 
 
 def sync(store: Store | None, only: str | None = None) -> tuple[list[SyncReport], SyncReport | None]:

@@ -67,14 +67,18 @@ def remove_work_folders(parent: Path, prefix: str, keep: Path | None = None) -> 
             shutil.rmtree(path, ignore_errors=True)
 
 
+UNIT_PUSH_INTERVAL_S = 5.0  # a push walks the whole mirror; a kill loses at most this much finished work
+
+
 def run_units(run_unit: Callable[..., Any], args: tuple[Any, ...], units: Sequence[str], workers: int) -> None:
     """Run `run_unit(*args, unit)` for every unit through a pool of `workers` processes (inline for 1).
 
     `run_unit` must be a module-level function (it is pickled to the pool's processes). With an artifacts
-    store (`core.storage`), each finished unit is pushed at once, so a step killed after it keeps it.
+    store (`core.storage`), finished units are pushed as they finish (at most one push every
+    UNIT_PUSH_INTERVAL_S), so a step killed after them keeps them; the step's own push takes the rest.
     """
     for _ in ordered_map(run_unit, [(*args, unit) for unit in units], workers):
-        push_all()
+        push_all(min_interval_s=UNIT_PUSH_INTERVAL_S)
 
 
 def done_elsewhere(stage_folder: Callable[[Any], Path]) -> Callable[[F], F]:

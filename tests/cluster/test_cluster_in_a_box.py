@@ -80,6 +80,24 @@ def write_config(path: Path, artifacts: str, **extra: object) -> Path:
     return path
 
 
+def step_table(instance: dg.DagsterInstance, runs: list[tuple[str, str]]) -> str:
+    """A Markdown table of every step of `runs` ((label, run id)): where it ran and how long it took."""
+    lines = ["| run | step | worker pid | seconds |", "|---|---|---:|---:|"]
+    for label, run_id in runs:
+        started: dict[str, float] = {}
+        for record in instance.get_records_for_run(run_id).records:
+            entry = record.event_log_entry
+            event = entry.dagster_event
+            if event is None:
+                continue
+            if event.event_type_value == "STEP_START":
+                started[event.step_key] = entry.timestamp
+            elif event.event_type_value == "STEP_SUCCESS" and event.step_key in started:
+                lines.append(f"| {label} | {event.step_key} | {event.pid} | "
+                             f"{entry.timestamp - started[event.step_key]:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 def step_failures(instance: dg.DagsterInstance, run_id: str | None) -> list[str]:
     if run_id is None:
         return ["never started"]
@@ -137,6 +155,12 @@ def test_a_cluster_without_a_shared_disk_gives_the_local_bytes(tmp_path, monkeyp
                     corpus_run = pool.run_global()
                 assert [o.success for o in sources] == [True] * len(ids), step_failures(instance, sources[0].run_id)
                 assert corpus_run.success, step_failures(instance, corpus_run.run_id)
+                table = step_table(instance, [*((f"build_source {o.partition}", o.run_id) for o in sources),
+                                              ("build_corpus", corpus_run.run_id)])
+                out = PROJECT / "tests" / "cluster" / "artifacts" / "cluster-steps.md"
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(table, encoding="utf-8")  # the step table of the last cluster run, for people
+                print(table)
                 pids = {record.event_log_entry.dagster_event.pid
                         for record in instance.get_records_for_run(corpus_run.run_id).records
                         if record.event_log_entry.dagster_event is not None

@@ -165,3 +165,16 @@ def test_a_pull_sees_what_another_writer_pushed_through_a_caching_file_system(tm
     _write(b.mirror / "tokens" / "_TOKENS.json", b"{}")
     b.push()
     assert a.pull().names == ["tokens/_TOKENS.json"]
+
+
+def test_pushes_closer_than_the_interval_are_skipped(tmp_path, url, monkeypatch):
+    from corpus_dagster.core import storage
+
+    monkeypatch.setattr(storage, "_ACTIVE", {})
+    monkeypatch.setattr(storage, "_LAST_PUSH", [float("-inf")])
+    store = storage.store_for(url, tmp_path / "m")
+    _write(store.mirror / "a.txt", b"a")
+    assert [r.files for r in storage.push_all(min_interval_s=60)] == [1]  # the first push of the process
+    _write(store.mirror / "b.txt", b"b")
+    assert storage.push_all(min_interval_s=60) == []  # within a minute of the last: left for the step's push
+    assert [r.files for r in storage.push_all()] == [1]
