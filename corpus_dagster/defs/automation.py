@@ -47,7 +47,7 @@ def ledger_sensor(context: dg.SensorEvaluationContext, corpus: CorpusConfig) -> 
     as a failed tick in the UI instead of a quiet skip; a tick that syncs valid rows logs the problems as errors
     and the next tick fails.
     """
-    layout = corpus.layout()
+    layout = corpus.ledger_layout()
     rows = read_ledger_rows(layout.ledger)
     digests = {s.source_id: _row_digest(s.to_json()) for s in rows.sources}
     known = json.loads(context.cursor) if context.cursor else {}
@@ -106,7 +106,7 @@ def refresh_schedule_for(cron: str, timezone: str) -> dg.ScheduleDefinition:
         """Refetch every source; unchanged files are skipped by checksum, and downstream assets follow through
         their AutomationCondition."""
         partitions = context.instance.get_dynamic_partitions(SOURCE_PARTITIONS_NAME)
-        keys = sorted(set(partitions) & set(read_ledger_rows(corpus.layout().ledger).ids))  # a removed row: no refetch
+        keys = sorted(set(partitions) & set(read_ledger_rows(corpus.ledger_layout().ledger).ids))  # a removed row: no refetch
         if not keys:
             return dg.SkipReason("no source partitions in the ledger yet; the ledger sensor adds them")
         stamp = context.scheduled_execution_time.strftime("%Y%m%dT%H%M")

@@ -81,8 +81,16 @@ class CorpusConfig(dg.ConfigurableResource):
         return Settings.from_resolved(resolved), layout
 
     def layout(self) -> Layout:
-        """The artifact layout of the resolved config: paths only, so the sensors and schedules that need no
-        more than where the ledger is never fail on a config that disagrees with it."""
+        """The artifact layout of the resolved config, without the ledger check of `load`, so a step that needs
+        no more than paths never fails on a config that disagrees with the ledger. With an artifacts store,
+        the mirror is brought up to it first, as `load` does."""
+        layout = Layout.from_config(self.resolved())
+        sync(layout.store())
+        return layout
+
+    def ledger_layout(self) -> Layout:
+        """The layout for code that reads only the ledger (the sensors, the schedule): with an artifacts store,
+        only the ledger is pulled, so a daemon never mirrors the whole build."""
         layout = Layout.from_config(self.resolved())
         if layout.store_url is not None and layout.ledger_override is None:
             sync(layout.store(), only=layout.ledger.relative_to(layout.root).as_posix())

@@ -154,7 +154,7 @@ def materialize_sources(
     if source_ids is None:
         from corpus_dagster.defs.instance import reconcile_partitions
 
-        ids = [s.source_id for s in load_ledger(corpus.layout().ledger)]
+        ids = [s.source_id for s in load_ledger(corpus.ledger_layout().ledger)]
         reconcile_partitions(instance, ids)
     else:
         ids = list(source_ids)

@@ -53,6 +53,13 @@ def test_a_build_on_an_object_store_gives_the_local_bytes(tmp_path, monkeypatch)
     assert rerun.success
     after = store_b.listing()
     assert after == before  # nothing rewritten: every step found its outputs in the pulled mirror
+
+    # A check that reads only paths (corpus.layout()) on a machine whose mirror is empty finds the build too.
+    monkeypatch.setenv("CORPUS_MIRROR", str(tmp_path / "mirror-c"))
+    from corpus_dagster.defs.tokenize import token_counts_consistent
+
+    result = token_counts_consistent(corpus=CorpusConfig(config_path=str(remote_config)))
+    assert result.passed, result.metadata
     assert published_bytes(layout_b.root) == expected
 
 
