@@ -11,6 +11,7 @@ import sys
 from corpus_dagster.core.config import load_config, packaged_config_path
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.storage import sync
 from corpus_dagster.explain import explain, render
 
 
@@ -24,7 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         resolved = load_config(args.config, {"paths": {"artifacts": args.artifacts}} if args.artifacts else {})
-        answer = explain(Layout.from_config(resolved), resolved, args.document)
+        layout = Layout.from_config(resolved)
+        sync(layout.store())  # an artifacts store: this machine's mirror brought up to it first
+        answer = explain(layout, resolved, args.document)
     except CorpusError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

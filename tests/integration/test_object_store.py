@@ -19,7 +19,7 @@ from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import materialize_global, materialize_sources
 
 
-def test_a_build_on_an_object_store_gives_the_local_bytes(tmp_path, monkeypatch):
+def test_a_build_on_an_object_store_gives_the_local_bytes(tmp_path, monkeypatch, capsys):
     config = write_setup(tmp_path / "local", workers=1)
     local = CorpusConfig(config_path=str(config))
     instance = dg.DagsterInstance.ephemeral()
@@ -60,6 +60,12 @@ def test_a_build_on_an_object_store_gives_the_local_bytes(tmp_path, monkeypatch)
 
     result = token_counts_consistent(corpus=CorpusConfig(config_path=str(remote_config)))
     assert result.passed, result.metadata
+    # and so does the explain CLI, on another empty mirror
+    monkeypatch.setenv("CORPUS_MIRROR", str(tmp_path / "mirror-d"))
+    from corpus_dagster.cli import explain as explain_cli
+
+    assert explain_cli.main(["alpha:0", "--config", str(remote_config), "--json"]) == 0
+    assert '"alpha:0"' in capsys.readouterr().out
     assert published_bytes(layout_b.root) == expected
 
 
