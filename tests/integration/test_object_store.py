@@ -5,6 +5,7 @@ build pulls every published file from the store alone."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import dagster as dg
 import fsspec
@@ -19,6 +20,18 @@ from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import materialize_global, materialize_sources
 
 
+def store_setup(config: Path, tmp_path: Path) -> tuple[str, Path]:
+    """A fresh `memory://` artifacts URL holding the local setup's ledger, and a copy of the config naming it."""
+    url = f"memory://corpus-{uuid.uuid4().hex[:8]}/artifacts"
+    ledger = Path(yaml.safe_load(config.read_text())["paths"]["artifacts"]) / "corpus" / "LEDGER.jsonl"
+    fsspec.filesystem("memory").put_file(str(ledger), f"{url}/corpus/LEDGER.jsonl")
+    cfg = yaml.safe_load(config.read_text())
+    cfg["paths"]["artifacts"] = url
+    remote_config = tmp_path / "store.yaml"
+    remote_config.write_text(yaml.safe_dump(cfg))
+    return url, remote_config
+
+
 def test_a_build_on_an_object_store_gives_the_local_bytes(tmp_path, monkeypatch, capsys):
     config = write_setup(tmp_path / "local", workers=1)
     local = CorpusConfig(config_path=str(config))
@@ -27,12 +40,7 @@ def test_a_build_on_an_object_store_gives_the_local_bytes(tmp_path, monkeypatch,
     assert materialize_global(local, instance).success
     expected = published_bytes(local.layout().root)
 
-    url = f"memory://corpus-{uuid.uuid4().hex[:8]}/artifacts"
-    fsspec.filesystem("memory").put_file(str(local.layout().ledger), f"{url}/corpus/LEDGER.jsonl")
-    cfg = yaml.safe_load(config.read_text())
-    cfg["paths"]["artifacts"] = url
-    remote_config = tmp_path / "store.yaml"
-    remote_config.write_text(yaml.safe_dump(cfg))
+    url, remote_config = store_setup(config, tmp_path)
     monkeypatch.setenv("CORPUS_MIRROR", str(tmp_path / "mirror-a"))
     corpus = CorpusConfig(config_path=str(remote_config))
     instance = dg.DagsterInstance.ephemeral()
@@ -85,14 +93,9 @@ def test_the_ledger_sensor_reads_the_ledger_in_the_store(tmp_path, monkeypatch):
     from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 
     config = write_setup(tmp_path / "local", workers=1)
-    url = f"memory://corpus-{uuid.uuid4().hex[:8]}/artifacts"
+    url, remote_config = store_setup(config, tmp_path)
     ledger = (tmp_path / "local" / "artifacts" / "corpus" / "LEDGER.jsonl").read_bytes()
     memory = fsspec.filesystem("memory")
-    memory.pipe_file(f"{url}/corpus/LEDGER.jsonl", ledger)
-    cfg = yaml.safe_load(config.read_text())
-    cfg["paths"]["artifacts"] = url
-    remote_config = tmp_path / "store.yaml"
-    remote_config.write_text(yaml.safe_dump(cfg))
     monkeypatch.setenv("CORPUS_MIRROR", str(tmp_path / "daemon-mirror"))
     corpus = CorpusConfig(config_path=str(remote_config))
     with dg.instance_for_test() as instance:
