@@ -190,22 +190,18 @@ class Store:
         """Bring the mirror up to the store: download what changed there, remove what it dropped (unless this
         machine changed the file since; a push will settle it). `only`: just that file or folder (relative)."""
         report = SyncReport()
-        remote = self.listing()
-        if only is not None:
-            only = only.strip("/")
-            remote = {rel: t for rel, t in remote.items() if rel == only or rel.startswith(only + "/")}
+        prefix = None if only is None else only.strip("/")
+
+        def wanted(rel: str) -> bool:
+            return prefix is None or rel == prefix or rel.startswith(prefix + "/")
+
+        remote = {rel: t for rel, t in self.listing().items() if wanted(rel)}
         with self._locked() as state:
-            if only is not None:
-                state_view = {rel for rel in state if rel == only or rel.startswith(only + "/")}
-            else:
-                state_view = set(state)
             for rel, token in sorted(remote.items()):
                 path = self.mirror / rel
                 known = state.get(rel)
-                if known and known["token"] == token and path.is_file() and self._stamp(path) == known["stamp"]:
-                    continue
                 if known and known["token"] == token and path.is_file():
-                    continue  # changed here since the last sync: the next push uploads it
+                    continue  # as last synced, or changed here since (the next push uploads it)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 try:
                     with atomic_path(path) as tmp:
@@ -216,7 +212,7 @@ class Store:
                 report.files += 1
                 report.bytes += path.stat().st_size
                 report.names.append(rel)
-            for rel in sorted(state_view - set(remote)):
+            for rel in sorted(rel for rel in state if wanted(rel) and rel not in remote):
                 path = self.mirror / rel
                 if path.is_file() and self._stamp(path) != state[rel]["stamp"]:
                     continue
