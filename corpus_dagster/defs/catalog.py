@@ -5,7 +5,7 @@ Imported on first use of `corpus_dagster.defs.ASSETS` (and its siblings): import
 
 import dagster as dg
 
-from corpus_dagster.core.config import artifacts_store
+from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.settings import Settings
 from corpus_dagster.defs.analysis import ANALYSIS_ASSETS, ANALYSIS_CHECKS
 from corpus_dagster.defs.automation import (
@@ -53,11 +53,10 @@ def executor_for(settings: Settings) -> dg.ExecutorDefinition:
 def store_io_manager(corpus: CorpusConfig) -> dict[str, dg.ConfigurableIOManager]:
     """{"io_manager": ...} keeping step values in the artifacts store when the root is one, else {} (Dagster's
     default, under the instance's storage folder)."""
-    resolved = corpus.resolved()
-    url = artifacts_store(resolved)
-    if url is None:
+    layout = Layout.from_config(corpus.resolved())
+    if layout.store_url is None:
         return {}
-    return {"io_manager": StoreIOManager(url=url, storage_options=dict(resolved["paths"].get("storage_options") or {}))}
+    return {"io_manager": StoreIOManager(url=layout.store_url, storage_options=dict(layout.storage_options))}
 
 
 def build_definitions(corpus: CorpusConfig) -> dg.Definitions:

@@ -28,11 +28,6 @@ SESSION_TAG = "corpus/cli_session"
 # The machine of the CLI session: a session lock is a file on that machine, so only a CLI on the same machine
 # can tell that the session died (an instance on PostgreSQL is shared by CLIs on several machines).
 SESSION_HOST_TAG = "corpus/cli_host"
-
-
-def session_tags(session: str) -> dict[str, str]:
-    """The tags of every run a CLI session starts: the session and this machine."""
-    return {SESSION_TAG: session, SESSION_HOST_TAG: socket.gethostname()}
 INSTANCE_LOCK = "instance"
 SETUP_TIMEOUT_S = 600.0
 UNFINISHED = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
@@ -42,6 +37,11 @@ UNFINISHED = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.
 INSTANCE_YAML = "telemetry:\n  enabled: false\nnux:\n  enabled: false\n"
 # What earlier versions wrote; such a file is upgraded in place (a file a person wrote is left alone).
 _EARLIER_INSTANCE_YAML = ("telemetry:\n  enabled: false\n",)
+
+
+def session_tags(session: str) -> dict[str, str]:
+    """The tags of every run a CLI session starts: the session and this machine."""
+    return {SESSION_TAG: session, SESSION_HOST_TAG: socket.gethostname()}
 
 
 def ensure_dagster_home(home: Path) -> None:
