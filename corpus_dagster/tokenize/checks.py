@@ -29,6 +29,7 @@ from corpus_dagster.tokenize.shards import (
     SPLITS,
     ShardTask,
     group_by_split,
+    open_shard,
     read_shards_manifest,
     shard_tasks,
 )
@@ -312,10 +313,7 @@ def _tokenize_rows_for_check(task: ShardTask, ranges: list[tuple[int, int]], tok
                              ) -> list[tuple[list[str], dict[str, np.ndarray], dict[str, np.ndarray]]]:
     """Rows [a, b) of one shard (sha256 checked) tokenized from scratch in whichever process runs this:
     per range its ids and its tokens and lengths per split (a rebuild unit of the sampled check)."""
-    data = task.path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != task.sha256:
-        raise TokenStreamError(f"{task.path}: sha256 differs from the shards manifest; rematerialize `shards`")
-    pf = pq.ParquetFile(pa.BufferReader(data))
+    pf = open_shard(task)
     tok = load_tokenizer(tok_cfg, threads=1)
     out = []
     for a, b in ranges:

@@ -82,8 +82,9 @@ def row_group_rows(path: Path) -> list[int]:
 
 
 
-def tokenize_shard(task: ShardTask, tok: LoadedTokenizer, dtype: np.dtype, batch_docs: int) -> ShardTokens:
-    """Read one shard (sha256 and row count checked), encode it in batches, group tokens by split."""
+def open_shard(task: ShardTask) -> pq.ParquetFile:
+    """A shard read once into memory and checked against its sha256 in the shards manifest; its row groups are
+    then decoded from those same bytes. TokenStreamError when they differ."""
     data = task.path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     if digest != task.sha256:
@@ -92,7 +93,12 @@ def tokenize_shard(task: ShardTask, tok: LoadedTokenizer, dtype: np.dtype, batch
             f"the shards changed "
             f"after the manifest was written, rematerialize `shards`"
         )
-    pf = pq.ParquetFile(pa.BufferReader(data))
+    return pq.ParquetFile(pa.BufferReader(data))
+
+
+def tokenize_shard(task: ShardTask, tok: LoadedTokenizer, dtype: np.dtype, batch_docs: int) -> ShardTokens:
+    """Read one shard (sha256 and row count checked), encode it in batches, group tokens by split."""
+    pf = open_shard(task)
     missing = {"id", "text", "split"} - set(pf.schema_arrow.names)
     if missing:
         raise TokenStreamError(f"{task.path}: missing column(s) {sorted(missing)}")
