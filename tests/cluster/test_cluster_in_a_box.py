@@ -32,12 +32,13 @@ pytest.importorskip("distributed")
 
 from cluster_box import dask_cluster, free_port, postgres_server, s3_server, stop  # noqa: E402
 from corpus_factory import make_corpus, write_jsonl  # noqa: E402
+from dagster_runs import build_in_process, failures  # noqa: E402
 
 from corpus_dagster.core.ledger import load_ledger  # noqa: E402
 from corpus_dagster.core.storage import Store  # noqa: E402
 from corpus_dagster.defs.automation import ledger_sensor  # noqa: E402
 from corpus_dagster.defs.resources import CorpusConfig  # noqa: E402
-from corpus_dagster.defs.runner import materialize_global, materialize_sources, source_pool  # noqa: E402
+from corpus_dagster.defs.runner import source_pool  # noqa: E402
 
 BUCKET = "corpus-box"
 PROJECT = Path(__file__).resolve().parents[2]
@@ -98,23 +99,6 @@ def step_table(instance: dg.DagsterInstance, runs: list[tuple[str, str]]) -> str
     return "\n".join(lines) + "\n"
 
 
-def step_failures(instance: dg.DagsterInstance, run_id: str | None) -> list[str]:
-    if run_id is None:
-        return ["never started"]
-    out = []
-    for record in instance.get_records_for_run(run_id).records:
-        event = record.event_log_entry.dagster_event
-        if event is not None and event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE"):
-            out.append(f"{event.step_key}: {event.message}"[:3000])
-        if event is not None and event.event_type_value == "ASSET_CHECK_EVALUATION" and not event.event_specific_data.passed:
-            out.append(f"{event.step_key}: {event.event_specific_data.metadata}"[:3000])
-        if event is not None and event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE"):
-            error = getattr(event.event_specific_data, "error", None)
-            if error is not None:
-                out.append(error.to_string()[-3000:])
-    return out
-
-
 def test_a_cluster_without_a_shared_disk_gives_the_local_bytes(tmp_path, monkeypatch):
     with s3_server(tmp_path / "s3") as s3_env:
         for k, v in s3_env.items():
@@ -124,10 +108,7 @@ def test_a_cluster_without_a_shared_disk_gives_the_local_bytes(tmp_path, monkeyp
         # The reference: in process, artifacts on local disk, the same source URLs.
         local_root = tmp_path / "local" / "artifacts"
         write_jsonl(local_root / "corpus" / "LEDGER.jsonl", rows)
-        local = CorpusConfig(config_path=str(write_config(tmp_path / "local" / "corpus.yaml", str(local_root))))
-        instance = dg.DagsterInstance.ephemeral()
-        materialize_sources(local, instance)
-        assert materialize_global(local, instance).success
+        build_in_process(write_config(tmp_path / "local" / "corpus.yaml", str(local_root)))
         expected = published(local_root)
         assert any(k.startswith("tokens/") for k in expected) and any(k.endswith(".parquet") for k in expected)
 
@@ -153,8 +134,8 @@ def test_a_cluster_without_a_shared_disk_gives_the_local_bytes(tmp_path, monkeyp
                 with source_pool(corpus, instance, ids) as pool:
                     sources = pool.run_sources(ids)
                     corpus_run = pool.run_global()
-                assert [o.success for o in sources] == [True] * len(ids), step_failures(instance, sources[0].run_id)
-                assert corpus_run.success, step_failures(instance, corpus_run.run_id)
+                assert [o.success for o in sources] == [True] * len(ids), failures(instance, sources[0].run_id)
+                assert corpus_run.success, failures(instance, corpus_run.run_id)
                 table = step_table(instance, [*((f"build_source {o.partition}", o.run_id) for o in sources),
                                               ("build_corpus", corpus_run.run_id)])
                 out = PROJECT / "tests" / "cluster" / "artifacts" / "cluster-steps.md"

@@ -8,10 +8,8 @@ The dask run goes through the CLI's own path (`RunPool`: one run per source, the
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
-from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -21,41 +19,13 @@ pytest.importorskip("dagster_dask")
 distributed = pytest.importorskip("distributed")
 
 from corpus_factory import write_setup  # noqa: E402
+from dagster_runs import build_in_process, failures, published_bytes  # noqa: E402
 
 from corpus_dagster.core.ledger import load_ledger  # noqa: E402
 from corpus_dagster.defs.resources import CorpusConfig  # noqa: E402
-from corpus_dagster.defs.runner import GLOBAL_JOB, materialize_global, materialize_sources, source_pool  # noqa: E402
+from corpus_dagster.defs.runner import GLOBAL_JOB, source_pool  # noqa: E402
 
 FAN_OUT_STEPS = ("dedup_lsh_1", "dedup_verify_1", "shards_write_1", "token_streams_encode_1")
-
-
-def published_bytes(artifacts: Path) -> dict[str, str]:
-    """sha256 of every file a user consumes: shards + manifest, token streams, dedup tables, releases.
-
-    Dedup tables are named without their key folder: raw parts record their fetch time, so the stage keys
-    of two fetches differ while every table byte must not."""
-    out = {}
-    for top in ("corpus/testset", "tokens/testset", "stages/dedup", "release"):
-        for path in sorted((artifacts / top).rglob("*")):
-            if path.is_file() and not path.name.startswith((".", "_RECORD")):
-                name = f"{top}/{path.name}" if top == "stages/dedup" else str(path.relative_to(artifacts))
-                out[name] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
-
-
-def failures(instance: dg.DagsterInstance, run_id: str | None) -> list[str]:
-    """The failure messages of a run, for the assertion message."""
-    if run_id is None:
-        return ["never started"]
-    out = []
-    for record in instance.get_records_for_run(run_id).records:
-        event = record.event_log_entry.dagster_event
-        if event is not None and event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE", "ENGINE_EVENT"):
-            out.append(f"{event.step_key}: {event.message}"[:2000])
-            info = getattr(event.event_specific_data, "error", None)
-            if info is not None:
-                out.append(info.to_string()[:3000])
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -73,10 +43,7 @@ def cluster():
 def test_dask_executor_with_fan_out_gives_the_in_process_bytes(tmp_path, cluster):
     local, worker_pids = cluster
     config = write_setup(tmp_path / "local", workers=1)
-    local_corpus = CorpusConfig(config_path=str(config))
-    local_instance = dg.DagsterInstance.ephemeral()
-    materialize_sources(local_corpus, local_instance)
-    assert materialize_global(local_corpus, local_instance).success
+    local_corpus = build_in_process(config)
     expected = published_bytes(local_corpus.layout().root)
     assert any(k.startswith("tokens/") for k in expected) and any(k.endswith(".parquet") for k in expected)
 

@@ -11,7 +11,7 @@ import dagster as dg
 import fsspec
 import yaml
 from corpus_factory import write_setup
-from test_dask_executor import published_bytes
+from dagster_runs import build_in_process, published_bytes
 
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.layout import Layout
@@ -34,11 +34,7 @@ def store_setup(config: Path, tmp_path: Path) -> tuple[str, Path]:
 
 def test_a_build_on_an_object_store_gives_the_local_bytes(tmp_path, monkeypatch, capsys):
     config = write_setup(tmp_path / "local", workers=1)
-    local = CorpusConfig(config_path=str(config))
-    instance = dg.DagsterInstance.ephemeral()
-    materialize_sources(local, instance)
-    assert materialize_global(local, instance).success
-    expected = published_bytes(local.layout().root)
+    expected = published_bytes(build_in_process(config).layout().root)
 
     url, remote_config = store_setup(config, tmp_path)
     monkeypatch.setenv("CORPUS_MIRROR", str(tmp_path / "mirror-a"))
