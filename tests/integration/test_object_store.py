@@ -4,6 +4,7 @@ build pulls every published file from the store alone."""
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def test_the_ledger_sensor_reads_the_ledger_in_the_store(tmp_path, monkeypatch):
     """A sensor runs in the daemon, on a machine that may have no mirror yet: it pulls the ledger alone and
     follows the store's ledger as another machine changes it."""
     from corpus_dagster.core.reconcile import read_ledger_rows
-    from corpus_dagster.defs.automation import ledger_sensor
+    from corpus_dagster.defs.automation import ledger_sensor, refresh_schedule_for
     from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 
     config = write_setup(tmp_path / "local", workers=1)
@@ -107,3 +108,10 @@ def test_the_ledger_sensor_reads_the_ledger_in_the_store(tmp_path, monkeypatch):
         assert [(type(r).__name__, list(r.partition_keys)) for r in removed.dynamic_partitions_requests] == [
             ("DeleteDynamicPartitionsRequest", ["gamma"])]
         assert read_ledger_rows(corpus.layout().ledger).ids == ["alpha", "beta"]
+        # the refresh schedule reads the ledger from the store too: beta's row leaves it on another machine
+        only_alpha = [line for line in rows if '"beta"' not in line]
+        memory.pipe_file(f"{url}/corpus/LEDGER.jsonl", "".join(only_alpha).encode())
+        schedule = refresh_schedule_for("0 3 * * *", "UTC")
+        ctx = dg.build_schedule_context(instance=instance, resources={"corpus": corpus},
+                                        scheduled_execution_time=dt.datetime(2026, 1, 1, 3, tzinfo=dt.UTC))
+        assert [r.partition_key for r in schedule(ctx)] == ["alpha"]
