@@ -180,7 +180,7 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     from corpus_dagster.cli.progress_display import RunWatcher
     from corpus_dagster.core.ledger import check_config_against_ledger, load_ledger
     from corpus_dagster.core.settings import Settings
-    from corpus_dagster.core.storage import sync
+    from corpus_dagster.core.storage import refused_line, sync
     from corpus_dagster.defs.instance import (
         fail_orphaned_runs,
         hold_session,
@@ -193,7 +193,12 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     from corpus_dagster.ingest.estimate import largest_first
 
     settings = Settings.from_resolved(resolved)
-    sync(layout.store())  # an artifacts store: this machine's mirror brought up to it (core.storage)
+    store = layout.store()
+    if store is not None:
+        store.forget_warnings()  # each run names the store's refused keys once, here (its steps then do not)
+    _, pulled = sync(store)  # an artifacts store: this machine's mirror brought up to it (core.storage)
+    if pulled is not None and pulled.refused:
+        print(f"{prefix}: warning: {refused_line(store.url, pulled.refused)}", file=sys.stderr, flush=True)
     ledger = load_ledger(layout.ledger)  # LedgerError names file, line and JSON path
     # rule sources and pins against the ledger: exit 2 before any run (ingest is imported only for pins)
     check_config_against_ledger(resolved, ledger, config_path)
@@ -240,7 +245,7 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
                     log.step = f"{GLOBAL_JOB} run"
                     pool.run_global(tags=tags, poll=watcher.poll)
     log.step = "the summary"
-    sync(layout.store())  # what the runs pushed, for the summary
+    sync(store)  # what the runs pushed, for the summary
     failures = watcher.failures
     failed_checks = [c for c in watcher.checks if not c.passed]
     if not failures:

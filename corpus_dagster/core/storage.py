@@ -16,6 +16,10 @@ mirror last saw. An object changed by another machine since is a `StorageConflic
 overwrite. Temp names (`core.atomic.is_temp_name`), lock files and check scratch folders never leave the
 machine.
 
+Keys are data, never paths: a key of the listing that is not a plain relative path (an empty, `.` or `..`
+component, a backslash, a NUL, a leading slash) is refused, named in one warning, never written here and
+never removed from the store; and every path is checked to resolve inside the mirror before a byte is written.
+
 Credentials and endpoints come from the store's standard settings (for S3: `AWS_ENDPOINT_URL`,
 `AWS_ACCESS_KEY_ID`, ...) or `paths.storage_options`.
 """
@@ -39,6 +43,7 @@ from corpus_dagster.core.atomic import atomic_path, atomic_write_bytes, is_temp_
 from corpus_dagster.core.errors import CorpusError
 
 STATE_NAME = ".mirror-state.json"
+REFUSED_NAME = ".mirror-refused.json"  # the refused keys this mirror has warned of (one warning per key)
 LOCK_NAME = ".mirror.lock"
 MIRROR_ENV = "CORPUS_MIRROR"
 IO_PREFIX = ".dagster-io"  # the values Dagster passes between steps (defs.store_io): never mirrored
@@ -51,6 +56,38 @@ class StorageError(CorpusError):
 
 class StorageConflict(StorageError):
     """Another writer changed an object this machine is about to overwrite or remove."""
+
+
+class UnsafeKey(StorageError):
+    """A store key that would name a file outside the mirror (or not a plain relative path at all)."""
+
+
+def key_problem(rel: str) -> str | None:
+    """Why a key (relative to the store's root) cannot name a file of the mirror, or None for a plain relative
+    path: a key is data written by whoever can write to the bucket, never a path to trust."""
+    if not rel:
+        return "an empty key"
+    if "\x00" in rel:
+        return "a NUL byte"
+    if "\\" in rel:
+        return "a backslash"
+    if rel.startswith("/"):
+        return "a leading slash"
+    for part in rel.split("/"):
+        if part == "":
+            return "an empty component"
+        if part in (".", ".."):
+            return f"a {part!r} component"
+    return None
+
+
+def refused_line(url: str, refused: dict[str, str], shown: int = 5) -> str:
+    """The one warning that names refused keys (repr: a key may hold any character) and why."""
+    keys = sorted(refused)
+    named = ", ".join(f"{key!r} ({refused[key]})" for key in keys[:shown])
+    more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    return (f"artifacts store {url}: refused {len(keys)} key(s) that are not plain relative paths, left in the "
+            f"store untouched and never written here: {named}{more}")
 
 
 def is_remote(url: str) -> bool:
@@ -75,7 +112,7 @@ def skipped(rel: str) -> bool:
     """Whether a mirror path stays on this machine: temp names, lock files, scratch folders, the mirror's own
     state."""
     for part in rel.split("/"):
-        if part in (STATE_NAME, LOCK_NAME, ".locks", IO_PREFIX) or is_temp_name(part) or (part.startswith(".") and ".rebuild-" in part):
+        if part in (STATE_NAME, LOCK_NAME, REFUSED_NAME, ".locks", IO_PREFIX) or is_temp_name(part) or (part.startswith(".") and ".rebuild-" in part):
             return True
     return False
 
@@ -99,6 +136,7 @@ class SyncReport:
     bytes: int = 0
     removed: int = 0
     names: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)  # keys refused and first warned of by this sync
 
 
 @dataclass
@@ -115,6 +153,20 @@ class Store:
         self.fs, self.root = fsspec.core.url_to_fs(self.url.rstrip("/"), **self.options)
         self.root = self.root.rstrip("/")
         self._guard = threading.Lock()
+        self.refused: dict[str, str] = {}  # the last listing's refused keys: why each is not a path
+
+    def local(self, rel: str) -> Path:
+        """The mirror path of a key, checked before a byte is written there: a plain relative path that
+        resolves inside the mirror (a symbolic link on the way cannot take it out), else UnsafeKey."""
+        problem = key_problem(rel)
+        if problem is None:
+            base = self.mirror.resolve()
+            real = (base / rel).resolve()
+            if real == base or not real.is_relative_to(base):
+                problem = "resolves outside the mirror"
+        if problem is not None:
+            raise UnsafeKey(f"{self._remote(rel)!r} is not a path inside {self.mirror}: {problem}")
+        return self.mirror / rel
 
     # --- state --------------------------------------------------------------------------------------------
 
@@ -162,14 +214,36 @@ class Store:
             raise StorageError(f"cannot list {self.url}: {exc}") from exc
         prefix = self.root + "/"
         out = {}
+        refused = {}
         for name, info in found.items():
-            name = name.rstrip("/")
             if info.get("type") == "directory" or not name.startswith(prefix):
                 continue
             rel = name[len(prefix):]
-            if not skipped(rel):
+            problem = key_problem(rel)
+            if problem is not None:
+                refused[rel] = problem
+            elif not skipped(rel):
                 out[rel] = _token(info)
+        self.refused = refused
         return out
+
+    def _warn_refused(self) -> dict[str, str]:
+        """Warn once per mirror of each refused key of the last listing (the mirror's lock held); returns the
+        keys warned of now."""
+        path = self.mirror / REFUSED_NAME
+        try:
+            warned = set(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            warned = set()
+        new = {key: why for key, why in self.refused.items() if key not in warned}
+        if new:
+            logging.getLogger("corpus_dagster.storage").warning(refused_line(self.url, new))
+            atomic_write_bytes(path, json.dumps(sorted(warned | set(new))).encode())
+        return new
+
+    def forget_warnings(self) -> None:
+        """Say every refused key again on the next sync: what a CLI run calls first, so each run names them once."""
+        (self.mirror / REFUSED_NAME).unlink(missing_ok=True)
 
     def local_files(self) -> dict[str, Path]:
         """Every file of the mirror that belongs in the store, by relative path."""
@@ -180,7 +254,7 @@ class Store:
             dirnames[:] = sorted(d for d in dirnames if not skipped(d))
             for name in sorted(filenames):
                 rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                if not skipped(rel):
+                if not skipped(rel) and key_problem(rel) is None:
                     out[rel] = base / name
         return out
 
@@ -197,8 +271,9 @@ class Store:
 
         remote = {rel: t for rel, t in self.listing().items() if wanted(rel)}
         with self._locked() as state:
+            report.refused = self._warn_refused()
             for rel, token in sorted(remote.items()):
-                path = self.mirror / rel
+                path = self.local(rel)
                 known = state.get(rel)
                 if known and known["token"] == token and path.is_file():
                     continue  # as last synced, or changed here since (the next push uploads it)
@@ -213,7 +288,11 @@ class Store:
                 report.bytes += path.stat().st_size
                 report.names.append(rel)
             for rel in sorted(rel for rel in state if wanted(rel) and rel not in remote):
-                path = self.mirror / rel
+                try:
+                    path = self.local(rel)
+                except UnsafeKey:  # a state file of an older version: forgotten, never acted on
+                    del state[rel]
+                    continue
                 if path.is_file() and self._stamp(path) != state[rel]["stamp"]:
                     continue
                 path.unlink(missing_ok=True)
@@ -229,7 +308,7 @@ class Store:
             changed = sorted((rel for rel, path in files.items()
                               if rel not in state or self._stamp(path) != state[rel]["stamp"]),
                              key=lambda rel: (rel.endswith(".json"), rel))
-            gone = sorted(rel for rel in state if rel not in files)
+            gone = sorted(rel for rel in state if rel not in files and key_problem(rel) is None)
             if not changed and not gone:
                 return report
             remote = self.listing()
