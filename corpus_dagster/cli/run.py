@@ -124,6 +124,7 @@ def run_pipeline(config_path: str, prefix: str = "run", keep_going: bool = False
     """Run everything for a config with a compact progress display; returns the exit code (see EXIT_CODES)."""
     from corpus_dagster.core.errors import ConfigError, LedgerError
     from corpus_dagster.core.layout import Layout
+    from corpus_dagster.core.storage import StorageError
 
     start = time.monotonic()
     config_path = str(Path(config_path).resolve())
@@ -151,6 +152,10 @@ def run_pipeline(config_path: str, prefix: str = "run", keep_going: bool = False
         log.write(traceback.format_exc())
         _error(prefix, one_line_error(exc))
         code = EXIT_BAD_INPUT
+    except StorageError as exc:  # the artifacts store (a conflict with another writer, a fault): not a bug
+        log.write(traceback.format_exc())
+        _error(prefix, one_line_error(exc))
+        code = EXIT_SOURCE_FAILED
     except Exception as exc:  # noqa: BLE001 - a bug: one line here, the traceback in the log
         log.write(traceback.format_exc())
         disk = disk_full_message(exc, os.environ.get("DAGSTER_HOME"))

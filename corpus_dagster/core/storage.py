@@ -12,8 +12,10 @@ mirror of it, and the mirror is synced with the store:
   here is removed from the store after the uploads.
 
 One writer per object: before a push overwrites an object, the store's ETag must still be the one this
-mirror last saw. An object changed by another machine since is a `StorageConflict`, never a silent
-overwrite. Temp names (`core.atomic.is_temp_name`), lock files and check scratch folders never leave the
+mirror last saw (on S3 the put itself carries the condition: `If-Match`, `If-None-Match`). An object another
+machine changed since is compared byte for byte: the same bytes (a deterministic build on two machines) are
+taken as this mirror's, other bytes are a `StorageConflict`, never a silent overwrite, and the next sync of
+the losing mirror takes the store's copy (pull before push). Temp names (`core.atomic.is_temp_name`), lock files and check scratch folders never leave the
 machine.
 
 Keys are data, never paths: a key of the listing that is not a plain relative path (an empty, `.` or `..`
@@ -48,6 +50,7 @@ LOCK_NAME = ".mirror.lock"
 MIRROR_ENV = "CORPUS_MIRROR"
 IO_PREFIX = ".dagster-io"  # the values Dagster passes between steps (defs.store_io): never mirrored
 LOCAL_SCHEMES = ("", "file", "local")
+S3_SINGLE_PUT_BYTES = 100 * 2**20  # s3fs uploads a file this large or larger in parts (its 2 x 50 MiB chunks)
 
 
 class StorageError(CorpusError):
@@ -316,17 +319,26 @@ class Store:
                 known = state.get(rel)
                 theirs = remote.get(rel)
                 if theirs is not None and (known is None or known["token"] != theirs):
-                    raise StorageConflict(
-                        f"{self._remote(rel)} was changed by another writer since this machine last synced "
-                        f"{self.mirror}; one writer per artifacts root and stage (docs/deploy.md)")
+                    if rel not in files or not self._same_bytes(rel, files[rel]):
+                        raise self._conflict(rel)
+                    state[rel] = {"token": theirs, "stamp": self._stamp(files[rel])}  # another writer's same bytes
             for rel in changed:
                 path = files[rel]
                 stamp = self._stamp(path)
+                if state.get(rel, {}).get("stamp") == stamp:
+                    continue  # settled above: the store holds these bytes already
+                expected = state[rel]["token"] if rel in state else None
                 try:
-                    self.fs.put_file(str(path), self._remote(rel))
+                    self._put(path, rel, expected)
+                except OSError as exc:
+                    if not _precondition_failed(exc):
+                        raise StorageError(f"cannot upload {path} to {self._remote(rel)}: {exc}") from exc
+                    if not self._same_bytes(rel, path):  # written by another since the listing above
+                        raise self._conflict(rel) from exc
+                try:
                     token = _token(self.fs.info(self._remote(rel)))
                 except OSError as exc:
-                    raise StorageError(f"cannot upload {path} to {self._remote(rel)}: {exc}") from exc
+                    raise StorageError(f"cannot read back {self._remote(rel)}: {exc}") from exc
                 state[rel] = {"token": token, "stamp": stamp}
                 report.files += 1
                 report.bytes += stamp[0]
@@ -337,6 +349,63 @@ class Store:
                 del state[rel]
                 report.removed += 1
         return report
+
+
+    # --- two writers -----------------------------------------------------------------------------------
+
+    def _put(self, path: Path, rel: str, expected: str | None) -> None:
+        """Upload one file, on S3 only if the object is still the one this mirror last saw (`If-Match` its ETag,
+        or `If-None-Match: *` for an object this mirror never saw), so no other writer's object is overwritten
+        between the check and the put. Other stores (and S3 multipart uploads replacing an object) put
+        without a condition: the window between listing and put stays (docs/deploy.md)."""
+        remote = self._remote(rel)
+        if type(self.fs).__name__ != "S3FileSystem":
+            self.fs.put_file(str(path), remote)
+        elif expected is None:
+            self.fs.put_file(str(path), remote, mode="create")
+        elif path.stat().st_size < S3_SINGLE_PUT_BYTES and ":" not in expected:
+            self.fs.put_file(str(path), remote, IfMatch=f'"{expected}"')
+        else:
+            self.fs.put_file(str(path), remote)
+
+    def _same_bytes(self, rel: str, path: Path) -> bool:
+        """Whether the store's object holds exactly the bytes of a local file (a deterministic build writes the
+        same bytes on two machines: no conflict then)."""
+        chunk = 1 << 20
+        self.fs.invalidate_cache(self._remote(rel))  # a listing cached by the file system is older than the object
+        try:
+            if self.fs.size(self._remote(rel)) != path.stat().st_size:
+                return False
+            with self.fs.open(self._remote(rel), "rb") as theirs, open(path, "rb") as ours:
+                while True:
+                    mine = ours.read(chunk)
+                    if theirs.read(chunk) != mine:
+                        return False
+                    if not mine:
+                        return True
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise StorageError(f"cannot read {self._remote(rel)}: {exc}") from exc
+
+    def _conflict(self, rel: str) -> StorageConflict:
+        return StorageConflict(
+            f"{self._remote(rel)} holds other bytes, written by another writer since the mirror {self.mirror} "
+            f"last synced; this run's copy was not pushed. Rerun: the next run takes the store's copy into that "
+            f"mirror first and rebuilds what no longer matches (two writers on one artifacts root: docs/deploy.md)")
+
+
+def _precondition_failed(exc: BaseException) -> bool:
+    """Whether an S3 error is a failed `If-Match` / `If-None-Match` (another writer's object is there)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, FileExistsError):
+            return True
+        code = getattr(seen, "response", {}).get("Error", {}).get("Code") if hasattr(seen, "response") else None
+        if code in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 # --- the store of this process ----------------------------------------------------------------------------
@@ -386,12 +455,16 @@ def push_all(min_interval_s: float = 0.0) -> list[SyncReport]:
 
 
 def sync(store: Store | None, only: str | None = None) -> tuple[list[SyncReport], SyncReport | None]:
-    """Before reading: push what this process wrote so far (an earlier step of an in-process run), then bring
-    the mirror (or just `only` in it) up to the store, and log what moved. Nothing for a local root."""
+    """Before reading: bring the mirror (or just `only` in it) up to the store, then push what this process
+    wrote so far (an earlier step of an in-process run), and log what moved. Nothing for a local root.
+
+    Pull before push: a mirror that lost a conflict to another writer holds a copy the store does not; the
+    pull replaces it with the store's (its stage record then decides what is rebuilt), so the next run heals
+    instead of failing on the same object again."""
     if store is None:
         return [], None
-    pushed = push_all()
     pulled = store.pull(only)
+    pushed = push_all()
     if pulled.files or pulled.removed or any(r.files or r.removed for r in pushed):
         logging.getLogger("corpus_dagster.storage").info(
             "artifacts store %s: pushed %d file(s), pulled %d file(s) (%.1f MB), removed %d",

@@ -47,3 +47,18 @@ def test_planted_keys_write_nothing_outside_the_mirror_and_stay_in_the_store(s3,
     assert len(warnings) == 1 and warnings[0].startswith("run: warning: artifacts store s3://"), warnings
     for key in planted:
         assert repr(key[len(prefix) + 1:]) in warnings[0]
+
+
+def test_two_runs_at_once_on_one_prefix_end_well_or_the_loser_heals_on_its_next_run(s3, tmp_path):
+    config, prefix = store_config(tmp_path, s3)
+    runs = {machine: cli(tmp_path, s3, machine, config) for machine in ("m1", "m2")}
+    ended = {machine: finished(proc) for machine, proc in runs.items()}
+    codes = sorted(code for code, _, _ in ended.values())
+    assert codes in ([0, 0], [0, 3]), {m: (c, out[-2000:], err[-2000:]) for m, (c, out, err) in ended.items()}
+    for machine, (code, out, err) in ended.items():
+        if code == 3:
+            errors = [line for line in err.splitlines() if line.startswith("run: error:")]
+            assert any("another writer" in line and str(tmp_path / machine / "mirror") in line and "Rerun" in line
+                       for line in errors), err[-3000:]
+            code, out, err = finished(cli(tmp_path, s3, machine, config))
+            assert code == 0, out[-3000:] + err[-3000:]

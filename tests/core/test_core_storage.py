@@ -9,6 +9,7 @@ import fsspec
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
+from corpus_dagster.core import storage
 from corpus_dagster.core.config import artifacts_root, artifacts_store, load_config
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.storage import (
@@ -107,7 +108,9 @@ def test_a_pull_replaces_a_file_the_store_changed(tmp_path, url):
 
 
 @pytest.mark.parametrize("second_write", ["change", "create"])
-def test_two_writers_of_one_object_are_a_conflict_not_an_overwrite(tmp_path, url, second_write):
+def test_two_writers_of_other_bytes_are_a_conflict_and_the_loser_heals_on_its_next_sync(tmp_path, url, second_write,
+                                                                                       monkeypatch):
+    monkeypatch.setattr(storage, "_ACTIVE", {})
     a, b = Store(url, tmp_path / "a"), Store(url, tmp_path / "b")
     if second_write == "change":
         _write(a.mirror / "f.txt", b"one")
@@ -118,10 +121,29 @@ def test_two_writers_of_one_object_are_a_conflict_not_an_overwrite(tmp_path, url
         _write(a.mirror / "f.txt", b"from a")
     a.push()
     _write(b.mirror / "f.txt", b"from b, never seen a's")
-    with pytest.raises(StorageConflict, match="f.txt was changed by another writer"):
+    _write(b.mirror / "g.txt", b"b's alone")
+    with pytest.raises(StorageConflict, match=f"f.txt holds other bytes.*the mirror {b.mirror} .*Rerun"):
         b.push()
     with a.fs.open(f"{a.root}/f.txt", "rb") as fh:
         assert fh.read() == b"from a"
+    assert "g.txt" not in a.listing()  # nothing of a conflicting push went up
+    pushed, pulled = storage.sync(storage.store_for(url, b.mirror))  # the next run: pull, then push
+    assert pulled.names == ["f.txt"] and (b.mirror / "f.txt").read_bytes() == b"from a"
+    assert [r.names for r in pushed] == [["g.txt"]]
+
+
+@pytest.mark.parametrize("second_write", ["change", "create"])
+def test_two_writers_of_the_same_bytes_are_no_conflict(tmp_path, url, second_write):
+    a, b = Store(url, tmp_path / "a"), Store(url, tmp_path / "b")
+    if second_write == "change":
+        _write(a.mirror / "f.txt", b"one")
+        a.push()
+        b.pull()
+    _write(a.mirror / "f.txt", b"deterministic")
+    a.push()
+    _write(b.mirror / "f.txt", b"deterministic")
+    assert b.push().files == 0  # the store holds these bytes: nothing to upload, nothing to refuse
+    assert b.pull().files == 0 and b.push().files == 0  # and b's mirror knows it
 
 
 def test_an_artifacts_url_roots_the_layout_in_this_machines_mirror(tmp_path, monkeypatch):
