@@ -64,6 +64,13 @@ class IngestSettings(Section):
     max_doc_bytes: int = 16777216
     #: Seconds before a remote (http/s3/hf) read gives up.
     timeout_s: float = 300
+    #: Locations a ledger source may name: URL or path prefixes (`s3://bucket/sources/`,
+    #: `https://data.example.org/`, `/data/corpora/`). A ledger URL outside every prefix is refused before any
+    #: run (exit 2), compared after normalization (`..` resolved, `file://` and bare paths alike, symlinks of
+    #: local folders followed, whole path components), so a ledger kept in a shared bucket cannot point the
+    #: pipeline at this machine's files. Empty: any location. Execution only: it refuses ledgers, never
+    #: changes an accepted one's output.
+    allowed_prefixes: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> IngestSettings:
@@ -73,6 +80,7 @@ class IngestSettings(Section):
             "part_max_docs": None,
             "max_doc_bytes": None,
             "timeout_s": None,
+            "allowed_prefixes": tuple,
         }))
 
 

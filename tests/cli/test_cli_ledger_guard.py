@@ -65,3 +65,31 @@ def test_a_where_outside_the_grammar_exits_2_naming_line_and_construct(tmp_path,
     everything = proc.stdout + proc.stderr + (tmp_path / "run.log").read_text()
     assert SECRET not in everything
     assert not (tmp_path / "dagster_home").exists() or not list((tmp_path / "dagster_home").rglob("*.db"))
+
+
+def limit_to_sources(config: Path) -> Path:
+    """The config with ingest.allowed_prefixes set to the factory's sources folder (trailing slash and all)."""
+    cfg = yaml.safe_load(config.read_text())
+    sources = config.parent / "sources"
+    cfg["ingest"] = {"allowed_prefixes": [f"{sources}/"]}
+    config.write_text(yaml.safe_dump(cfg))
+    return sources
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["{root}/private.csv", "{sources}/../private.csv", "file://{sources}/../private.csv", "{sources}x/beta.jsonl.zst"],
+    ids=["outside", "dotdot", "file-url-dotdot", "prefix-of-a-name"],
+)
+def test_a_ledger_url_outside_allowed_prefixes_exits_2_naming_the_line(tmp_path, secret_csv, url):
+    config, ledger = setup_with_row(tmp_path)
+    sources = limit_to_sources(config)
+    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
+    rows[1]["urls"] = [url.format(root=tmp_path, sources=sources)]
+    ledger.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = run_cli(tmp_path, config)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (line,) = error_lines(proc)  # lines 1 and 3 (file:// and a bare path inside the prefix) are accepted
+    assert str(ledger) in line and "1 ledger violation(s): line 2: $.urls[0]:" in line, line
+    assert "is outside ingest.allowed_prefixes" in line and "Traceback" not in proc.stderr
+    assert SECRET not in proc.stdout + proc.stderr + (tmp_path / "run.log").read_text()
