@@ -183,6 +183,7 @@ def one_line_error(exc: BaseException) -> str:
 def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool, log: GuardedLog, log_path: Path,
          start: float) -> int:
     from corpus_dagster.cli.progress_display import RunWatcher
+    from corpus_dagster.core.allowed_locations import check_allowed_locations
     from corpus_dagster.core.ledger import check_config_against_ledger, load_ledger
     from corpus_dagster.core.settings import Settings
     from corpus_dagster.core.storage import refused_line, sync
@@ -205,6 +206,8 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     if pulled is not None and pulled.refused:
         print(f"{prefix}: warning: {refused_line(store.url, pulled.refused)}", file=sys.stderr, flush=True)
     ledger = load_ledger(layout.ledger)  # LedgerError names file, line and JSON path
+    # before anything lists or reads a source: every ledger URL inside ingest.allowed_prefixes (exit 2)
+    check_allowed_locations(settings.ingest.allowed_prefixes, ledger, layout.ledger)
     # rule sources and pins against the ledger: exit 2 before any run (ingest is imported only for pins)
     check_config_against_ledger(resolved, ledger, config_path)
     if any(s.sha256 for s in ledger):
