@@ -37,6 +37,9 @@ class PathsSettings(Section):
     #: Options passed to the fsspec file system of an artifacts URL (e.g. endpoint_url, key, secret for s3);
     #: empty means the store's standard settings (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
     storage_options: Mapping[str, Any] = field(default_factory=FrozenMapping)
+    #: Seconds a sync with an artifacts URL waits for a store that does not answer before it fails (exit 3):
+    #: bounds the client's connect and read timeouts and its retries (docs/deploy.md).
+    store_timeout_s: float = 60
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PathsSettings:
@@ -46,6 +49,7 @@ class PathsSettings(Section):
             "ledger": None,
             "mirror": None,
             "storage_options": FrozenMapping,
+            "store_timeout_s": None,
         }))
 
 
