@@ -168,9 +168,11 @@ def local_path(url: str) -> str:
 
 
 def default_mirror(url: str, configured: str | None = None) -> Path:
-    """Where this machine mirrors `url`: $CORPUS_MIRROR, else `paths.mirror`, else a per-user cache folder;
-    always a sub-folder named by the URL's hash, so one mirror folder serves several stores."""
-    base = os.environ.get(MIRROR_ENV) or configured or str(Path.home() / ".cache" / "corpus-dagster" / "mirror")
+    """Where this machine mirrors `url`: `paths.mirror` when the config sets it, else $CORPUS_MIRROR, else a
+    per-user cache folder; always a sub-folder named by the URL's hash, so one mirror folder serves several
+    stores. The config wins, as the config's own documentation says: a machine-wide variable must not move the
+    mirror of a config that names one."""
+    base = configured or os.environ.get(MIRROR_ENV) or str(Path.home() / ".cache" / "corpus-dagster" / "mirror")
     return Path(base).expanduser().resolve() / hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
 
 

@@ -127,7 +127,16 @@ def test_a_store_gone_mid_run_names_the_failed_steps_and_the_rerun_resumes(tmp_p
                                                                     "steps are kept"), line
         assert "Traceback" not in err
         server.start()
+        # and a raw part the first run pushed is damaged in the store meanwhile: rebuilt, and said once
+        (part,) = [k for k in keys(server.env, prefix) if "/raw/alpha/" in k and k.endswith(".jsonl.zst")]
+        s3 = client(server.env)
+        good = s3.get_object(Bucket=BUCKET, Key=part)["Body"].read()
+        damaged = good[:-1] + bytes([good[-1] ^ 1])
+        s3.put_object(Bucket=BUCKET, Key=part, Body=damaged)
         code, out, err = finished(cli(tmp_path, server.env, "m1", config))
         assert code == 0, out[-3000:] + err[-3000:]
+        said = [line for line in (out + err).splitlines() if Path(part).name in line]
+        assert len(said) == 1 and "is damaged (sha256 differs from its _RECORD.json); rebuilding it" in said[0], said
+        assert s3.get_object(Bucket=BUCKET, Key=part)["Body"].read() != damaged  # fetched again (a new fetched_at)
     finally:
         server.stop()

@@ -278,3 +278,14 @@ def test_s3_clients_get_bounded_timeouts_and_retries_unless_the_config_sets_them
     assert theirs["read_timeout"] == 300 and theirs["connect_timeout"] == 15.0
     assert client_options("memory://x", {"k": 1}, 60) == {"k": 1}
 
+
+
+def test_the_configs_mirror_wins_over_the_environment_which_wins_over_the_default(tmp_path, monkeypatch):
+    cfg = {"paths": {"artifacts": "s3://bucket/corpus", "mirror": str(tmp_path / "configured")}}
+    monkeypatch.setenv("CORPUS_MIRROR", str(tmp_path / "from-env"))
+    assert artifacts_root(load_config(None, cfg)).parent == (tmp_path / "configured").resolve()
+    assert artifacts_root(load_config(None, {"paths": {"artifacts": "s3://bucket/corpus"}})).parent == (
+        tmp_path / "from-env").resolve()
+    monkeypatch.delenv("CORPUS_MIRROR")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_mirror("s3://bucket/corpus").parent == (tmp_path / "home" / ".cache" / "corpus-dagster" / "mirror")
