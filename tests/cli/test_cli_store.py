@@ -140,3 +140,19 @@ def test_a_store_gone_mid_run_names_the_failed_steps_and_the_rerun_resumes(tmp_p
         assert s3.get_object(Bucket=BUCKET, Key=part)["Body"].read() != damaged  # fetched again (a new fetched_at)
     finally:
         server.stop()
+
+
+def test_explain_on_a_store_that_is_gone_exits_3_naming_it(tmp_path, monkeypatch, capsys):
+    from store_box import S3_KEYS, write_store_config
+
+    from corpus_dagster.cli import explain as explain_cli
+    from corpus_dagster.core.storage import forget_stores
+
+    config = write_store_config(tmp_path, f"s3://{BUCKET}/corpora/gone")
+    for name, value in {**S3_KEYS, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}",
+                        "CORPUS_MIRROR": str(tmp_path / "mirror")}.items():
+        monkeypatch.setenv(name, value)
+    forget_stores()
+    assert explain_cli.main(["alpha:0", "--config", str(config)]) == 3
+    assert capsys.readouterr().err.startswith(f"error: artifacts store s3://{BUCKET}/corpora/gone: unreachable (")
+    forget_stores()
