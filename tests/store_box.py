@@ -20,20 +20,39 @@ BUCKET = "corpus-store-test"
 S3_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
+class S3Server:
+    """moto's S3 server on 127.0.0.1 in a thread, with one bucket; `stop` and `start` take it away and bring it
+    back on the same port with the same objects (moto keeps them in this process)."""
+
+    def __init__(self) -> None:
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
+        self.port = 0
+        self.start()
+        client(self.env).create_bucket(Bucket=BUCKET)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment a client needs: endpoint and test credentials."""
+        return {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.port}", **S3_KEYS}
+
+    def start(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+        self.port = self.server.get_host_and_port()[1]
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
 @contextlib.contextmanager
 def s3_in_a_thread() -> Iterator[dict[str, str]]:
-    """moto's S3 server on 127.0.0.1 with one bucket; yields the environment a client needs."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    """An S3Server for the block; yields the environment a client needs."""
+    server = S3Server()
     try:
-        host, port = server.get_host_and_port()
-        env = {"AWS_ENDPOINT_URL": f"http://{host}:{port}", **S3_KEYS}
-        client(env).create_bucket(Bucket=BUCKET)
         forget_stores()
-        yield env
+        yield server.env
     finally:
         forget_stores()
         server.stop()
@@ -61,6 +80,17 @@ def store_config(root: Path, env: dict[str, str], extra_paths: dict | None = Non
     config = root / "store.yaml"
     config.write_text(yaml.safe_dump(cfg), encoding="utf-8")
     return config, prefix
+
+
+def write_store_config(root: Path, url: str) -> Path:
+    """A config of the test corpus whose artifacts root is `url` (nothing uploaded: for a store that fails)."""
+    from corpus_factory import write_setup
+
+    cfg = yaml.safe_load(write_setup(root / "local", workers=1).read_text())
+    cfg["paths"] = {"artifacts": url}
+    config = root / "store.yaml"
+    config.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    return config
 
 
 def keys(env: dict[str, str], prefix: str) -> set[str]:

@@ -11,7 +11,7 @@ import sys
 from corpus_dagster.core.config import load_config, packaged_config_path
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.layout import Layout
-from corpus_dagster.core.storage import sync
+from corpus_dagster.core.storage import StorageError, StoreExtraMissing, sync
 from corpus_dagster.explain import explain, render
 
 
@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
         layout = Layout.from_config(resolved)
         sync(layout.store())  # an artifacts store: this machine's mirror brought up to it first
         answer = explain(layout, resolved, args.document)
+    except StorageError as exc:  # the store failed (exit 3, as the run CLI's), unless an extra is missing (2)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, StoreExtraMissing) else 3
     except CorpusError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

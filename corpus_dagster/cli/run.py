@@ -33,12 +33,16 @@ EXIT_SOURCE_FAILED = 3
 EXIT_CHECK_FAILED = 4
 EXIT_CODES = f"""exit codes:
   {EXIT_OK}  every source and step succeeded and every check passed
-  {EXIT_BAD_INPUT}  bad config or ledger (the message names the file, line and JSON path), or bad usage
-  {EXIT_SOURCE_FAILED}  a source failed (or a corpus-wide step did): one line each says where and what to do
+  {EXIT_BAD_INPUT}  bad config or ledger (the message names the file, line and JSON path), bad usage, or a missing
+     extra (an s3:// artifacts root needs `pip install 'corpus-dagster[deploy]'`)
+  {EXIT_SOURCE_FAILED}  a source failed (or a corpus-wide step did), or the artifacts store did (unreachable, bucket
+     missing, credentials refused, another writer's object): one line each says where and what to do
   {EXIT_CHECK_FAILED}  every step ran but an asset check failed
   {EXIT_INTERNAL}  an unexpected error (a bug): the traceback is in the log file
 """
 
+
+STORE_HINT = "rerun when the store is back: finished steps are kept"
 
 HINTS = {
     "source": "fix the source or its ledger row and rerun; --keep-going builds the others meanwhile",
@@ -124,7 +128,7 @@ def run_pipeline(config_path: str, prefix: str = "run", keep_going: bool = False
     """Run everything for a config with a compact progress display; returns the exit code (see EXIT_CODES)."""
     from corpus_dagster.core.errors import ConfigError, LedgerError
     from corpus_dagster.core.layout import Layout
-    from corpus_dagster.core.storage import StorageError
+    from corpus_dagster.core.storage import StorageError, StoreExtraMissing, StoreUnavailable
 
     start = time.monotonic()
     config_path = str(Path(config_path).resolve())
@@ -152,7 +156,15 @@ def run_pipeline(config_path: str, prefix: str = "run", keep_going: bool = False
         log.write(traceback.format_exc())
         _error(prefix, one_line_error(exc))
         code = EXIT_BAD_INPUT
-    except StorageError as exc:  # the artifacts store (a conflict with another writer, a fault): not a bug
+    except StoreExtraMissing as exc:
+        log.write(traceback.format_exc())
+        _error(prefix, one_line_error(exc))
+        code = EXIT_BAD_INPUT
+    except StoreUnavailable as exc:  # before any run: the first sync
+        log.write(traceback.format_exc())
+        _error(prefix, store_fault_line(str(exc), []))
+        code = EXIT_SOURCE_FAILED
+    except StorageError as exc:  # the artifacts store (a conflict with another writer): not a bug
         log.write(traceback.format_exc())
         _error(prefix, one_line_error(exc))
         code = EXIT_SOURCE_FAILED
@@ -174,6 +186,15 @@ def run_pipeline(config_path: str, prefix: str = "run", keep_going: bool = False
     return code
 
 
+def store_fault_line(fault: str, failed: list) -> str:
+    """The one line of a store fault: the store (its URL, never a secret) and what failed, the steps that failed
+    (`StepFailure`s; none when the first sync failed), and that a rerun resumes."""
+    from corpus_dagster.cli.progress_display import one_line
+
+    steps = ", ".join(f"{f.where}: {f.step}" for f in failed) or "none (no step had started)"
+    return f"{one_line(fault)}; failed steps: {steps}; {STORE_HINT}"
+
+
 def one_line_error(exc: BaseException) -> str:
     from corpus_dagster.cli.progress_display import one_line
 
@@ -186,7 +207,7 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     from corpus_dagster.core.allowed_locations import check_allowed_locations
     from corpus_dagster.core.ledger import check_config_against_ledger, load_ledger
     from corpus_dagster.core.settings import Settings
-    from corpus_dagster.core.storage import refused_line, sync
+    from corpus_dagster.core.storage import StoreUnavailable, refused_line, sync
     from corpus_dagster.defs.instance import (
         fail_orphaned_runs,
         hold_session,
@@ -253,10 +274,18 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
                     log.step = f"{GLOBAL_JOB} run"
                     pool.run_global(tags=tags, poll=watcher.poll)
     log.step = "the summary"
-    sync(store)  # what the runs pushed, for the summary
     failures = watcher.failures
+    store_failures = [f for f in failures if f.error_class == StoreUnavailable.__name__]
+    fault = store_failures[0].message.partition(": ")[2] if store_failures else None
+    try:
+        sync(store)  # what the runs pushed, for the summary
+    except StoreUnavailable as exc:
+        fault = str(exc)
+    if fault is not None:  # one line for every step the store failed, and no summary it cannot give
+        _error(prefix, store_fault_line(fault, store_failures))
+        failures = [f for f in failures if f not in store_failures]
     failed_checks = [c for c in watcher.checks if not c.passed]
-    if not failures:
+    if not failures and fault is None:
         _print_outputs(layout, settings, prefix)
     for f in failures:
         if not f.said_by_check:
@@ -269,7 +298,7 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
           f"log {log_path}; open the UI with `make ui`", flush=True)
     if any(f.bad_input for f in failures):
         return EXIT_BAD_INPUT
-    if any(f.kind in ("source", "step") for f in failures) or len(ok) < len(sources):
+    if fault is not None or any(f.kind in ("source", "step") for f in failures) or len(ok) < len(sources):
         return EXIT_SOURCE_FAILED
     if failed_checks or failures:
         return EXIT_CHECK_FAILED

@@ -20,6 +20,7 @@ class Layout:
     ledger_override: str | None = None
     store_url: str | None = None  # the artifacts store whose mirror `root` is (core.storage), or None
     storage_options: tuple[tuple[str, Any], ...] = ()
+    store_timeout_s: float = 60.0  # how long a sync may wait for a store that is gone (core.storage)
 
     @classmethod
     def from_config(cls, resolved: dict[str, Any]) -> Layout:
@@ -31,13 +32,14 @@ class Layout:
             ledger_override=resolved["paths"].get("ledger"),
             store_url=artifacts_store(resolved),
             storage_options=tuple(sorted((resolved["paths"].get("storage_options") or {}).items())),
+            store_timeout_s=float(resolved["paths"].get("store_timeout_s", 60.0)),
         )
 
     def store(self) -> Store | None:
         """This process's Store of the artifacts URL (the mirror at `root`), or None for a local root."""
         if self.store_url is None:
             return None
-        return store_for(self.store_url, self.root, dict(self.storage_options))
+        return store_for(self.store_url, self.root, dict(self.storage_options), self.store_timeout_s)
 
     @property
     def ledger(self) -> Path:

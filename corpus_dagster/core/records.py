@@ -205,10 +205,19 @@ def _rerun(folder: Path, record: StageRecord) -> str:
     return f"materialize {asset}[{source}]" if source else f"materialize {asset}"
 
 
+def _missing_ident(path: Path) -> tuple[str, int, int, int, int]:
+    """How report_damage knows a file that is gone (a damaged one begin removed, a missing one)."""
+    return (os.path.normpath(path), 0, 0, 0, 0)
+
+
+def _damage_state(problem: str) -> str:
+    """`missing (listed in its _RECORD.json)` or `damaged (<why>)`: what follows "is" in a damage line."""
+    return problem if problem.startswith("missing") else f"damaged ({problem})"
+
+
 def damage_line(folder: Path, record: StageRecord, path: Path, problem: str, then: str = "rebuilding it") -> str:
     """The one line that names a damaged output: stage, source, file (relative to the artifacts root), why."""
-    verb = "is" if problem.startswith("missing") else "is damaged"
-    return f"{_where(folder, record)}: {_shown(path, folder)} {verb} ({problem}); {then}"
+    return f"{_where(folder, record)}: {_shown(path, folder)} is {_damage_state(problem)}; {then}"
 
 
 def report_damage(folder: Path, record: StageRecord, damaged: list[tuple[Path, str]], then: str = "rebuilding it") -> list[str]:
@@ -219,7 +228,7 @@ def report_damage(folder: Path, record: StageRecord, damaged: list[tuple[Path, s
             st = path.stat()
             ident = (os.path.normpath(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         except OSError:
-            ident = (os.path.normpath(path), 0, 0, 0, 0)
+            ident = _missing_ident(path)
         with _reported_guard:
             new = ident not in _reported
             _reported.add(ident)
@@ -260,6 +269,8 @@ def begin(folder: Path) -> int:
         for path, _ in damaged:
             path.unlink()
             removed += 1
+            with _reported_guard:  # said once as damaged: the cache check that follows finds it missing
+                _reported.add(_missing_ident(path))
     return removed
 
 
@@ -292,9 +303,8 @@ def record_files(folder: Path, record: StageRecord, kind: str, rebuild: Callable
     if damaged:
         path, problem = damaged[0]
         more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
-        verb = "is" if problem.startswith("missing") else "is damaged"
         raise StageOutputDamaged(
-            f"{_where(folder, record)}: {os.path.normpath(path)} {verb} ({problem}){more}; rerun that stage "
+            f"{_where(folder, record)}: {os.path.normpath(path)} is {_damage_state(problem)}{more}; rerun that stage "
             f"({_rerun(folder, record)}) to rebuild it"
         )
     return [record.base(folder) / name for name in names]

@@ -46,6 +46,9 @@ class PathsSettings(Section):
     #: The CLI keeps this many run logs (logs/run-*.log under the artifacts root, pushed to the store with
     #: it), the newest; older ones are removed at the end of a run.
     keep_run_logs: int = 20
+    #: Seconds a sync with an artifacts URL waits for a store that does not answer before it fails (exit 3):
+    #: bounds the client's connect and read timeouts and its retries (docs/deploy.md).
+    store_timeout_s: float = 60
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PathsSettings:
@@ -57,6 +60,7 @@ class PathsSettings(Section):
             "storage_options": FrozenMapping,
             "keep_step_values": None,
             "keep_run_logs": None,
+            "store_timeout_s": None,
         }))
 
 

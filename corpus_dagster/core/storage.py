@@ -34,6 +34,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -59,6 +60,68 @@ class StorageError(CorpusError):
 
 class StorageConflict(StorageError):
     """Another writer changed an object this machine is about to overwrite or remove."""
+
+
+class StoreUnavailable(StorageError):
+    """The store cannot be reached, its bucket is missing, or it refused the credentials: a fault of the store,
+    not of the data, so a rerun when the store is back resumes (finished steps are kept)."""
+
+    def __init__(self, url: str, fault: str, detail: str):
+        self.url, self.fault = redacted(url), fault
+        super().__init__(f"artifacts store {self.url}: {fault} ({redacted(detail)})")
+
+
+class StoreExtraMissing(StorageError):
+    """The file system package of the store's scheme is not installed (s3fs for s3://: the `[deploy]` extra)."""
+
+
+EXTRAS = {"s3": "pip install 'corpus-dagster[deploy]'", "s3a": "pip install 'corpus-dagster[deploy]'",
+          "gs": "pip install gcsfs", "gcs": "pip install gcsfs", "az": "pip install adlfs", "abfs": "pip install adlfs"}
+UNREACHABLE = ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError",
+               "ClientConnectorError", "ServerDisconnectedError", "ServerTimeoutError")
+CREDENTIALS_REFUSED = ("403", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken", "InvalidToken",
+                       "NoCredentialsError", "PartialCredentialsError", "InvalidClientTokenId", "AllAccessDisabled")
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@\"']+@")
+_SIGNED = re.compile(r"(?i)\b(X-Amz-Credential|X-Amz-Signature|X-Amz-Security-Token|AWSAccessKeyId|Signature|"
+                     r"sig|token)=[^&\s\"']+")
+
+
+def redacted(text: str) -> str:
+    """Text (an error, a URL) with the credentials a URL may carry (`user:secret@`, signed query values)
+    replaced by `***`: what the console, the run log and Dagster's event log may show."""
+    return _SIGNED.sub(r"\1=***", _USERINFO.sub(r"\1***@", str(text)))
+
+
+def store_fault(exc: BaseException) -> str | None:
+    """What an error of the store's client says about the store (unreachable, bucket missing, credentials
+    refused), or None for any other error (a missing object, a bug). Reads the whole chain: s3fs wraps botocore's
+    errors in OSError and keeps the original as the cause."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        names = {cls.__name__ for cls in type(seen).__mro__}
+        response = getattr(seen, "response", None)
+        code = str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
+        if names & set(UNREACHABLE) or isinstance(seen, (ConnectionRefusedError, TimeoutError)):
+            return "unreachable"
+        if code == "NoSuchBucket":
+            return "bucket missing"
+        if code in CREDENTIALS_REFUSED or names & set(CREDENTIALS_REFUSED):
+            return "credentials refused"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def client_options(url: str, options: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """The file system options of a store, with timeouts and retries bounded (for S3: botocore's connect and
+    read timeouts, two attempts), so a store that is gone fails a sync within about `timeout_s` instead of after
+    the client's whole retry schedule. What `options` sets itself stays as given."""
+    if url.partition("://")[0] not in ("s3", "s3a"):
+        return dict(options)
+    config = dict(options.get("config_kwargs") or {})
+    config.setdefault("connect_timeout", max(1.0, timeout_s / 4))
+    config.setdefault("read_timeout", max(1.0, timeout_s / 4))
+    config.setdefault("retries", {"total_max_attempts": 2, "mode": "standard"})
+    return {**options, "config_kwargs": config}
 
 
 class UnsafeKey(StorageError):
@@ -105,9 +168,11 @@ def local_path(url: str) -> str:
 
 
 def default_mirror(url: str, configured: str | None = None) -> Path:
-    """Where this machine mirrors `url`: $CORPUS_MIRROR, else `paths.mirror`, else a per-user cache folder;
-    always a sub-folder named by the URL's hash, so one mirror folder serves several stores."""
-    base = os.environ.get(MIRROR_ENV) or configured or str(Path.home() / ".cache" / "corpus-dagster" / "mirror")
+    """Where this machine mirrors `url`: `paths.mirror` when the config sets it, else $CORPUS_MIRROR, else a
+    per-user cache folder; always a sub-folder named by the URL's hash, so one mirror folder serves several
+    stores. The config wins, as the config's own documentation says: a machine-wide variable must not move the
+    mirror of a config that names one."""
+    base = configured or os.environ.get(MIRROR_ENV) or str(Path.home() / ".cache" / "corpus-dagster" / "mirror")
     return Path(base).expanduser().resolve() / hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
 
 
@@ -149,11 +214,21 @@ class Store:
     url: str
     mirror: Path
     options: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         import fsspec  # a local build never pays for fsspec's backends
 
-        self.fs, self.root = fsspec.core.url_to_fs(self.url.rstrip("/"), **self.options)
+        try:
+            self.fs, self.root = fsspec.core.url_to_fs(self.url.rstrip("/"),
+                                                       **client_options(self.url, self.options, self.timeout_s))
+        except ImportError as exc:
+            scheme = self.url.partition("://")[0]
+            hint = EXTRAS.get(scheme, "install the fsspec file system of that scheme")
+            raise StoreExtraMissing(f"the artifacts store {redacted(self.url)} needs a package that is not "
+                                    f"installed ({exc}): {hint}") from exc
+        if hasattr(self.fs, "retries"):
+            self.fs.retries = 2  # s3fs retries each call 5 times over botocore's own attempts: bounded here too
         self.root = self.root.rstrip("/")
         self._guard = threading.Lock()
         self.refused: dict[str, str] = {}  # the last listing's refused keys: why each is not a path
@@ -208,13 +283,31 @@ class Store:
     def _remote(self, rel: str) -> str:
         return f"{self.root}/{rel}"
 
+    @contextlib.contextmanager
+    def _calling(self, what: str) -> Iterator[None]:
+        """A call to the store: a fault of the store itself is StoreUnavailable (one line naming the store, no
+        secret), any other error of the client a StorageError naming `what`."""
+        try:
+            yield
+        except StorageError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - botocore's and aiohttp's errors are not all OSErrors
+            fault = store_fault(exc)
+            if fault is not None:
+                raise StoreUnavailable(self.url, fault, f"{type(exc).__name__}: {exc}") from exc
+            if isinstance(exc, OSError):
+                raise StorageError(f"cannot {what}: {redacted(str(exc))}") from exc
+            raise
+
     def listing(self) -> dict[str, str]:
         """Every object under the root, by path relative to it: its change token."""
         self.fs.invalidate_cache()  # a file system's listing cache outlives a step in a long-lived worker process
-        try:
+        with self._calling(f"list {redacted(self.url)}"):
             found = self.fs.find(self.root, detail=True) if self.fs.exists(self.root) else {}
-        except OSError as exc:
-            raise StorageError(f"cannot list {self.url}: {exc}") from exc
+            if not found and hasattr(self.fs, "split_path"):  # a bucket store: is the bucket there at all?
+                bucket = self.fs.split_path(self.root)[0]
+                if not self.fs.exists(bucket):
+                    raise StoreUnavailable(self.url, "bucket missing", f"no bucket {bucket!r} at the endpoint")
         prefix = self.root + "/"
         out = {}
         refused = {}
@@ -281,11 +374,8 @@ class Store:
                 if known and known["token"] == token and path.is_file():
                     continue  # as last synced, or changed here since (the next push uploads it)
                 path.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    with atomic_path(path) as tmp:
-                        self.fs.get_file(self._remote(rel), str(tmp))
-                except (OSError, FileNotFoundError) as exc:
-                    raise StorageError(f"cannot download {self._remote(rel)}: {exc}") from exc
+                with self._calling(f"download {self._remote(rel)}"), atomic_path(path) as tmp:
+                    self.fs.get_file(self._remote(rel), str(tmp))
                 state[rel] = {"token": token, "stamp": self._stamp(path)}
                 report.files += 1
                 report.bytes += path.stat().st_size
@@ -328,23 +418,21 @@ class Store:
                 if state.get(rel, {}).get("stamp") == stamp:
                     continue  # settled above: the store holds these bytes already
                 expected = state[rel]["token"] if rel in state else None
-                try:
-                    self._put(path, rel, expected)
-                except OSError as exc:
-                    if not _precondition_failed(exc):
-                        raise StorageError(f"cannot upload {path} to {self._remote(rel)}: {exc}") from exc
-                    if not self._same_bytes(rel, path):  # written by another since the listing above
-                        raise self._conflict(rel) from exc
-                try:
+                with self._calling(f"upload {path} to {self._remote(rel)}"):
+                    try:
+                        self._put(path, rel, expected)
+                    except OSError as exc:
+                        if not _precondition_failed(exc):
+                            raise
+                        if not self._same_bytes(rel, path):  # written by another since the listing above
+                            raise self._conflict(rel) from exc
                     token = _token(self.fs.info(self._remote(rel)))
-                except OSError as exc:
-                    raise StorageError(f"cannot read back {self._remote(rel)}: {exc}") from exc
                 state[rel] = {"token": token, "stamp": stamp}
                 report.files += 1
                 report.bytes += stamp[0]
                 report.names.append(rel)
             for rel in gone:
-                with contextlib.suppress(FileNotFoundError):
+                with self._calling(f"remove {self._remote(rel)}"), contextlib.suppress(FileNotFoundError):
                     self.fs.rm_file(self._remote(rel))
                 del state[rel]
                 report.removed += 1
@@ -374,19 +462,20 @@ class Store:
         chunk = 1 << 20
         self.fs.invalidate_cache(self._remote(rel))  # a listing cached by the file system is older than the object
         try:
-            if self.fs.size(self._remote(rel)) != path.stat().st_size:
+            with self._calling(f"read {self._remote(rel)}"):
+                if self.fs.size(self._remote(rel)) != path.stat().st_size:
+                    return False
+                with self.fs.open(self._remote(rel), "rb") as theirs, open(path, "rb") as ours:
+                    while True:
+                        mine = ours.read(chunk)
+                        if theirs.read(chunk) != mine:
+                            return False
+                        if not mine:
+                            return True
+        except StorageError as exc:
+            if isinstance(exc.__cause__, FileNotFoundError):
                 return False
-            with self.fs.open(self._remote(rel), "rb") as theirs, open(path, "rb") as ours:
-                while True:
-                    mine = ours.read(chunk)
-                    if theirs.read(chunk) != mine:
-                        return False
-                    if not mine:
-                        return True
-        except FileNotFoundError:
-            return False
-        except OSError as exc:
-            raise StorageError(f"cannot read {self._remote(rel)}: {exc}") from exc
+            raise
 
     def _conflict(self, rel: str) -> StorageConflict:
         return StorageConflict(
@@ -414,12 +503,12 @@ _ACTIVE: dict[str, Store] = {}
 _ACTIVE_GUARD = threading.Lock()
 
 
-def store_for(url: str, mirror: Path, options: dict[str, Any] | None = None) -> Store:
+def store_for(url: str, mirror: Path, options: dict[str, Any] | None = None, timeout_s: float = 60.0) -> Store:
     """The process's one Store of `url` (its fsspec file system and state lock are shared by every step)."""
     with _ACTIVE_GUARD:
         store = _ACTIVE.get(url)
         if store is None or store.mirror != mirror:
-            store = _ACTIVE[url] = Store(url, mirror, dict(options or {}))
+            store = _ACTIVE[url] = Store(url, mirror, dict(options or {}), timeout_s)
         return store
 
 

@@ -62,3 +62,97 @@ def test_two_runs_at_once_on_one_prefix_end_well_or_the_loser_heals_on_its_next_
                        for line in errors), err[-3000:]
             code, out, err = finished(cli(tmp_path, s3, machine, config))
             assert code == 0, out[-3000:] + err[-3000:]
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when the block ends: a connection there is refused
+
+
+def test_a_store_that_is_gone_exits_3_with_one_line_naming_it_and_no_secret(tmp_path):
+    from store_box import S3_KEYS, write_store_config
+
+    secret = "sk-never-shown-0123456789"
+    config = write_store_config(tmp_path, f"s3://{BUCKET}/corpora/gone")
+    env = {**S3_KEYS, "AWS_SECRET_ACCESS_KEY": secret, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}"}
+    code, out, err = finished(cli(tmp_path, env, "m1", config))
+    assert code == 3, out[-3000:] + err[-3000:]
+    errors = [line for line in err.splitlines() if line.startswith("run: error:")]
+    assert len(errors) == 1, err
+    assert errors[0].startswith(f"run: error: artifacts store s3://{BUCKET}/corpora/gone: unreachable (")
+    assert errors[0].endswith("; failed steps: none (no step had started); rerun when the store is back: "
+                              "finished steps are kept")
+    assert "Traceback" not in err and secret not in out + err
+    log = Path(out.splitlines()[0].removeprefix("run: log "))
+    assert secret not in log.read_text()
+
+
+def test_an_s3_root_without_the_deploy_extra_exits_2_naming_the_install(tmp_path):
+    import subprocess
+    import sys
+
+    from store_box import cli_env, write_store_config
+
+    config = write_store_config(tmp_path, f"s3://{BUCKET}/corpora/no-extra")
+    without_s3fs = ("import sys; sys.modules['s3fs'] = None; from corpus_dagster.run import main; "
+                    "sys.exit(main(sys.argv[1:]))")  # `import s3fs` fails as it does where it is not installed
+    proc = subprocess.run([sys.executable, "-c", without_s3fs, str(config)], cwd=tmp_path, capture_output=True,
+                          text=True, env=cli_env(tmp_path, {}, "m1"), timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("run: error:")]
+    assert len(errors) == 1 and errors[0].endswith("pip install 'corpus-dagster[deploy]'"), proc.stderr
+
+
+def test_a_store_gone_mid_run_names_the_failed_steps_and_the_rerun_resumes(tmp_path):
+    from store_box import S3Server
+
+    server = S3Server()
+    try:
+        config, prefix = store_config(tmp_path, server.env)
+        proc = cli(tmp_path, server.env, "m1", config)
+        for line in proc.stdout:  # the store goes away once the first step has finished
+            if " raw_documents " in line:
+                server.stop()
+                break
+        code, out, err = finished(proc)
+        assert code == 3, out[-3000:] + err[-3000:]
+        errors = [line for line in err.splitlines() if line.startswith("run: error:")]
+        assert len(errors) == 1, err
+        line = errors[0]
+        assert line.startswith(f"run: error: artifacts store s3://{BUCKET}/{prefix}: unreachable ("), line
+        assert "; failed steps: source " in line and line.endswith("; rerun when the store is back: finished "
+                                                                    "steps are kept"), line
+        assert "Traceback" not in err
+        server.start()
+        # and a raw part the first run pushed is damaged in the store meanwhile: rebuilt, and said once
+        (part,) = [k for k in keys(server.env, prefix) if "/raw/alpha/" in k and k.endswith(".jsonl.zst")]
+        s3 = client(server.env)
+        good = s3.get_object(Bucket=BUCKET, Key=part)["Body"].read()
+        damaged = good[:-1] + bytes([good[-1] ^ 1])
+        s3.put_object(Bucket=BUCKET, Key=part, Body=damaged)
+        code, out, err = finished(cli(tmp_path, server.env, "m1", config))
+        assert code == 0, out[-3000:] + err[-3000:]
+        said = [line for line in (out + err).splitlines() if Path(part).name in line]
+        assert len(said) == 1 and "is damaged (sha256 differs from its _RECORD.json); rebuilding it" in said[0], said
+        assert s3.get_object(Bucket=BUCKET, Key=part)["Body"].read() != damaged  # fetched again (a new fetched_at)
+    finally:
+        server.stop()
+
+
+def test_explain_on_a_store_that_is_gone_exits_3_naming_it(tmp_path, monkeypatch, capsys):
+    from store_box import S3_KEYS, write_store_config
+
+    from corpus_dagster.cli import explain as explain_cli
+    from corpus_dagster.core.storage import forget_stores
+
+    config = write_store_config(tmp_path, f"s3://{BUCKET}/corpora/gone")
+    for name, value in {**S3_KEYS, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}",
+                        "CORPUS_MIRROR": str(tmp_path / "mirror")}.items():
+        monkeypatch.setenv(name, value)
+    forget_stores()
+    assert explain_cli.main(["alpha:0", "--config", str(config)]) == 3
+    assert capsys.readouterr().err.startswith(f"error: artifacts store s3://{BUCKET}/corpora/gone: unreachable (")
+    forget_stores()

@@ -16,9 +16,11 @@ from corpus_dagster.core.storage import (
     StorageConflict,
     Store,
     UnsafeKey,
+    client_options,
     default_mirror,
     is_remote,
     key_problem,
+    redacted,
     skipped,
 )
 
@@ -257,3 +259,33 @@ def test_a_path_through_a_link_out_of_the_mirror_is_refused(tmp_path, url):
         a.pull()
     assert not (tmp_path / "outside" / "x.txt").exists()
     assert a.local("corpus/LEDGER.jsonl") == a.mirror / "corpus" / "LEDGER.jsonl"
+
+
+def test_credentials_in_urls_and_signed_queries_are_redacted():
+    text = ('Could not connect to "https://AKIA123:s3cr3t@store.example:9000/b?X-Amz-Credential=AKIA%2F1&'
+            'X-Amz-Signature=abc123&part=2" nor gs://user:pw@bucket/x')
+    shown = redacted(text)
+    assert "s3cr3t" not in shown and "AKIA123" not in shown and "abc123" not in shown and "pw@" not in shown
+    assert shown == ('Could not connect to "https://***@store.example:9000/b?X-Amz-Credential=***&'
+                     'X-Amz-Signature=***&part=2" nor gs://***@bucket/x')
+
+
+def test_s3_clients_get_bounded_timeouts_and_retries_unless_the_config_sets_them():
+    bounded = client_options("s3://b/p", {"anon": True}, 60)
+    assert bounded == {"anon": True, "config_kwargs": {"connect_timeout": 15.0, "read_timeout": 15.0,
+                                                       "retries": {"total_max_attempts": 2, "mode": "standard"}}}
+    theirs = client_options("s3://b/p", {"config_kwargs": {"read_timeout": 300}}, 60)["config_kwargs"]
+    assert theirs["read_timeout"] == 300 and theirs["connect_timeout"] == 15.0
+    assert client_options("memory://x", {"k": 1}, 60) == {"k": 1}
+
+
+
+def test_the_configs_mirror_wins_over_the_environment_which_wins_over_the_default(tmp_path, monkeypatch):
+    cfg = {"paths": {"artifacts": "s3://bucket/corpus", "mirror": str(tmp_path / "configured")}}
+    monkeypatch.setenv("CORPUS_MIRROR", str(tmp_path / "from-env"))
+    assert artifacts_root(load_config(None, cfg)).parent == (tmp_path / "configured").resolve()
+    assert artifacts_root(load_config(None, {"paths": {"artifacts": "s3://bucket/corpus"}})).parent == (
+        tmp_path / "from-env").resolve()
+    monkeypatch.delenv("CORPUS_MIRROR")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_mirror("s3://bucket/corpus").parent == (tmp_path / "home" / ".cache" / "corpus-dagster" / "mirror")

@@ -12,7 +12,7 @@ pytest.importorskip("s3fs")
 
 from store_box import BUCKET, client, s3_in_a_thread  # noqa: E402
 
-from corpus_dagster.core.storage import StorageConflict, Store  # noqa: E402
+from corpus_dagster.core.storage import StorageConflict, Store, StoreUnavailable  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -58,3 +58,20 @@ def test_an_object_put_between_listing_and_upload_is_never_overwritten(s3, tmp_p
             store.push()
         assert _object(s3, key) == theirs  # the other writer's object stands
     assert conditions == [["IfMatch"] if seen else ["mode"]]
+
+
+def test_a_missing_bucket_is_a_store_fault_not_an_empty_store(s3, tmp_path):
+    store = _store(s3, "s3://no-such-bucket-here/corpora/x", tmp_path / "m")
+    with pytest.raises(StoreUnavailable, match=r"^artifacts store s3://no-such-bucket-here/corpora/x: bucket missing"):
+        store.pull()
+
+
+def test_refused_credentials_are_a_store_fault_naming_no_secret(s3, tmp_path, monkeypatch):
+    from moto import settings
+
+    monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # the server checks every request's keys
+    store = Store(f"s3://{BUCKET}/corpora/keys", tmp_path / "m",
+                  {"endpoint_url": s3["AWS_ENDPOINT_URL"], "key": "AKIAUNKNOWN0000000", "secret": "sk-not-valid-9876"})
+    with pytest.raises(StoreUnavailable, match="credentials refused") as raised:
+        store.pull()
+    assert "sk-not-valid-9876" not in str(raised.value)

@@ -83,6 +83,29 @@ def test_cached_misses_a_bit_flip_that_keeps_size_and_mtime_and_names_the_file(s
     assert not records.outputs_intact(folder, records.read_record(folder))
 
 
+def test_a_missing_output_reads_as_missing_not_as_nested_parentheses(stage, caplog):
+    folder, _ = stage
+    (folder / "k1" / "docs-00000.parquet").unlink()
+    with caplog.at_level(logging.WARNING, logger="corpus_dagster.records"):
+        assert records.cached(folder, "k1") is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "stage 'clean' [alpha]: stages/clean/alpha/k1/docs-00000.parquet is missing (listed in its _RECORD.json); "
+        "rebuilding it"
+    ]
+
+
+def test_a_damaged_output_removed_by_begin_is_reported_once_not_again_as_missing(stage, caplog):
+    folder, _ = stage
+    flip_bit(folder / "k1" / "docs-00001.parquet")
+    with caplog.at_level(logging.WARNING, logger="corpus_dagster.records"):
+        assert records.begin(folder) == 1  # what a fetch does before its cache check (raw parts)
+        assert records.cached(folder, "k1") is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "stage 'clean' [alpha]: stages/clean/alpha/k1/docs-00001.parquet is damaged "
+        "(sha256 differs from its _RECORD.json); rebuilding it"
+    ]
+
+
 def test_record_files_refuses_a_damaged_file_naming_stage_file_and_what_reruns_it(stage):
     folder, record = stage
     damaged = folder / "k1" / "docs-00000.parquet"
