@@ -48,13 +48,33 @@ def _checked_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+class NotUtf8(ValueError):
+    """A line that decodes as UTF-8 only because UTF-16/32 text is mostly NUL bytes and ASCII: a NUL byte
+    where JSON allows none (outside a string) means the line is in another encoding."""
+
+
 _DECODER = json.JSONDecoder(object_pairs_hook=_checked_object)
 
 
 def parse_json_line(raw: bytes) -> Any:
-    """`json.loads(raw)` (same encoding detection, same errors) that raises DuplicateKey for a key repeated
-    in any object, at any depth. One decoder is built once: json.loads would build one per call."""
-    return _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
+    """The JSON value of one UTF-8 line (a leading UTF-8 byte order mark skipped); raises DuplicateKey for a
+    key repeated in any object, at any depth, UnicodeDecodeError for bytes that are not UTF-8 (a UTF-16/32 byte
+    order mark among them) and NotUtf8 for a NUL byte outside a JSON string (UTF-16/32 text without a mark).
+
+    UTF-8 only, never `json.detect_encoding`: a line it took for UTF-16/32 would be published from a file that
+    promises UTF-8. One decoder is built once: json.loads would build one per call."""
+    if raw.startswith(BOM):
+        raw = raw[len(BOM) :]
+    text = raw.decode("utf-8", "surrogatepass")  # lone surrogates are quarantined by field, with their name
+    try:
+        return _DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        # A NUL is never valid raw JSON; inside a string the decoder says "Invalid control character" (bad JSON),
+        # outside one it is where UTF-16/32 text puts the zero half of every ASCII character.
+        if exc.pos < len(text) and text[exc.pos] == "\x00" and not exc.msg.startswith("Invalid control character"):
+            raise NotUtf8(f"a NUL byte outside a JSON string at column {exc.colno}: UTF-16 or UTF-32 text, "
+                          f"not UTF-8") from None
+        raise
 
 
 @dataclass(frozen=True)
@@ -193,7 +213,7 @@ def iter_jsonl(
                     _excerpt(raw),
                 )
                 continue
-            except UnicodeDecodeError as exc:
+            except (UnicodeDecodeError, NotUtf8) as exc:
                 yield Quarantined(file_url, lineno, "invalid_utf8", str(exc), _excerpt(raw))
                 continue
             except json.JSONDecodeError as exc:

@@ -170,3 +170,15 @@ def test_the_sensors_row_by_row_reader_refuses_the_row_too(tmp_path):
     assert rows.ids == ["ok"] and rows.named_by_invalid == {"bad"}
     assert rows.problems == ["line 2: $.where: SELECT is not allowed in a row predicate "
                              "(see docs/sources.md, Selecting records)"]
+
+
+def test_the_examples_of_the_grammar_table_in_the_docs_are_allowed():
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "sources.md").read_text(encoding="utf-8")
+    table = doc.split("| allowed | examples |", 1)[1].split("\n\n", 1)[0]
+    examples = [e.replace("\\|", "|") for row in table.splitlines()[2:]
+                for e in re.findall(r"`([^`]+)`", row.rsplit(" | ", 1)[1])]
+    assert len(examples) >= 15
+    assert [e for e in examples if predicate_problem(e) is not None] == []

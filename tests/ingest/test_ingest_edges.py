@@ -1,4 +1,5 @@
-"""Ingest edge cases of the readers: a leading UTF-8 byte order mark, and JSON objects with a repeated key."""
+"""Ingest edge cases of the readers: a leading UTF-8 byte order mark, text in another encoding than UTF-8, and
+JSON objects with a repeated key."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from corpus_dagster.core.ledger import Source
 from corpus_dagster.core.settings import Settings
 from corpus_dagster.ingest.driver import QUARANTINE_FILE, document_info, fetch_source, raw_parts
 from corpus_dagster.ingest.raw_parts import read_raw_part
-from corpus_dagster.ingest.readers import DuplicateKey, parse_json_line
+from corpus_dagster.ingest.readers import DuplicateKey, NotUtf8, parse_json_line
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, 0, tzinfo=dt.UTC)
 BOM = b"\xef\xbb\xbf"
@@ -86,12 +87,54 @@ def test_parse_json_line_refuses_a_repeated_key_at_any_depth():
         with pytest.raises(DuplicateKey) as err:
             parse_json_line(line)
         assert err.value.key == key
-    # What json.loads accepts and refuses, it still does: a BOM at a line start, bad UTF-8, bad JSON.
+    # A UTF-8 BOM at a line start is skipped; bad UTF-8 and bad JSON are refused as json.loads refuses them.
     assert parse_json_line(BOM + b'{"text": "x"}') == {"text": "x"}
     with pytest.raises(UnicodeDecodeError):
         parse_json_line(b'{"text": "\xff"}')
     with pytest.raises(json.JSONDecodeError):
         parse_json_line(b'{"text": ')
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"])
+def test_parse_json_line_reads_utf8_only(encoding):
+    line = '{"text": "héllo"}'.encode(encoding)  # "utf-16"/"utf-32" write a byte order mark first
+    assert json.loads(line) == {"text": "héllo"}  # what json.detect_encoding let through
+    with pytest.raises((UnicodeDecodeError, NotUtf8)):
+        parse_json_line(line)
+
+
+def test_a_nul_inside_a_json_string_is_bad_json_and_outside_one_not_utf8():
+    with pytest.raises(json.JSONDecodeError, match="Invalid control character"):
+        parse_json_line(b'{"text": "a\x00b"}')
+    with pytest.raises(NotUtf8, match="a NUL byte outside a JSON string at column 2"):
+        parse_json_line(b'{\x00"text": "a"}')
+    assert parse_json_line(b'{"text": "a\\u0000b"}') == {"text": "a\x00b"}  # an escaped NUL is JSON text
+
+
+@pytest.mark.parametrize("fmt", sorted(COMPRESS))
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le"])
+def test_a_utf16_or_utf32_file_publishes_nothing_every_line_invalid_utf8(env, fmt, encoding):
+    tmp = env[0]
+    f = tmp / f"wide.{fmt}"
+    body = "".join(json.dumps({"text": f"document {i} héllo"}, ensure_ascii=False) + "\n" for i in range(4))
+    f.write_bytes(COMPRESS[fmt](body.encode(encoding)))
+    res = fetch(env, "w", f, fmt)
+    assert res.docs == 0 and records(env, "w") == []
+    q = quarantine(env, "w")
+    assert set(res.quarantined) == {"invalid_utf8"} and {r["reason"] for r in q} == {"invalid_utf8"}
+    assert {r["line"] for r in q} >= {1, 2, 3, 4}  # every line (the NUL after the last newline is one more)
+
+
+def test_a_utf32_line_inside_a_utf8_file_is_quarantined_and_the_rest_kept(env):
+    tmp = env[0]
+    f = tmp / "mixed.jsonl"
+    wide = json.dumps({"text": "smuggled"}).encode("utf-32-le")  # no byte order mark: only its NULs tell
+    f.write_bytes(b'{"text": "first"}\n' + wide + b'\n{"text": "third"}\n')
+    res = fetch(env, "x", f, "jsonl")
+    assert [r["text"] for r in records(env, "x")] == ["first", "third"]
+    (q,) = quarantine(env, "x")
+    assert (q["line"], q["reason"]) == (2, "invalid_utf8") and "NUL byte outside a JSON string" in q["detail"]
+    assert res.quarantined == {"invalid_utf8": 1}
 
 
 def test_repeated_key_is_quarantined_and_ids_skip_it_as_for_a_malformed_line(env):
