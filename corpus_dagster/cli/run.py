@@ -151,6 +151,7 @@ def interrupted_line(stop: Interrupted) -> str:
 def _run_pipeline(config_path: str, prefix: str, keep_going: bool, log_file: Path | None) -> int:
     from corpus_dagster.core.errors import ConfigError, LedgerError
     from corpus_dagster.core.layout import Layout
+    from corpus_dagster.core.storage import StorageError
 
     start = time.monotonic()
     config_path = str(Path(config_path).resolve())
@@ -181,6 +182,10 @@ def _run_pipeline(config_path: str, prefix: str, keep_going: bool, log_file: Pat
         log.write(traceback.format_exc())
         _error(prefix, one_line_error(exc))
         code = EXIT_BAD_INPUT
+    except StorageError as exc:  # the artifacts store (a conflict with another writer, a fault): not a bug
+        log.write(traceback.format_exc())
+        _error(prefix, one_line_error(exc))
+        code = EXIT_SOURCE_FAILED
     except Exception as exc:  # noqa: BLE001 - a bug: one line here, the traceback in the log
         log.write(traceback.format_exc())
         disk = disk_full_message(exc, os.environ.get("DAGSTER_HOME"))
@@ -208,9 +213,10 @@ def one_line_error(exc: BaseException) -> str:
 def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool, log: GuardedLog, log_path: Path,
          start: float) -> int:
     from corpus_dagster.cli.progress_display import RunWatcher
+    from corpus_dagster.core.allowed_locations import check_allowed_locations
     from corpus_dagster.core.ledger import check_config_against_ledger, load_ledger
     from corpus_dagster.core.settings import Settings
-    from corpus_dagster.core.storage import sync
+    from corpus_dagster.core.storage import refused_line, sync
     from corpus_dagster.defs.instance import (
         fail_orphaned_runs,
         hold_session,
@@ -223,8 +229,15 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     from corpus_dagster.ingest.estimate import largest_first
 
     settings = Settings.from_resolved(resolved)
-    sync(layout.store())  # an artifacts store: this machine's mirror brought up to it (core.storage)
+    store = layout.store()
+    if store is not None:
+        store.forget_warnings()  # each run names the store's refused keys once, here (its steps then do not)
+    _, pulled = sync(store)  # an artifacts store: this machine's mirror brought up to it (core.storage)
+    if pulled is not None and pulled.refused:
+        print(f"{prefix}: warning: {refused_line(store.url, pulled.refused)}", file=sys.stderr, flush=True)
     ledger = load_ledger(layout.ledger)  # LedgerError names file, line and JSON path
+    # before anything lists or reads a source: every ledger URL inside ingest.allowed_prefixes (exit 2)
+    check_allowed_locations(settings.ingest.allowed_prefixes, ledger, layout.ledger)
     # rule sources and pins against the ledger: exit 2 before any run (ingest is imported only for pins)
     check_config_against_ledger(resolved, ledger, config_path)
     if any(s.sha256 for s in ledger):
@@ -280,7 +293,7 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
                         watcher.drain_to_log()
                     raise
     log.step = "the summary"
-    sync(layout.store())  # what the runs pushed, for the summary
+    sync(store)  # what the runs pushed, for the summary
     failures = watcher.failures
     failed_checks = [c for c in watcher.checks if not c.passed]
     if not failures:

@@ -18,6 +18,7 @@ from corpus_dagster.core.config import (
     schema_violations,
 )
 from corpus_dagster.core.errors import ConfigError, LedgerError
+from corpus_dagster.core.row_predicate import predicate_problem
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,10 @@ def parse_ledger_lines(lines: list[str], ledger_name: str) -> list[Source]:
         if row.get("id_field") is not None and row["id_field"] not in row["keep_fields"]:
             # the release reads the value from the kept fields (ingest stores nothing else per record)
             violations.append(f"line {lineno}: $.id_field: {row['id_field']!r} must also be listed in keep_fields")
+            continue
+        refused = predicate_problem(row["where"]) if row.get("where") is not None else None
+        if refused is not None:  # before any run: polars never sees a `where` outside the row-predicate grammar
+            violations.append(f"line {lineno}: $.where: {refused} (see docs/sources.md, Selecting records)")
             continue
         sources.append(
             Source(

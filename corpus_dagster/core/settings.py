@@ -34,9 +34,18 @@ class PathsSettings(Section):
     #: Where this machine mirrors an artifacts URL (a sub-folder per URL); null means $CORPUS_MIRROR, else
     #: ~/.cache/corpus-dagster/mirror. Unused for a local artifacts root.
     mirror: str | None = None
-    #: Options passed to the fsspec file system of an artifacts URL (e.g. endpoint_url, key, secret for s3);
-    #: empty means the store's standard settings (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
+    #: Options passed to the fsspec file system of an artifacts URL (e.g. endpoint_url, profile for s3); empty
+    #: means the store's standard settings (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...). A value `{env: NAME}`
+    #: is read from the environment variable NAME when the store is opened. Read from this file in each step's
+    #: process, never recorded by Dagster (docs/deploy.md#credentials).
     storage_options: Mapping[str, Any] = field(default_factory=FrozenMapping)
+    #: Step values (the plans passed between the steps of dedup, shards and token streams, under
+    #: <artifacts>/.dagster-io/) are kept for this many finished runs, the newest; older ones are removed when
+    #: a run starts. A run whose values are gone cannot be re-executed from the UI (rerun it whole).
+    keep_step_values: int = 10
+    #: The CLI keeps this many run logs (logs/run-*.log under the artifacts root, pushed to the store with
+    #: it), the newest; older ones are removed at the end of a run.
+    keep_run_logs: int = 20
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PathsSettings:
@@ -46,6 +55,8 @@ class PathsSettings(Section):
             "ledger": None,
             "mirror": None,
             "storage_options": FrozenMapping,
+            "keep_step_values": None,
+            "keep_run_logs": None,
         }))
 
 
@@ -64,6 +75,13 @@ class IngestSettings(Section):
     max_doc_bytes: int = 16777216
     #: Seconds before a remote (http/s3/hf) read gives up.
     timeout_s: float = 300
+    #: Locations a ledger source may name: URL or path prefixes (`s3://bucket/sources/`,
+    #: `https://data.example.org/`, `/data/corpora/`). A ledger URL outside every prefix is refused before any
+    #: run (exit 2), compared after normalization (`..` resolved, `file://` and bare paths alike, symlinks of
+    #: local folders followed, whole path components), so a ledger kept in a shared bucket cannot point the
+    #: pipeline at this machine's files. Empty: any location. Execution only: it refuses ledgers, never
+    #: changes an accepted one's output.
+    allowed_prefixes: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> IngestSettings:
@@ -73,6 +91,7 @@ class IngestSettings(Section):
             "part_max_docs": None,
             "max_doc_bytes": None,
             "timeout_s": None,
+            "allowed_prefixes": tuple,
         }))
 
 

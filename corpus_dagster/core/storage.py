@@ -12,9 +12,15 @@ mirror of it, and the mirror is synced with the store:
   here is removed from the store after the uploads.
 
 One writer per object: before a push overwrites an object, the store's ETag must still be the one this
-mirror last saw. An object changed by another machine since is a `StorageConflict`, never a silent
-overwrite. Temp names (`core.atomic.is_temp_name`), lock files and check scratch folders never leave the
+mirror last saw (on S3 the put itself carries the condition: `If-Match`, `If-None-Match`). An object another
+machine changed since is compared byte for byte: the same bytes (a deterministic build on two machines) are
+taken as this mirror's, other bytes are a `StorageConflict`, never a silent overwrite, and the next sync of
+the losing mirror takes the store's copy (pull before push). Temp names (`core.atomic.is_temp_name`), lock files and check scratch folders never leave the
 machine.
+
+Keys are data, never paths: a key of the listing that is not a plain relative path (an empty, `.` or `..`
+component, a backslash, a NUL, a leading slash) is refused, named in one warning, never written here and
+never removed from the store; and every path is checked to resolve inside the mirror before a byte is written.
 
 Credentials and endpoints come from the store's standard settings (for S3: `AWS_ENDPOINT_URL`,
 `AWS_ACCESS_KEY_ID`, ...) or `paths.storage_options`.
@@ -39,10 +45,12 @@ from corpus_dagster.core.atomic import atomic_path, atomic_write_bytes, is_temp_
 from corpus_dagster.core.errors import CorpusError
 
 STATE_NAME = ".mirror-state.json"
+REFUSED_NAME = ".mirror-refused.json"  # the refused keys this mirror has warned of (one warning per key)
 LOCK_NAME = ".mirror.lock"
 MIRROR_ENV = "CORPUS_MIRROR"
 IO_PREFIX = ".dagster-io"  # the values Dagster passes between steps (defs.store_io): never mirrored
 LOCAL_SCHEMES = ("", "file", "local")
+S3_SINGLE_PUT_BYTES = 100 * 2**20  # s3fs uploads a file this large or larger in parts (its 2 x 50 MiB chunks)
 
 
 class StorageError(CorpusError):
@@ -51,6 +59,38 @@ class StorageError(CorpusError):
 
 class StorageConflict(StorageError):
     """Another writer changed an object this machine is about to overwrite or remove."""
+
+
+class UnsafeKey(StorageError):
+    """A store key that would name a file outside the mirror (or not a plain relative path at all)."""
+
+
+def key_problem(rel: str) -> str | None:
+    """Why a key (relative to the store's root) cannot name a file of the mirror, or None for a plain relative
+    path: a key is data written by whoever can write to the bucket, never a path to trust."""
+    if not rel:
+        return "an empty key"
+    if "\x00" in rel:
+        return "a NUL byte"
+    if "\\" in rel:
+        return "a backslash"
+    if rel.startswith("/"):
+        return "a leading slash"
+    for part in rel.split("/"):
+        if part == "":
+            return "an empty component"
+        if part in (".", ".."):
+            return f"a {part!r} component"
+    return None
+
+
+def refused_line(url: str, refused: dict[str, str], shown: int = 5) -> str:
+    """The one warning that names refused keys (repr: a key may hold any character) and why."""
+    keys = sorted(refused)
+    named = ", ".join(f"{key!r} ({refused[key]})" for key in keys[:shown])
+    more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    return (f"artifacts store {url}: refused {len(keys)} key(s) that are not plain relative paths, left in the "
+            f"store untouched and never written here: {named}{more}")
 
 
 def is_remote(url: str) -> bool:
@@ -75,7 +115,7 @@ def skipped(rel: str) -> bool:
     """Whether a mirror path stays on this machine: temp names, lock files, scratch folders, the mirror's own
     state."""
     for part in rel.split("/"):
-        if part in (STATE_NAME, LOCK_NAME, ".locks", IO_PREFIX) or is_temp_name(part) or (part.startswith(".") and ".rebuild-" in part):
+        if part in (STATE_NAME, LOCK_NAME, REFUSED_NAME, ".locks", IO_PREFIX) or is_temp_name(part) or (part.startswith(".") and ".rebuild-" in part):
             return True
     return False
 
@@ -99,6 +139,7 @@ class SyncReport:
     bytes: int = 0
     removed: int = 0
     names: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)  # keys refused and first warned of by this sync
 
 
 @dataclass
@@ -115,6 +156,20 @@ class Store:
         self.fs, self.root = fsspec.core.url_to_fs(self.url.rstrip("/"), **self.options)
         self.root = self.root.rstrip("/")
         self._guard = threading.Lock()
+        self.refused: dict[str, str] = {}  # the last listing's refused keys: why each is not a path
+
+    def local(self, rel: str) -> Path:
+        """The mirror path of a key, checked before a byte is written there: a plain relative path that
+        resolves inside the mirror (a symbolic link on the way cannot take it out), else UnsafeKey."""
+        problem = key_problem(rel)
+        if problem is None:
+            base = self.mirror.resolve()
+            real = (base / rel).resolve()
+            if real == base or not real.is_relative_to(base):
+                problem = "resolves outside the mirror"
+        if problem is not None:
+            raise UnsafeKey(f"{self._remote(rel)!r} is not a path inside {self.mirror}: {problem}")
+        return self.mirror / rel
 
     # --- state --------------------------------------------------------------------------------------------
 
@@ -162,14 +217,36 @@ class Store:
             raise StorageError(f"cannot list {self.url}: {exc}") from exc
         prefix = self.root + "/"
         out = {}
+        refused = {}
         for name, info in found.items():
-            name = name.rstrip("/")
             if info.get("type") == "directory" or not name.startswith(prefix):
                 continue
             rel = name[len(prefix):]
-            if not skipped(rel):
+            problem = key_problem(rel)
+            if problem is not None:
+                refused[rel] = problem
+            elif not skipped(rel):
                 out[rel] = _token(info)
+        self.refused = refused
         return out
+
+    def _warn_refused(self) -> dict[str, str]:
+        """Warn once per mirror of each refused key of the last listing (the mirror's lock held); returns the
+        keys warned of now."""
+        path = self.mirror / REFUSED_NAME
+        try:
+            warned = set(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            warned = set()
+        new = {key: why for key, why in self.refused.items() if key not in warned}
+        if new:
+            logging.getLogger("corpus_dagster.storage").warning(refused_line(self.url, new))
+            atomic_write_bytes(path, json.dumps(sorted(warned | set(new))).encode())
+        return new
+
+    def forget_warnings(self) -> None:
+        """Say every refused key again on the next sync: what a CLI run calls first, so each run names them once."""
+        (self.mirror / REFUSED_NAME).unlink(missing_ok=True)
 
     def local_files(self) -> dict[str, Path]:
         """Every file of the mirror that belongs in the store, by relative path."""
@@ -180,7 +257,7 @@ class Store:
             dirnames[:] = sorted(d for d in dirnames if not skipped(d))
             for name in sorted(filenames):
                 rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                if not skipped(rel):
+                if not skipped(rel) and key_problem(rel) is None:
                     out[rel] = base / name
         return out
 
@@ -197,8 +274,9 @@ class Store:
 
         remote = {rel: t for rel, t in self.listing().items() if wanted(rel)}
         with self._locked() as state:
+            report.refused = self._warn_refused()
             for rel, token in sorted(remote.items()):
-                path = self.mirror / rel
+                path = self.local(rel)
                 known = state.get(rel)
                 if known and known["token"] == token and path.is_file():
                     continue  # as last synced, or changed here since (the next push uploads it)
@@ -213,7 +291,11 @@ class Store:
                 report.bytes += path.stat().st_size
                 report.names.append(rel)
             for rel in sorted(rel for rel in state if wanted(rel) and rel not in remote):
-                path = self.mirror / rel
+                try:
+                    path = self.local(rel)
+                except UnsafeKey:  # a state file of an older version: forgotten, never acted on
+                    del state[rel]
+                    continue
                 if path.is_file() and self._stamp(path) != state[rel]["stamp"]:
                     continue
                 path.unlink(missing_ok=True)
@@ -229,7 +311,7 @@ class Store:
             changed = sorted((rel for rel, path in files.items()
                               if rel not in state or self._stamp(path) != state[rel]["stamp"]),
                              key=lambda rel: (rel.endswith(".json"), rel))
-            gone = sorted(rel for rel in state if rel not in files)
+            gone = sorted(rel for rel in state if rel not in files and key_problem(rel) is None)
             if not changed and not gone:
                 return report
             remote = self.listing()
@@ -237,17 +319,26 @@ class Store:
                 known = state.get(rel)
                 theirs = remote.get(rel)
                 if theirs is not None and (known is None or known["token"] != theirs):
-                    raise StorageConflict(
-                        f"{self._remote(rel)} was changed by another writer since this machine last synced "
-                        f"{self.mirror}; one writer per artifacts root and stage (docs/deploy.md)")
+                    if rel not in files or not self._same_bytes(rel, files[rel]):
+                        raise self._conflict(rel)
+                    state[rel] = {"token": theirs, "stamp": self._stamp(files[rel])}  # another writer's same bytes
             for rel in changed:
                 path = files[rel]
                 stamp = self._stamp(path)
+                if state.get(rel, {}).get("stamp") == stamp:
+                    continue  # settled above: the store holds these bytes already
+                expected = state[rel]["token"] if rel in state else None
                 try:
-                    self.fs.put_file(str(path), self._remote(rel))
+                    self._put(path, rel, expected)
+                except OSError as exc:
+                    if not _precondition_failed(exc):
+                        raise StorageError(f"cannot upload {path} to {self._remote(rel)}: {exc}") from exc
+                    if not self._same_bytes(rel, path):  # written by another since the listing above
+                        raise self._conflict(rel) from exc
+                try:
                     token = _token(self.fs.info(self._remote(rel)))
                 except OSError as exc:
-                    raise StorageError(f"cannot upload {path} to {self._remote(rel)}: {exc}") from exc
+                    raise StorageError(f"cannot read back {self._remote(rel)}: {exc}") from exc
                 state[rel] = {"token": token, "stamp": stamp}
                 report.files += 1
                 report.bytes += stamp[0]
@@ -258,6 +349,63 @@ class Store:
                 del state[rel]
                 report.removed += 1
         return report
+
+
+    # --- two writers -----------------------------------------------------------------------------------
+
+    def _put(self, path: Path, rel: str, expected: str | None) -> None:
+        """Upload one file, on S3 only if the object is still the one this mirror last saw (`If-Match` its ETag,
+        or `If-None-Match: *` for an object this mirror never saw), so no other writer's object is overwritten
+        between the check and the put. Other stores (and S3 multipart uploads replacing an object) put
+        without a condition: the window between listing and put stays (docs/deploy.md)."""
+        remote = self._remote(rel)
+        if type(self.fs).__name__ != "S3FileSystem":
+            self.fs.put_file(str(path), remote)
+        elif expected is None:
+            self.fs.put_file(str(path), remote, mode="create")
+        elif path.stat().st_size < S3_SINGLE_PUT_BYTES and ":" not in expected:
+            self.fs.put_file(str(path), remote, IfMatch=f'"{expected}"')
+        else:
+            self.fs.put_file(str(path), remote)
+
+    def _same_bytes(self, rel: str, path: Path) -> bool:
+        """Whether the store's object holds exactly the bytes of a local file (a deterministic build writes the
+        same bytes on two machines: no conflict then)."""
+        chunk = 1 << 20
+        self.fs.invalidate_cache(self._remote(rel))  # a listing cached by the file system is older than the object
+        try:
+            if self.fs.size(self._remote(rel)) != path.stat().st_size:
+                return False
+            with self.fs.open(self._remote(rel), "rb") as theirs, open(path, "rb") as ours:
+                while True:
+                    mine = ours.read(chunk)
+                    if theirs.read(chunk) != mine:
+                        return False
+                    if not mine:
+                        return True
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise StorageError(f"cannot read {self._remote(rel)}: {exc}") from exc
+
+    def _conflict(self, rel: str) -> StorageConflict:
+        return StorageConflict(
+            f"{self._remote(rel)} holds other bytes, written by another writer since the mirror {self.mirror} "
+            f"last synced; this run's copy was not pushed. Rerun: the next run takes the store's copy into that "
+            f"mirror first and rebuilds what no longer matches (two writers on one artifacts root: docs/deploy.md)")
+
+
+def _precondition_failed(exc: BaseException) -> bool:
+    """Whether an S3 error is a failed `If-Match` / `If-None-Match` (another writer's object is there)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, FileExistsError):
+            return True
+        code = getattr(seen, "response", {}).get("Error", {}).get("Code") if hasattr(seen, "response") else None
+        if code in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 # --- the store of this process ----------------------------------------------------------------------------
@@ -307,12 +455,16 @@ def push_all(min_interval_s: float = 0.0) -> list[SyncReport]:
 
 
 def sync(store: Store | None, only: str | None = None) -> tuple[list[SyncReport], SyncReport | None]:
-    """Before reading: push what this process wrote so far (an earlier step of an in-process run), then bring
-    the mirror (or just `only` in it) up to the store, and log what moved. Nothing for a local root."""
+    """Before reading: bring the mirror (or just `only` in it) up to the store, then push what this process
+    wrote so far (an earlier step of an in-process run), and log what moved. Nothing for a local root.
+
+    Pull before push: a mirror that lost a conflict to another writer holds a copy the store does not; the
+    pull replaces it with the store's (its stage record then decides what is rebuilt), so the next run heals
+    instead of failing on the same object again."""
     if store is None:
         return [], None
-    pushed = push_all()
     pulled = store.pull(only)
+    pushed = push_all()
     if pulled.files or pulled.removed or any(r.files or r.removed for r in pushed):
         logging.getLogger("corpus_dagster.storage").info(
             "artifacts store %s: pushed %d file(s), pulled %d file(s) (%.1f MB), removed %d",

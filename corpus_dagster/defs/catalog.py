@@ -5,7 +5,6 @@ Imported on first use of `corpus_dagster.defs.ASSETS` (and its siblings): import
 
 import dagster as dg
 
-from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.settings import Settings
 from corpus_dagster.defs.analysis import ANALYSIS_ASSETS, ANALYSIS_CHECKS
 from corpus_dagster.defs.automation import (
@@ -25,7 +24,7 @@ from corpus_dagster.defs.release import RELEASE_ASSETS, RELEASE_CHECKS
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.review import REVIEW_ASSETS
 from corpus_dagster.defs.scrub import scrubbed
-from corpus_dagster.defs.store_io import StoreIOManager
+from corpus_dagster.defs.store_io import step_value_io_manager
 from corpus_dagster.defs.tokenize import TOKEN_ASSETS, TOKEN_CHECKS, token_streams_asset
 from corpus_dagster.defs.units import fan_out_of
 
@@ -50,15 +49,6 @@ def executor_for(settings: Settings) -> dg.ExecutorDefinition:
     return dask_executor_for(settings) if settings.executor.kind == "dask" else dg.in_process_executor
 
 
-def store_io_manager(corpus: CorpusConfig) -> dict[str, dg.ConfigurableIOManager]:
-    """{"io_manager": ...} keeping step values in the artifacts store when the root is one, else {} (Dagster's
-    default, under the instance's storage folder)."""
-    layout = Layout.from_config(corpus.resolved())
-    if layout.store_url is None:
-        return {}
-    return {"io_manager": StoreIOManager(url=layout.store_url, storage_options=dict(layout.storage_options))}
-
-
 def build_definitions(corpus: CorpusConfig) -> dg.Definitions:
     """Every definition for one corpus config; the refresh cron and executor come from the loaded config."""
     from corpus_dagster.defs.runner import source_job
@@ -71,7 +61,8 @@ def build_definitions(corpus: CorpusConfig) -> dg.Definitions:
         jobs=[ingest_job, build_corpus_job, explain_document_job, source_job(settings)],
         schedules=[refresh_schedule_for(refresh.cron, refresh.timezone)],
         sensors=[ledger_sensor, automation_sensor],
-        resources={"corpus": corpus, **store_io_manager(corpus)},
+        # the IO manager has no config of its own: it reads the store and its credentials from `corpus` at run time
+        resources={"corpus": corpus, "io_manager": step_value_io_manager},
         # Local kind: one process per run; steps are light wrappers around drivers that parallelize inside
         # (`workers`), and a process per step (each of the checks included) made UI runs several times slower.
         executor=executor_for(settings),

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus_dagster.core import records
+from corpus_dagster.core.allowed_locations import check_allowed_locations
 from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes, remove_stale_temps
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.errors import ChecksumMismatch, StageOutputError
@@ -107,6 +108,7 @@ def fetch_source(
     if source.format == "text" and (source.where is not None or source.keep_fields):
         raise text_selection_error(source)
     selection = Selection.for_source(source)  # a predicate that does not parse fails before any file is read
+    check_allowed_locations(ingest_cfg.allowed_prefixes, [source], layout.ledger)  # before a file is listed
     now = now or dt.datetime.now(dt.UTC)
     date = now.strftime("%Y%m%d")
     fetched_at = now.strftime("%Y-%m-%dT%H:%M:%SZ")

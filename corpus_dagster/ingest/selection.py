@@ -17,6 +17,7 @@ import polars as pl
 import pyarrow as pa
 
 from corpus_dagster.core.errors import SelectionError
+from corpus_dagster.core.row_predicate import predicate_problem
 
 Records = pl.DataFrame | pa.Table | list[dict[str, Any]]
 
@@ -41,7 +42,11 @@ def _first_line(exc: BaseException) -> str:
 
 
 def compile_where(where: str, source_id: str) -> pl.Expr:
-    """The ledger's `where` as a polars expression; a predicate that does not parse is a SelectionError."""
+    """The ledger's `where` as a polars expression; a predicate outside the row-predicate grammar (checked before
+    polars sees it, as the ledger loader does) or that polars cannot parse is a SelectionError."""
+    refused = predicate_problem(where)
+    if refused is not None:
+        raise SelectionError(source_id, f"ledger `where` {where!r}: {refused}; fix the predicate in the ledger row")
     try:
         return pl.sql_expr(where)
     except Exception as exc:  # polars raises several error types for bad SQL

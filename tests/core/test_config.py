@@ -62,13 +62,14 @@ def test_config_sha256_is_canonical_json_without_execution_keys():
     body["dedup"] = {k: v for k, v in body["dedup"].items() if k != "batch_bytes"}
     body["near_dup"] = {k: v for k, v in body["near_dup"].items()
                         if k not in ("batch_bytes", "verify_batch_shingles", "verify_chunk_pairs")}
+    body["ingest"] = {k: v for k, v in body["ingest"].items() if k != "allowed_prefixes"}
     assert set(EXECUTION_KEYS) == {  # marked in the schema; this list is what a rebuild elsewhere may change
         "paths", "locks", "executor", "workers", "refresh", "progress", "tokenize.engine",
         "tokenize.threads_per_worker", "tokenize.rebuild_check", "tokenize.rebuild_check_batches",
         "publish.rebuild_check_shards", "publish.pii_check_docs", "publish.pii_check_chars", "dedup.batch_bytes",
         "near_dup.batch_bytes", "near_dup.verify_batch_shingles", "near_dup.verify_chunk_pairs",
         "release.rebuild_check", "release.rebuild_check_units", "analysis.batch_bytes",
-        "analysis.verify_cluster_pairs", "analysis.verify_cluster_bytes"}
+        "analysis.verify_cluster_pairs", "analysis.verify_cluster_bytes", "ingest.allowed_prefixes"}
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     assert config_sha256(resolved) == hashlib.sha256(canon).hexdigest()
     other = load_config(None, {"dataset": "x", "workers": 4, "paths": {"artifacts": "/elsewhere"},

@@ -9,9 +9,18 @@ import fsspec
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
+from corpus_dagster.core import storage
 from corpus_dagster.core.config import artifacts_root, artifacts_store, load_config
 from corpus_dagster.core.layout import Layout
-from corpus_dagster.core.storage import StorageConflict, Store, default_mirror, is_remote, skipped
+from corpus_dagster.core.storage import (
+    StorageConflict,
+    Store,
+    UnsafeKey,
+    default_mirror,
+    is_remote,
+    key_problem,
+    skipped,
+)
 
 
 @pytest.fixture()
@@ -99,7 +108,9 @@ def test_a_pull_replaces_a_file_the_store_changed(tmp_path, url):
 
 
 @pytest.mark.parametrize("second_write", ["change", "create"])
-def test_two_writers_of_one_object_are_a_conflict_not_an_overwrite(tmp_path, url, second_write):
+def test_two_writers_of_other_bytes_are_a_conflict_and_the_loser_heals_on_its_next_sync(tmp_path, url, second_write,
+                                                                                       monkeypatch):
+    monkeypatch.setattr(storage, "_ACTIVE", {})
     a, b = Store(url, tmp_path / "a"), Store(url, tmp_path / "b")
     if second_write == "change":
         _write(a.mirror / "f.txt", b"one")
@@ -110,10 +121,29 @@ def test_two_writers_of_one_object_are_a_conflict_not_an_overwrite(tmp_path, url
         _write(a.mirror / "f.txt", b"from a")
     a.push()
     _write(b.mirror / "f.txt", b"from b, never seen a's")
-    with pytest.raises(StorageConflict, match="f.txt was changed by another writer"):
+    _write(b.mirror / "g.txt", b"b's alone")
+    with pytest.raises(StorageConflict, match=f"f.txt holds other bytes.*the mirror {b.mirror} .*Rerun"):
         b.push()
     with a.fs.open(f"{a.root}/f.txt", "rb") as fh:
         assert fh.read() == b"from a"
+    assert "g.txt" not in a.listing()  # nothing of a conflicting push went up
+    pushed, pulled = storage.sync(storage.store_for(url, b.mirror))  # the next run: pull, then push
+    assert pulled.names == ["f.txt"] and (b.mirror / "f.txt").read_bytes() == b"from a"
+    assert [r.names for r in pushed] == [["g.txt"]]
+
+
+@pytest.mark.parametrize("second_write", ["change", "create"])
+def test_two_writers_of_the_same_bytes_are_no_conflict(tmp_path, url, second_write):
+    a, b = Store(url, tmp_path / "a"), Store(url, tmp_path / "b")
+    if second_write == "change":
+        _write(a.mirror / "f.txt", b"one")
+        a.push()
+        b.pull()
+    _write(a.mirror / "f.txt", b"deterministic")
+    a.push()
+    _write(b.mirror / "f.txt", b"deterministic")
+    assert b.push().files == 0  # the store holds these bytes: nothing to upload, nothing to refuse
+    assert b.pull().files == 0 and b.push().files == 0  # and b's mirror knows it
 
 
 def test_an_artifacts_url_roots_the_layout_in_this_machines_mirror(tmp_path, monkeypatch):
@@ -178,3 +208,52 @@ def test_pushes_closer_than_the_interval_are_skipped(tmp_path, url, monkeypatch)
     _write(store.mirror / "b.txt", b"b")
     assert storage.push_all(min_interval_s=60) == []  # within a minute of the last: left for the step's push
     assert [r.files for r in storage.push_all()] == [1]
+
+
+PLANTED = ["../escape-up.txt", "x/../../escape-climb.txt", "/abs-target.txt", "a\\b.txt", "./dot.txt", "n\x00ul.txt",
+           "double//slash.txt"]
+
+
+def test_keys_that_are_not_plain_relative_paths_are_refused():
+    assert key_problem("stages/clean/s1/part-0.parquet") is None
+    assert key_problem("..x/y..") is None  # dots inside a name are a name
+    problems = {key: key_problem(key) for key in PLANTED}
+    assert problems == {"../escape-up.txt": "a '..' component", "x/../../escape-climb.txt": "a '..' component",
+                        "/abs-target.txt": "a leading slash", "a\\b.txt": "a backslash", "./dot.txt": "a '.' component",
+                        "n\x00ul.txt": "a NUL byte", "double//slash.txt": "an empty component"}
+    assert key_problem("") == "an empty key" and key_problem("trailing/") == "an empty component"
+
+
+def test_planted_keys_write_nothing_are_warned_of_once_and_never_removed(tmp_path, url, caplog):
+    memory = fsspec.filesystem("memory")
+    a = Store(url, tmp_path / "m" / "a")
+    for key in [*PLANTED, "ok.txt"]:
+        memory.pipe_file(f"{a.root}/{key}", b"planted")
+    memory.pipe_file(f"{a.root}/{tmp_path}/abs-target.txt", b"planted")  # `<prefix>//abs` replaced the base
+    before = set(memory.find(a.root))
+    with caplog.at_level("WARNING", logger="corpus_dagster.storage"):
+        pulled = a.pull()
+        assert a.pull().refused == {}  # said once per mirror
+    assert pulled.names == ["ok.txt"] and len(pulled.refused) == len(PLANTED) + 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "refused 8 key(s)" in warnings[0] and "'../escape-up.txt'" in warnings[0]
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()
+                  and not skipped(p.name)) == ["m/a/ok.txt"]
+    (a.mirror / "ok.txt").unlink()
+    _write(a.mirror / "new.txt", b"n")
+    assert a.push().removed == 1  # ok.txt, removed here; the planted keys were never this mirror's to remove
+    assert set(memory.find(a.root)) == (before - {f"{a.root}/ok.txt"}) | {f"{a.root}/new.txt"}
+    a.forget_warnings()
+    assert len(a.pull().refused) == len(PLANTED) + 1  # a new CLI run names them again
+
+
+def test_a_path_through_a_link_out_of_the_mirror_is_refused(tmp_path, url):
+    a = Store(url, tmp_path / "a")
+    a.mirror.mkdir()
+    (tmp_path / "outside").mkdir()
+    (a.mirror / "stages").symlink_to(tmp_path / "outside")
+    fsspec.filesystem("memory").pipe_file(f"{a.root}/stages/x.txt", b"through the link")
+    with pytest.raises(UnsafeKey, match="resolves outside the mirror"):
+        a.pull()
+    assert not (tmp_path / "outside" / "x.txt").exists()
+    assert a.local("corpus/LEDGER.jsonl") == a.mirror / "corpus" / "LEDGER.jsonl"
