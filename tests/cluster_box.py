@@ -1,5 +1,6 @@
 """A cluster in a box on 127.0.0.1: an S3-compatible server (moto), a PostgreSQL server, a dask scheduler and
-dask workers, each a real process; a worker starts in its own empty folder and shares no folder with the others.
+dask workers, each a real process listening on the loopback address only; a worker starts in its own empty
+folder and shares no folder with the others.
 
 Used by tests/cluster/ (`make test-cluster`) and bench/object_store.py.
 """
@@ -21,6 +22,12 @@ from pathlib import Path
 
 from corpus_dagster.core.storage import forget_stores
 
+LOOPBACK = "127.0.0.1"
+# Every dask process serves HTTP (health, metrics) beside its protocol port, `--no-dashboard` or not: on
+# 0.0.0.0:8787 (scheduler) and 0.0.0.0:<random> (workers) unless told an address. The dask protocol is
+# unauthenticated and runs pickled functions, so the box binds everything to the loopback address
+# (tests/cluster/test_cluster_box_loopback.py checks every listening socket).
+LOOPBACK_HTTP = ("--dashboard-address", f"{LOOPBACK}:0", "--no-dashboard")
 S3_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
@@ -144,8 +151,8 @@ def dask_cluster(folder: Path, env: dict[str, str], n_workers: int = 2) -> Itera
     start its own processes), each worker in its own empty folder with its own artifacts mirror there."""
     port = free_port()
     base = {**os.environ, **env, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
-    scheduler = start([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port",
-                       str(port), "--no-dashboard"], folder / "scheduler.log", env=base)
+    scheduler = start([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", LOOPBACK, "--port",
+                       str(port), *LOOPBACK_HTTP], folder / "scheduler.log", env=base)
     workers, dirs = [], []
     try:
         wait_for_port(port, scheduler, "dask scheduler")
@@ -154,9 +161,9 @@ def dask_cluster(folder: Path, env: dict[str, str], n_workers: int = 2) -> Itera
             cwd = folder / f"worker-{i}"
             cwd.mkdir(parents=True)
             dirs.append(cwd)
-            workers.append(start([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
-                                  "--nworkers", "1", "--no-dashboard", "--local-directory", str(cwd / "dask"),
-                                  "--name", f"w{i}"],
+            workers.append(start([sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", LOOPBACK,
+                                  *LOOPBACK_HTTP, "--nthreads", "1", "--nworkers", "1",
+                                  "--local-directory", str(cwd / "dask"), "--name", f"w{i}"],
                                  cwd / "worker.log", cwd=cwd, env={**base, "CORPUS_MIRROR": str(cwd / "mirror")}))
         from distributed import Client
 

@@ -131,6 +131,13 @@ class RunWatcher:
         self.steps_done = 0
         self._status_shown = False
         self._tty = bool(getattr(out, "isatty", lambda: False)())
+        self.console = True  # off: events still go to the log file, nothing more to the console
+
+    def drain_to_log(self) -> None:
+        """Read the events the runs recorded since the last poll into the log file only (after a stop: the
+        console gets its one line, the log the steps' interruption and the runs' cancellation)."""
+        self.console = False
+        self.poll()
 
     @property
     def ran_global(self) -> bool:
@@ -230,12 +237,14 @@ class RunWatcher:
         self._line(f"{state.label:<16} {step:<50} {seconds:>6.1f} s  {summary}")
 
     def _line(self, text: str) -> None:
+        if not self.console:
+            return
         self._clear_status()
         print(f"{self.prefix}: {text}".rstrip(), file=self.out, flush=True)
 
     def _show_status(self) -> None:
         """On a terminal only: one transient line with the latest progress message of the steps running now."""
-        if not self._tty:
+        if not self._tty or not self.console:
             return
         latest = [msg for state in self.runs.values() for step, msg in state.last_info.items()
                   if step not in state.failed_steps and step not in state.materializations and step not in state.checks]

@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import traceback
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from corpus_dagster.cli.run_log import GuardedLog, disk_full_message
+from corpus_dagster.core.interrupts import Interrupted, ignore_stop_signals, signals_raise_interrupted
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -31,6 +33,8 @@ EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
 EXIT_SOURCE_FAILED = 3
 EXIT_CHECK_FAILED = 4
+EXIT_SIGINT = 128 + signal.SIGINT  # 130, the shell's code for a process ended by Ctrl-C
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
 EXIT_CODES = f"""exit codes:
   {EXIT_OK}  every source and step succeeded and every check passed
   {EXIT_BAD_INPUT}  bad config or ledger (the message names the file, line and JSON path), bad usage, or a missing
@@ -39,6 +43,8 @@ EXIT_CODES = f"""exit codes:
      missing, credentials refused, another writer's object): one line each says where and what to do
   {EXIT_CHECK_FAILED}  every step ran but an asset check failed
   {EXIT_INTERNAL}  an unexpected error (a bug): the traceback is in the log file
+  {EXIT_SIGINT}  interrupted (Ctrl-C, SIGINT) / {EXIT_SIGTERM} terminated (SIGTERM): the runs going were stopped and
+       marked canceled, finished steps are kept; rerun to resume (a second Ctrl-C stops at once)
 """
 
 
@@ -125,7 +131,28 @@ def _logging_to(log: TextIO) -> Iterator[None]:
 
 
 def run_pipeline(config_path: str, prefix: str = "run", keep_going: bool = False, log_file: Path | None = None) -> int:
-    """Run everything for a config with a compact progress display; returns the exit code (see EXIT_CODES)."""
+    """Run everything for a config with a compact progress display; returns the exit code (see EXIT_CODES).
+
+    SIGINT and SIGTERM stop it wherever it is: the runs going are stopped and marked canceled, one line says
+    which, and the exit code is 128 + the signal's number."""
+    with signals_raise_interrupted():
+        try:
+            return _run_pipeline(config_path, prefix, keep_going, log_file)
+        except Interrupted as stop:
+            ignore_stop_signals()  # handled: nothing may cut the one line short
+            print(f"{prefix}: {interrupted_line(stop)}", file=sys.stderr, flush=True)
+            return stop.exit_code
+
+
+def interrupted_line(stop: Interrupted) -> str:
+    """The one line a stop signal ends with: which runs were canceled, and that a rerun resumes."""
+    runs = stop.canceled_runs
+    what = (f"run {runs[0]} canceled" if len(runs) == 1 else f"runs {', '.join(runs)} canceled" if runs
+            else "no run was going")
+    return f"interrupted by {stop.signal_name}: {what}; finished steps are kept, rerun to resume"
+
+
+def _run_pipeline(config_path: str, prefix: str, keep_going: bool, log_file: Path | None) -> int:
     from corpus_dagster.core.errors import ConfigError, LedgerError
     from corpus_dagster.core.layout import Layout
     from corpus_dagster.core.storage import StorageError, StoreExtraMissing, StoreUnavailable
@@ -152,6 +179,9 @@ def run_pipeline(config_path: str, prefix: str = "run", keep_going: bool = False
     try:
         with _logging_to(log):
             code = _run(config_path, resolved, layout, prefix, keep_going, log, log_path, start)
+    except Interrupted:
+        log.write(traceback.format_exc())  # where the stop found the CLI, for the curious
+        raise
     except (ConfigError, LedgerError) as exc:
         log.write(traceback.format_exc())
         _error(prefix, one_line_error(exc))
@@ -260,19 +290,29 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
             log.step = f"{SOURCE_JOB} runs"
             with source_pool(corpus, instance, sources, output=str(log_path),
                              origin=repository_origin(default_workspace_file())) as pool:
-                watcher = RunWatcher(instance, session, log, prefix=prefix, check_steps=pool.check_step_keys())
-                # largest first, so that a large source does not run alone at the end
-                outcomes = pool.run_sources(largest_first(layout, ledger), keep_going=keep_going, tags=tags,
-                                            poll=watcher.poll)
-                ok = [o.partition for o in outcomes if o.success]
-                not_run = sorted((o.partition for o in outcomes if o.run_id is None), key=sources.index)  # ledger order
-                if not_run:
-                    print(f"{prefix}: not run after the first failure (use --keep-going to try them): {', '.join(not_run)}")
-                if len(ok) == len(sources) or (keep_going and ok):
-                    if len(ok) < len(sources):
-                        print(f"{prefix}: building the corpus over the {len(ok)} source(s) that succeeded", flush=True)
-                    log.step = f"{GLOBAL_JOB} run"
-                    pool.run_global(tags=tags, poll=watcher.poll)
+                watcher = None
+                try:
+                    watcher = RunWatcher(instance, session, log, prefix=prefix, check_steps=pool.check_step_keys())
+                    # largest first, so that a large source does not run alone at the end
+                    outcomes = pool.run_sources(largest_first(layout, ledger), keep_going=keep_going, tags=tags,
+                                                poll=watcher.poll)
+                    ok = [o.partition for o in outcomes if o.success]
+                    not_run = sorted((o.partition for o in outcomes if o.run_id is None), key=sources.index)
+                    if not_run:  # in ledger order
+                        print(f"{prefix}: not run after the first failure (use --keep-going to try them): "
+                              f"{', '.join(not_run)}")
+                    if len(ok) == len(sources) or (keep_going and ok):
+                        if len(ok) < len(sources):
+                            print(f"{prefix}: building the corpus over the {len(ok)} source(s) that succeeded",
+                                  flush=True)
+                        log.step = f"{GLOBAL_JOB} run"
+                        pool.run_global(tags=tags, poll=watcher.poll)
+                except Interrupted as stop:
+                    stop.canceled_runs = pool.stop(
+                        instance, tags, reason=f"the CLI (pid {os.getpid()}) got {stop.signal_name}: run stopped")
+                    if watcher is not None:
+                        watcher.drain_to_log()
+                    raise
     log.step = "the summary"
     failures = watcher.failures
     store_failures = [f for f in failures if f.error_class == StoreUnavailable.__name__]

@@ -179,3 +179,26 @@ def fail_orphaned_runs(instance: dg.DagsterInstance, home: Path) -> list[str]:
         if not alive:
             session_lock_path(home, session).unlink(missing_ok=True)
     return failed
+
+
+# What a run can be in when a stop comes (CANCELING: already asked, by an earlier stop or the UI).
+CANCELABLE = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
+              dg.DagsterRunStatus.QUEUED]
+
+
+def request_run_cancel(instance: dg.DagsterInstance, tags: dict[str, str], reason: str) -> list[str]:
+    """Mark CANCELING every run with `tags` that is going (Dagster's termination request: a run process that
+    is interrupted then records the run CANCELED, not failed); returns their ids."""
+    runs = instance.get_runs(filters=dg.RunsFilter(tags=tags, statuses=CANCELABLE))
+    for run in runs:
+        instance.report_run_canceling(run, message=reason)
+    return [run.run_id for run in runs]
+
+
+def cancel_unfinished_runs(instance: dg.DagsterInstance, tags: dict[str, str], reason: str) -> list[str]:
+    """Mark CANCELED every unfinished run with `tags` (their processes are gone: nobody else will); returns
+    their ids."""
+    runs = instance.get_runs(filters=dg.RunsFilter(tags=tags, statuses=UNFINISHED))
+    for run in runs:
+        instance.report_run_canceled(run, message=reason)
+    return [run.run_id for run in runs]

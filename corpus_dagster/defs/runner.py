@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -26,9 +27,11 @@ from dagster._core.execution.api import execute_run as execute_created_run
 from dagster._core.remote_origin import CodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.workspace.load import location_origin_from_module_name, location_origins_from_yaml_paths
 from dagster._serdes import deserialize_value, serialize_value
+from dagster._utils.interrupts import capture_interrupts
 
+from corpus_dagster.core.interrupts import on_repeated_signal
 from corpus_dagster.core.ledger import load_ledger
-from corpus_dagster.core.parallel import exit_with_parent
+from corpus_dagster.core.parallel import exit_with_parent, shutdown_pools
 from corpus_dagster.core.settings import Settings
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
 from corpus_dagster.defs.resources import CORPUS_JOB, CorpusConfig
@@ -40,6 +43,9 @@ PARTITION_TAG = "dagster/partition"
 # file read it from there), only Dagster's DEBUG stream on stderr is switched off.
 QUIET_CONSOLE: dict = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 DEFINITIONS_MODULE = "corpus_dagster.definitions"  # what workspace.yaml loads
+# How long a stop waits for the interrupted runs to record themselves canceled (an interrupted step ends
+# within a second or two: the time to unwind and remove its temp files) before it kills their processes.
+STOP_GRACE_S = 10.0
 
 
 def code_location_origin(workspace_file: str | os.PathLike | None = None) -> CodeLocationOrigin:
@@ -186,15 +192,32 @@ class RunOutcome:
     success: bool
 
 
-def _send_output_to(path: str | None) -> None:
-    """Pool-process initializer: stdout and stderr (also of the step processes it starts) append to the log
-    file; the process ends when the CLI that started it was killed."""
+def _start_run_process(path: str | None, stopping: Any) -> None:
+    """Pool-process initializer: its own process group, stop signals left to the CLI, output to the log file.
+
+    A Ctrl-C at the terminal goes to the foreground process group: in the CLI's, it would reach every run
+    process at the same instant as the CLI, before the CLI has marked the runs canceling, and Dagster would
+    record "interrupted unexpectedly" failures. In a group of its own (with the step pools it starts), only
+    the CLI decides: it marks the runs, then signals each group (`RunPool.stop`). Between runs SIGINT is
+    ignored; during one, Dagster's handler takes it. `stopping` is the pool's stop event (no run starts once
+    it is set). stdout and stderr (also of the processes it starts) append to the log file; the process ends
+    when the CLI that started it was killed."""
+    os.setpgrp()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _STOPPING[:] = [stopping]
     exit_with_parent()
     if path:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
+
+
+_STOPPING: list[Any] = []  # this pool process's stop event (a multiprocessing Event of its RunPool)
+
+
+def _stop_requested() -> bool:
+    return bool(_STOPPING) and _STOPPING[0].is_set()
 
 
 def execute_run(instance_ref: Any, corpus_kwargs: dict[str, Any], job_name: str, partition: str | None,
@@ -205,21 +228,39 @@ def execute_run(instance_ref: Any, corpus_kwargs: dict[str, Any], job_name: str,
     `dg.execute_job` does; the job snapshot is the job definition's, the one a code location built from the
     same corpus config gives for the job. `run_workers` overrides `workers` in the run's config only, so
     the snapshot stays the workspace job's and the run's config says what it ran with.
+
+    A stop (`RunPool.stop`) sets the pool's event before it lists the runs to cancel: a run created after
+    that sees the event and is canceled here, never started; one created before is on the CLI's list. A
+    SIGINT that comes before Dagster's own handler is in place is held (`capture_interrupts`, as Dagster
+    advises for a process that executes runs) and raised at the run's first step.
     """
-    instance = _pool_instance(instance_ref)
-    corpus = CorpusConfig(**corpus_kwargs)
-    recon = reconstructable_job(corpus, job_name)
-    job_def = recon.get_definition()
-    run = instance.create_run_for_job(
-        job_def=job_def,
-        run_config=run_config_for(corpus_kwargs if run_workers is None else {**corpus_kwargs, "workers": run_workers}),
-        tags={**job_def.run_tags, **tags, **({PARTITION_TAG: partition} if partition else {})},
-        job_code_origin=recon.get_python_origin(),
-        remote_job_origin=(RemoteJobOrigin(deserialize_value(origin, RemoteRepositoryOrigin), job_name)
-                           if origin else None),
-    )
-    with execute_created_run(recon, run, instance) as result:
-        return RunOutcome(job_name, partition, result.run_id, result.success)
+    try:
+        with capture_interrupts():
+            if _stop_requested():
+                return RunOutcome(job_name, partition, None, False)
+            instance = _pool_instance(instance_ref)
+            corpus = CorpusConfig(**corpus_kwargs)
+            recon = reconstructable_job(corpus, job_name)
+            job_def = recon.get_definition()
+            run = instance.create_run_for_job(
+                job_def=job_def,
+                run_config=run_config_for(corpus_kwargs if run_workers is None else
+                                          {**corpus_kwargs, "workers": run_workers}),
+                tags={**job_def.run_tags, **tags, **({PARTITION_TAG: partition} if partition else {})},
+                job_code_origin=recon.get_python_origin(),
+                remote_job_origin=(RemoteJobOrigin(deserialize_value(origin, RemoteRepositoryOrigin), job_name)
+                                   if origin else None),
+            )
+            if _stop_requested():
+                instance.report_run_canceled(run, message="the CLI was stopping when this run was created: not started")
+                return RunOutcome(job_name, partition, run.run_id, False)
+            with execute_created_run(recon, run, instance) as result:
+                return RunOutcome(job_name, partition, result.run_id, result.success)
+    finally:
+        if _stop_requested():  # the step pools' interrupted tasks end (and clean up) before the CLI hears back
+            shutdown_pools()
+        # Dagster's handlers map SIGTERM to SIGINT's and restore both as SIGINT's (ignored here) afterwards
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 _INSTANCE: list[tuple[Any, dg.DagsterInstance]] = []  # this pool process's instance, opened on its first run
@@ -252,8 +293,11 @@ class RunPool:
         self.instance_ref = instance.get_ref()
         self.processes = processes
         self.workers = max(1, corpus.workers if corpus.workers is not None else corpus.settings().workers)
-        self.pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=_send_output_to, initargs=(output,))
+        context = multiprocessing.get_context("spawn")
+        self.stopping = context.Event()
+        self.running: dict[Future, int] = {}  # the runs going now (futures of execute_run)
+        self.pool = ProcessPoolExecutor(max_workers=processes, mp_context=context,
+                                        initializer=_start_run_process, initargs=(output, self.stopping))
 
     def run_all(self, job_name: str, partitions: list[str | None], tags: dict[str, str], keep_going: bool = True,
                 poll: Callable[[], None] | None = None, poll_seconds: float = 1.0,
@@ -262,7 +306,7 @@ class RunPool:
 
         `run_workers`: the `workers` each run's steps use (default: the config's)."""
         outcomes: dict[int, RunOutcome] = {}
-        running: dict[Future, int] = {}
+        running = self.running = {}
         queue = list(enumerate(partitions))
         stopped = False
         while queue or running:
@@ -294,6 +338,37 @@ class RunPool:
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
+    def stop(self, instance: dg.DagsterInstance, tags: dict[str, str], reason: str,
+             grace_s: float = STOP_GRACE_S) -> list[str]:
+        """Stop every run of this pool now, as Dagster terminates a launched run: mark it CANCELING, interrupt
+        its process, and it records itself CANCELED. Returns the ids of the runs canceled.
+
+        Each pool process leads a process group with the step pools it started; every group gets one SIGINT,
+        which interrupts the step in the run process (Dagster's handler) and the tasks in the step pools
+        (KeyboardInterrupt: their temp files are removed on the way out). Once the runs have answered, or
+        after `grace_s`, or at once when another stop signal comes (`on_repeated_signal`), the groups are
+        killed, and runs still unfinished then are marked CANCELED here. `tags` select the runs (a CLI
+        session's).
+        """
+        from corpus_dagster.defs.instance import cancel_unfinished_runs, request_run_cancel
+
+        processes = dict(self.pool._processes or {})  # pid -> Process; none once the pool is shut down
+
+        def kill() -> None:
+            _signal_groups(processes, signal.SIGKILL)
+
+        with on_repeated_signal(kill):
+            self.stopping.set()  # before the runs are listed: a run created later cancels itself
+            requested = request_run_cancel(instance, tags, reason)
+            _signal_groups(processes, signal.SIGINT)
+            # A run process answers once its run is recorded and its step pools have ended (`execute_run`):
+            # what is left of it then is an idle process, and its interpreter's exit took seconds.
+            wait(list(self.running), timeout=grace_s)
+            kill()
+            swept = cancel_unfinished_runs(instance, tags, reason)
+        ids = list(dict.fromkeys([*requested, *swept]))
+        return [run_id for run_id in ids if _status(instance, run_id) == dg.DagsterRunStatus.CANCELED]
+
     def __enter__(self) -> RunPool:
         return self
 
@@ -313,6 +388,20 @@ class RunPool:
         """One `build_corpus` run over the materialized sources (in-process executor: light steps around
         drivers that parallelize inside)."""
         return self.run_all(GLOBAL_JOB, [None], tags or {}, poll=poll)[0]
+
+
+def _signal_groups(processes: dict[int, Any], signum: int) -> None:
+    """Send `signum` to the process group each pool process leads (`_start_run_process`); gone ones are skipped."""
+    for pid in processes:
+        try:
+            os.killpg(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _status(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRunStatus | None:
+    run = instance.get_run_by_id(run_id)
+    return run.status if run is not None else None
 
 
 def source_run_workers(workers: int, concurrent_runs: int) -> int:
