@@ -17,7 +17,9 @@ overwrite. Temp names (`core.atomic.is_temp_name`), lock files and check scratch
 machine.
 
 Credentials and endpoints come from the store's standard settings (for S3: `AWS_ENDPOINT_URL`,
-`AWS_ACCESS_KEY_ID`, ...) or `paths.storage_options`.
+`AWS_ACCESS_KEY_ID`, an AWS profile, ...) or `paths.storage_options`, read in the process that opens the store
+(an option `{env: NAME}` from the environment variable NAME then). They never reach a message: every error
+text goes through `redact`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -51,6 +54,57 @@ class StorageError(CorpusError):
 
 class StorageConflict(StorageError):
     """Another writer changed an object this machine is about to overwrite or remove."""
+
+
+# Option names whose values are credentials (fsspec's s3fs, gcsfs, adlfs, sftp, http: key, secret, token,
+# password, account_key, sas_token, aws_secret_access_key, client_kwargs' too)
+SECRET_OPTION = re.compile(r"key|secret|token|passw|credential|session|sas|auth", re.IGNORECASE)
+URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+REDACTED = "***"
+
+
+def secret_values(options: Any) -> list[str]:
+    """The credential values among storage options (nested mappings too), longest first."""
+    found: list[str] = []
+
+    def walk(node: Any, secret: bool) -> None:
+        if isinstance(node, dict):
+            for name, value in node.items():
+                walk(value, secret or bool(SECRET_OPTION.search(str(name))))
+        elif isinstance(node, (list, tuple)):
+            for value in node:
+                walk(value, secret)
+        elif secret and isinstance(node, str) and node:
+            found.append(node)
+
+    walk(options, False)
+    return sorted(set(found), key=len, reverse=True)
+
+
+def redact(text: str, options: Any = None) -> str:
+    """`text` with the user and password of every URL in it, and every credential among `options`, replaced
+    by `***`: what any message about a store may say."""
+    text = URL_USERINFO.sub(rf"\1{REDACTED}@", str(text))
+    for value in secret_values(options or {}):
+        text = text.replace(value, REDACTED)
+    return text
+
+
+def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Storage options as the file system takes them: a value `{"env": NAME}` (at any depth) becomes the
+    environment variable NAME, read now, in this process."""
+
+    def resolve(name: str, node: Any) -> Any:
+        if isinstance(node, dict) and set(node) == {"env"}:
+            value = os.environ.get(str(node["env"]))
+            if value is None:
+                raise StorageError(f"paths.storage_options.{name}: the environment variable {node['env']} is not set")
+            return value
+        if isinstance(node, dict):
+            return {k: resolve(f"{name}.{k}", v) for k, v in node.items()}
+        return node
+
+    return {k: resolve(str(k), v) for k, v in options.items()}
 
 
 def is_remote(url: str) -> bool:
@@ -107,14 +161,27 @@ class Store:
 
     url: str
     mirror: Path
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         import fsspec  # a local build never pays for fsspec's backends
 
-        self.fs, self.root = fsspec.core.url_to_fs(self.url.rstrip("/"), **self.options)
+        self.options = resolve_options(self.options)
+        try:
+            self.fs, self.root = fsspec.core.url_to_fs(self.url.rstrip("/"), **self.options)
+        except (ValueError, TypeError, OSError) as exc:
+            raise StorageError(f"cannot open the artifacts store {self.shown_url}: {self.redact(str(exc))}") from None
         self.root = self.root.rstrip("/")
         self._guard = threading.Lock()
+
+    @property
+    def shown_url(self) -> str:
+        """The store's URL as messages show it (no user or password)."""
+        return redact(self.url)
+
+    def redact(self, text: str) -> str:
+        """`text` without this store's credentials (`redact`)."""
+        return redact(text, self.options)
 
     # --- state --------------------------------------------------------------------------------------------
 
@@ -159,7 +226,7 @@ class Store:
         try:
             found = self.fs.find(self.root, detail=True) if self.fs.exists(self.root) else {}
         except OSError as exc:
-            raise StorageError(f"cannot list {self.url}: {exc}") from exc
+            raise StorageError(f"cannot list {self.shown_url}: {self.redact(str(exc))}") from exc
         prefix = self.root + "/"
         out = {}
         for name, info in found.items():
@@ -207,7 +274,7 @@ class Store:
                     with atomic_path(path) as tmp:
                         self.fs.get_file(self._remote(rel), str(tmp))
                 except (OSError, FileNotFoundError) as exc:
-                    raise StorageError(f"cannot download {self._remote(rel)}: {exc}") from exc
+                    raise StorageError(self.redact(f"cannot download {self._remote(rel)}: {exc}")) from exc
                 state[rel] = {"token": token, "stamp": self._stamp(path)}
                 report.files += 1
                 report.bytes += path.stat().st_size
@@ -247,7 +314,7 @@ class Store:
                     self.fs.put_file(str(path), self._remote(rel))
                     token = _token(self.fs.info(self._remote(rel)))
                 except OSError as exc:
-                    raise StorageError(f"cannot upload {path} to {self._remote(rel)}: {exc}") from exc
+                    raise StorageError(self.redact(f"cannot upload {path} to {self._remote(rel)}: {exc}")) from exc
                 state[rel] = {"token": token, "stamp": stamp}
                 report.files += 1
                 report.bytes += stamp[0]
@@ -316,6 +383,6 @@ def sync(store: Store | None, only: str | None = None) -> tuple[list[SyncReport]
     if pulled.files or pulled.removed or any(r.files or r.removed for r in pushed):
         logging.getLogger("corpus_dagster.storage").info(
             "artifacts store %s: pushed %d file(s), pulled %d file(s) (%.1f MB), removed %d",
-            store.url, sum(r.files for r in pushed), pulled.files, pulled.bytes / 1e6,
+            store.shown_url, sum(r.files for r in pushed), pulled.files, pulled.bytes / 1e6,
             pulled.removed + sum(r.removed for r in pushed))
     return pushed, pulled
