@@ -313,6 +313,8 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
                     if watcher is not None:
                         watcher.drain_to_log()
                     raise
+            log.step = "retention"
+            _apply_retention(layout, settings, instance, log, log_path)
     log.step = "the summary"
     failures = watcher.failures
     store_failures = [f for f in failures if f.error_class == StoreUnavailable.__name__]
@@ -345,10 +347,27 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     return EXIT_OK
 
 
+def _apply_retention(layout, settings, instance, log: GuardedLog, log_path: Path) -> None:
+    """Step values of finished runs but the newest `paths.keep_step_values`, and run logs under the artifacts
+    root but the newest `paths.keep_run_logs`, are removed (from the store too, by the summary's push)."""
+    from corpus_dagster.cli.run_log import prune_run_logs
+    from corpus_dagster.core.step_values import StepValues
+    from corpus_dagster.defs.store_io import prune_step_values
+
+    runs = prune_step_values(StepValues.of(layout), instance, settings.paths.keep_step_values)
+    logs = prune_run_logs(layout.root / "logs", settings.paths.keep_run_logs, log_path)
+    if runs or logs:
+        log.write(f"retention: removed the step values of {len(runs)} finished run(s) "
+                  f"(paths.keep_step_values {settings.paths.keep_step_values}) and {len(logs)} run log(s) "
+                  f"(paths.keep_run_logs {settings.paths.keep_run_logs})\n")
+
+
 def _print_outputs(layout, settings, prefix: str) -> None:
     """Where the outputs are, in a few lines (with an artifacts store: its URL, and this machine's mirror)."""
     if layout.store_url is not None:
-        print(f"{prefix}: store    {layout.store_url}  (this machine's mirror: {layout.root}; paths below are in it)")
+        from corpus_dagster.core.storage import redact
+
+        print(f"{prefix}: store    {redact(layout.store_url)}  (this machine's mirror: {layout.root}; paths below are in it)")
     if layout.manifest.exists():
         manifest = json.loads(layout.manifest.read_text())
         print(f"{prefix}: shards   {layout.shards}  ({manifest['n_docs']:,} documents in {manifest['n_shards']} shards)")

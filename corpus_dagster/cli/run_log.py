@@ -75,3 +75,24 @@ def disk_full_message(exc: BaseException, dagster_home: str | None) -> str | Non
         return (f"cannot write {where}: the database or the disk is full; free space on the file system holding it "
                 f"and rerun: completed stages are kept")
     return None
+
+
+RUN_LOG_GLOB = "run-*.log"  # what `cli.run.default_log_file` names its logs
+
+
+def prune_run_logs(folder: Path, keep: int, current: Path | None = None) -> list[Path]:
+    """Remove the CLI's run logs in `folder` (the artifacts root's `logs/`) but the newest `keep` (`paths.keep_run_logs`);
+    the log of the run going on is always kept. Names carry the UTC start time, so name order is time order.
+    Returns the logs removed (with an artifacts store, the next push removes them there)."""
+    logs = sorted((p for p in folder.glob(RUN_LOG_GLOB) if p.is_file()), key=lambda p: p.name, reverse=True)
+    kept = 1 if current is not None and current in logs else 0
+    removed = []
+    for path in logs:
+        if path == current:
+            continue
+        if kept < keep:
+            kept += 1
+            continue
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,8 @@ class Layout:
     version: str
     ledger_override: str | None = None
     store_url: str | None = None  # the artifacts store whose mirror `root` is (core.storage), or None
-    storage_options: tuple[tuple[str, Any], ...] = ()
+    # credentials may be among them: never in a repr (a log line, a traceback's locals)
+    storage_options: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
     store_timeout_s: float = 60.0  # how long a sync may wait for a store that is gone (core.storage)
 
     @classmethod

@@ -23,7 +23,9 @@ component, a backslash, a NUL, a leading slash) is refused, named in one warning
 never removed from the store; and every path is checked to resolve inside the mirror before a byte is written.
 
 Credentials and endpoints come from the store's standard settings (for S3: `AWS_ENDPOINT_URL`,
-`AWS_ACCESS_KEY_ID`, ...) or `paths.storage_options`.
+`AWS_ACCESS_KEY_ID`, an AWS profile, ...) or `paths.storage_options`, read in the process that opens the store
+(an option `{env: NAME}` from the environment variable NAME then). They never reach a message: every error
+text goes through `redact`.
 """
 
 from __future__ import annotations
@@ -81,7 +83,6 @@ UNREACHABLE = ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutErr
                "ClientConnectorError", "ServerDisconnectedError", "ServerTimeoutError")
 CREDENTIALS_REFUSED = ("403", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken", "InvalidToken",
                        "NoCredentialsError", "PartialCredentialsError", "InvalidClientTokenId", "AllAccessDisabled")
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@\"']+@")
 _SIGNED = re.compile(r"(?i)\b(X-Amz-Credential|X-Amz-Signature|X-Amz-Security-Token|AWSAccessKeyId|Signature|"
                      r"sig|token)=[^&\s\"']+")
 
@@ -89,7 +90,7 @@ _SIGNED = re.compile(r"(?i)\b(X-Amz-Credential|X-Amz-Signature|X-Amz-Security-To
 def redacted(text: str) -> str:
     """Text (an error, a URL) with the credentials a URL may carry (`user:secret@`, signed query values)
     replaced by `***`: what the console, the run log and Dagster's event log may show."""
-    return _SIGNED.sub(r"\1=***", _USERINFO.sub(r"\1***@", str(text)))
+    return redact(text)
 
 
 def store_fault(exc: BaseException) -> str | None:
@@ -156,6 +157,57 @@ def refused_line(url: str, refused: dict[str, str], shown: int = 5) -> str:
             f"store untouched and never written here: {named}{more}")
 
 
+# Option names whose values are credentials (fsspec's s3fs, gcsfs, adlfs, sftp, http: key, secret, token,
+# password, account_key, sas_token, aws_secret_access_key, client_kwargs' too)
+SECRET_OPTION = re.compile(r"key|secret|token|passw|credential|session|sas|auth", re.IGNORECASE)
+URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+REDACTED = "***"
+
+
+def secret_values(options: Any) -> list[str]:
+    """The credential values among storage options (nested mappings too), longest first."""
+    found: list[str] = []
+
+    def walk(node: Any, secret: bool) -> None:
+        if isinstance(node, dict):
+            for name, value in node.items():
+                walk(value, secret or bool(SECRET_OPTION.search(str(name))))
+        elif isinstance(node, (list, tuple)):
+            for value in node:
+                walk(value, secret)
+        elif secret and isinstance(node, str) and node:
+            found.append(node)
+
+    walk(options, False)
+    return sorted(set(found), key=len, reverse=True)
+
+
+def redact(text: str, options: Any = None) -> str:
+    """`text` with the user and password of every URL in it, and every credential among `options`, replaced
+    by `***`: what any message about a store may say."""
+    text = _SIGNED.sub(rf"\1={REDACTED}", URL_USERINFO.sub(rf"\1{REDACTED}@", str(text)))
+    for value in secret_values(options or {}):
+        text = text.replace(value, REDACTED)
+    return text
+
+
+def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Storage options as the file system takes them: a value `{"env": NAME}` (at any depth) becomes the
+    environment variable NAME, read now, in this process."""
+
+    def resolve(name: str, node: Any) -> Any:
+        if isinstance(node, dict) and set(node) == {"env"}:
+            value = os.environ.get(str(node["env"]))
+            if value is None:
+                raise StorageError(f"paths.storage_options.{name}: the environment variable {node['env']} is not set")
+            return value
+        if isinstance(node, dict):
+            return {k: resolve(f"{name}.{k}", v) for k, v in node.items()}
+        return node
+
+    return {k: resolve(str(k), v) for k, v in options.items()}
+
+
 def is_remote(url: str) -> bool:
     """Whether an artifacts root names a store other than this machine's file system."""
     scheme, sep, _ = str(url).partition("://")
@@ -213,12 +265,13 @@ class Store:
 
     url: str
     mirror: Path
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict, repr=False)
     timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         import fsspec  # a local build never pays for fsspec's backends
 
+        self.options = resolve_options(self.options)
         try:
             self.fs, self.root = fsspec.core.url_to_fs(self.url.rstrip("/"),
                                                        **client_options(self.url, self.options, self.timeout_s))
@@ -227,6 +280,8 @@ class Store:
             hint = EXTRAS.get(scheme, "install the fsspec file system of that scheme")
             raise StoreExtraMissing(f"the artifacts store {redacted(self.url)} needs a package that is not "
                                     f"installed ({exc}): {hint}") from exc
+        except (ValueError, TypeError, OSError) as exc:
+            raise StorageError(f"cannot open the artifacts store {self.shown_url}: {self.redact(str(exc))}") from None
         if hasattr(self.fs, "retries"):
             self.fs.retries = 2  # s3fs retries each call 5 times over botocore's own attempts: bounded here too
         self.root = self.root.rstrip("/")
@@ -245,6 +300,15 @@ class Store:
         if problem is not None:
             raise UnsafeKey(f"{self._remote(rel)!r} is not a path inside {self.mirror}: {problem}")
         return self.mirror / rel
+
+    @property
+    def shown_url(self) -> str:
+        """The store's URL as messages show it (no user or password)."""
+        return redact(self.url)
+
+    def redact(self, text: str) -> str:
+        """`text` without this store's credentials (`redact`)."""
+        return redact(text, self.options)
 
     # --- state --------------------------------------------------------------------------------------------
 
@@ -294,9 +358,9 @@ class Store:
         except Exception as exc:  # noqa: BLE001 - botocore's and aiohttp's errors are not all OSErrors
             fault = store_fault(exc)
             if fault is not None:
-                raise StoreUnavailable(self.url, fault, f"{type(exc).__name__}: {exc}") from exc
+                raise StoreUnavailable(self.url, fault, self.redact(f"{type(exc).__name__}: {exc}")) from exc
             if isinstance(exc, OSError):
-                raise StorageError(f"cannot {what}: {redacted(str(exc))}") from exc
+                raise StorageError(f"cannot {what}: {self.redact(str(exc))}") from exc
             raise
 
     def listing(self) -> dict[str, str]:
@@ -557,6 +621,6 @@ def sync(store: Store | None, only: str | None = None) -> tuple[list[SyncReport]
     if pulled.files or pulled.removed or any(r.files or r.removed for r in pushed):
         logging.getLogger("corpus_dagster.storage").info(
             "artifacts store %s: pushed %d file(s), pulled %d file(s) (%.1f MB), removed %d",
-            store.url, sum(r.files for r in pushed), pulled.files, pulled.bytes / 1e6,
+            store.shown_url, sum(r.files for r in pushed), pulled.files, pulled.bytes / 1e6,
             pulled.removed + sum(r.removed for r in pushed))
     return pushed, pulled

@@ -52,10 +52,10 @@ class StepValueIOManager(dg.IOManager):
         try:
             return self.values.get(context.upstream_output.get_identifier())
         except StepValueError as exc:
-            raise dg.Failure(description=f"{context.step_key}: {exc}", metadata={"error": type(exc).__name__}) from None
+            raise dg.Failure(description=str(exc), metadata={"error": type(exc).__name__}) from None
 
 
-@dg.io_manager(required_resource_keys={"corpus"},
+@dg.io_manager(config_schema={}, required_resource_keys={"corpus"},
                description="Step values as JSON in the artifacts root, checked against the step-value schema "
                            "when loaded; the store and its credentials come from the corpus config at run time.")
 def step_value_io_manager(init_context: dg.InitResourceContext) -> StepValueIOManager:

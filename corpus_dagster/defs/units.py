@@ -24,7 +24,8 @@ RunUnit = Callable[..., Any]
 
 
 def plan_value(plan: Plan, started: float) -> dict[str, Any]:
-    """A plan as the plain dict the steps pass along (pickled by the IO manager: keep it small). `started`: the
+    """A plan as the plain dict the steps pass along (stored as JSON that must fit schemas/step-value.schema.json,
+    `defs.store_io`: keep it small, and add a field there first). `started`: the
     time.time() at which the asset's first step began, so the last step can report the asset's own time."""
     return {"key": plan.key, "units": list(plan.units), "cached": plan.cached, "info": dict(plan.info),
             "started": started}

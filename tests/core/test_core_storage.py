@@ -289,3 +289,46 @@ def test_the_configs_mirror_wins_over_the_environment_which_wins_over_the_defaul
     monkeypatch.delenv("CORPUS_MIRROR")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert default_mirror("s3://bucket/corpus").parent == (tmp_path / "home" / ".cache" / "corpus-dagster" / "mirror")
+
+
+def test_redact_hides_url_passwords_and_credential_options():
+    from corpus_dagster.core.storage import redact
+
+    options = {"key": "AKIAEXAMPLE", "secret": "s3cr3t-value", "endpoint_url": "http://127.0.0.1:9000",
+               "client_kwargs": {"aws_session_token": "tok-123456"}}
+    text = ("cannot list sftp://bob:hunter2@host/corpus: denied for AKIAEXAMPLE with s3cr3t-value and tok-123456 "
+            "at http://127.0.0.1:9000")
+    assert redact(text, options) == ("cannot list sftp://***@host/corpus: denied for *** with *** and *** "
+                                     "at http://127.0.0.1:9000")
+
+
+def test_a_store_error_carries_no_credential(tmp_path, url, monkeypatch):
+    from corpus_dagster.core.storage import StorageError
+
+    store = Store(url, tmp_path / "m", {"secret": "s3cr3t-value"})
+    assert "s3cr3t" not in repr(store)
+
+    def refuse(*args, **kwargs):
+        raise OSError("signature for s3cr3t-value does not match")
+
+    monkeypatch.setattr(store.fs, "find", refuse)
+    monkeypatch.setattr(store.fs, "exists", lambda path: True)
+    with pytest.raises(StorageError) as err:
+        store.listing()
+    assert "s3cr3t-value" not in str(err.value) and "***" in str(err.value)
+
+
+def test_a_layout_repr_carries_no_storage_option():
+    resolved = load_config(None, {"paths": {"artifacts": "memory://b/x", "storage_options": {"secret": "s3cr3t-value"}}})
+    assert "s3cr3t-value" not in repr(Layout.from_config(resolved))
+
+
+def test_an_env_option_is_read_from_the_environment_when_the_store_opens(tmp_path, url, monkeypatch):
+    from corpus_dagster.core.storage import StorageError, resolve_options
+
+    monkeypatch.setenv("CORPUS_TEST_SECRET", "from-env")
+    assert resolve_options({"secret": {"env": "CORPUS_TEST_SECRET"}, "client_kwargs": {"region_name": "x"}}) == {
+        "secret": "from-env", "client_kwargs": {"region_name": "x"}}
+    monkeypatch.delenv("CORPUS_TEST_SECRET")
+    with pytest.raises(StorageError, match=r"paths.storage_options.secret: the environment variable CORPUS_TEST_SECRET"):
+        Store(url, tmp_path / "m", {"secret": {"env": "CORPUS_TEST_SECRET"}})
