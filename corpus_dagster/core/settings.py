@@ -196,8 +196,10 @@ class CleanGopherSettings(Section):
     sources: tuple[str, ...] | None = None
     #: Drop (gopher_word_count) when the document has under this many words. Null switches this rule off.
     min_words: int | None = 50
-    #: Drop (gopher_word_count) when the document has over this many words. Null switches this rule off.
-    max_words: int | None = 100000
+    #: Drop (gopher_word_count) when the document has over this many words. Null (default) switches this rule
+    #: off: the release cuts a document over release.max_tokens into segments, and a word cap here would drop
+    #: the longest documents before it could.
+    max_words: int | None = None
     #: Drop (gopher_mean_word_length) when the mean word length in characters is under this. Null switches
     #: this rule off.
     min_mean_word_length: float | None = 3
