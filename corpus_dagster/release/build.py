@@ -32,6 +32,7 @@ from corpus_dagster.core.settings import ReleaseSettings, TokenizeSettings
 from corpus_dagster.release import card as card_mod
 from corpus_dagster.release.buckets import Buckets
 from corpus_dagster.release.card_info import card_build_info, cleaning_rows, release_info
+from corpus_dagster.release.created import read_created, stable_created_at, write_created
 from corpus_dagster.release.ids import release_id
 from corpus_dagster.release.inputs import INFO_COLUMNS, Inputs, read_inputs
 from corpus_dagster.release.jobs import (
@@ -56,8 +57,11 @@ STATS_NAME = "_RELEASE.json"
 
 
 def plan_build(inp: Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any]], settings: ReleaseSettings,
-               doc_info: Sequence[str | Path | pa.Table]) -> tuple[pl.DataFrame, dict[str, Any], list[str], list[tuple[int, int, int]]]:
-    """The plan (with gpart and seq), its counts, the kept fields and the parts, from counted docs and units."""
+               doc_info: Sequence[str | Path | pa.Table], created: pl.DataFrame | None = None,
+               ) -> tuple[pl.DataFrame, dict[str, Any], list[str], list[tuple[int, int, int]]]:
+    """The plan (with gpart and seq), its counts, the kept fields and the parts, from counted docs and units.
+    `created`: the created_at kept per content hash by earlier builds (created.read_created), which wins over
+    the row's own."""
     buckets = inp.buckets
     doc_cols = ["id", "source_id", "url", "license_spdx", "lang", "shard", "shard_row", "row_id"] + (
         ["fetched_at"] if "fetched_at" in docs.columns else []
@@ -81,6 +85,8 @@ def plan_build(inp: Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any
         cands = pl.concat([whole, segs.select(whole.columns)], how="vertical_relaxed")
     plan, plan_counts = plan_release(cands, buckets, settings)
     plan, keep_fields = attach_metadata(plan, inp.facts, inp.info, settings)
+    if created is not None:
+        plan, _ = stable_created_at(plan, created)
     parts = parts_of(plan)
     gpart_of = pl.DataFrame(
         {"bucket": [b for b, _, _ in parts], "part": [p for _, p, _ in parts], "gpart": list(range(len(parts)))},
@@ -169,6 +175,7 @@ def build_release(
     workers: int = 1,
     units_file: str | Path | None = None,
     build: Mapping[str, Any] | None = None,
+    created_at_file: str | Path | None = None,
 ) -> dict[str, Any]:
     """Build release/<name>/<version>/ from the published shards; returns stats for the UI (see docs/release.md).
 
@@ -176,7 +183,9 @@ def build_release(
     release computed or segments to cut: those counts and segments, one canonical JSON line each) are
     written there too, for the sampled rebuild check (`rebuild.check_rebuild_sample`); stats["units"] holds its sha256.
     `build` (see `driver.build_info`): the stage runs and counts of the corpus build, for the card's headline,
-    Construction and Reproduce sections; without it the card has the manifest's counts and the release alone."""
+    Construction and Reproduce sections; without it the card has the manifest's counts and the release alone.
+    `created_at_file` (release/<name>/_CREATED_AT.parquet): the created_at of every content an earlier build
+    released, reused for the same content and extended with this build's new ones (see release.created)."""
     shards_dir, out_dir = Path(shards_dir), Path(out_dir)
     seconds: dict[str, float] = {}
     t = time.perf_counter()
@@ -222,7 +231,8 @@ def build_release(
 
     # 4. plan
     t = time.perf_counter()
-    plan, plan_counts, keep_fields, parts = plan_build(inp, docs, units, settings, doc_info)
+    kept_created = read_created(created_at_file) if created_at_file is not None else None
+    plan, plan_counts, keep_fields, parts = plan_build(inp, docs, units, settings, doc_info, kept_created)
     seconds["plan"] = time.perf_counter() - t
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -237,6 +247,9 @@ def build_release(
         write_card(tmp, record)
         (tmp / STATS_NAME).write_bytes(record_bytes(record))
         seconds["card"] = time.perf_counter() - t
+    if created_at_file is not None and kept_created is not None:
+        new = plan.select("content_sha256", "created_at").join(kept_created, on="content_sha256", how="anti")
+        write_created(created_at_file, kept_created, new)  # after the release folder is in place
     info, data, cleaning = record["info"], record["data"], record["cleaning"]
     return {
         "release_dir": str(out_dir),

@@ -24,6 +24,7 @@ from corpus_dagster.release.build import (
     write_card,
 )
 from corpus_dagster.release.checks import check_identical
+from corpus_dagster.release.created import read_created
 from corpus_dagster.release.inputs import read_inputs
 from corpus_dagster.release.jobs import count_job, segment_job
 from corpus_dagster.release.plan import room_by_source
@@ -110,7 +111,8 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
     room = room_by_source(docs, inp.buckets, settings)
     batches = segment_batches(docs, [work[i] for i in picks], inp.buckets, room)
 
-    plan, plan_counts, keep_fields, parts = plan_build(inp, docs, units, settings, kw.get("doc_info", ()))
+    created = read_created(kw["created_at_file"]) if kw.get("created_at_file") is not None else None
+    plan, plan_counts, keep_fields, parts = plan_build(inp, docs, units, settings, kw.get("doc_info", ()), created)
     part_files = [part_path(inp.buckets, b, p) for b, p, _ in parts]
     figures = [f"assets/{f}" for f, _ in card_mod.FIGURES]
     outputs = part_files + figures

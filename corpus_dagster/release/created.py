@@ -1,0 +1,73 @@
+"""Stable `created_at`: the first build in which a row's content appeared, kept by content hash across builds.
+
+A row's `created_at` would otherwise be its document's fetch time, which every refetch renews: one edited
+document would then rewrite every part file. The release keeps, beside its versions
+(`release/<name>/_CREATED_AT.parquet`), the `created_at` it gave each content hash (sha256 of the row's
+text); a later build gives an unchanged content that value again, and a new content its own (the ledger's
+`date_field`, else its fetch time, else `release.created_at_fallback`). The table only grows: a row that
+left the release keeps its entry, so content that comes back keeps its first date.
+
+The file is read back as untrusted input: a table of another schema, a hash of another width or a repeated
+hash is refused with an error naming the file, never believed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from corpus_dagster.core.atomic import atomic_write_bytes
+from corpus_dagster.core.errors import ReleaseError
+
+CREATED_NAME = "_CREATED_AT.parquet"
+SCHEMA = pa.schema([("content_sha256", pa.binary(32)), ("created_at", pa.timestamp("us", tz="UTC"))])
+POLARS_SCHEMA = {"content_sha256": pl.Binary, "created_at": pl.Datetime("us", "UTC")}
+
+
+def empty() -> pl.DataFrame:
+    return pl.DataFrame(schema=POLARS_SCHEMA)
+
+
+def read_created(path: str | Path | None) -> pl.DataFrame:
+    """The kept (content_sha256, created_at) pairs; empty when there is no file yet."""
+    if path is None or not Path(path).is_file():
+        return empty()
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise ReleaseError(f"{path}: not a readable Parquet file ({exc}); restore it, or delete it to date every "
+                           "row afresh") from exc
+    if not table.schema.equals(SCHEMA):
+        raise ReleaseError(f"{path}: schema {table.schema} is not the created_at table's {SCHEMA}; restore it, or "
+                           "delete it to date every row afresh")
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    if frame["content_sha256"].is_duplicated().any() or frame.null_count().sum_horizontal().item():
+        raise ReleaseError(f"{path}: a content hash is repeated or a value is missing; restore it, or delete it to "
+                           "date every row afresh")
+    return frame.cast(POLARS_SCHEMA)  # type: ignore[arg-type]
+
+
+def stable_created_at(plan: pl.DataFrame, kept: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(plan with created_at replaced by the kept value of its content hash where there is one, the pairs of
+    the contents seen for the first time). `plan` has content_sha256 and its own created_at."""
+    joined = plan.join(kept.rename({"created_at": "_kept_at"}), on="content_sha256", how="left", maintain_order="left")
+    new = joined.filter(pl.col("_kept_at").is_null()).select("content_sha256", "created_at")
+    dated = joined.with_columns(pl.coalesce("_kept_at", "created_at").alias("created_at")).drop("_kept_at")
+    return dated, new.unique("content_sha256", keep="first", maintain_order=True)
+
+
+def write_created(path: str | Path, kept: pl.DataFrame, new: pl.DataFrame) -> bool:
+    """Add the new pairs to the file (sorted by hash, so equal tables are equal bytes); False when nothing
+    was new and the file was left as it is."""
+    if new.height == 0:
+        return False
+    merged = pl.concat([kept, new.cast(POLARS_SCHEMA)]).unique("content_sha256", keep="first").sort("content_sha256")  # type: ignore[arg-type]
+    table = merged.to_arrow().cast(SCHEMA)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", write_statistics=False)
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())
+    return True
