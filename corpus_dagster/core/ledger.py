@@ -35,6 +35,7 @@ class Source:
     where: str | None = None
     keep_fields: tuple[str, ...] = ()
     hub_dataset: str | None = None
+    homepage: str | None = None  # a web page of the source; the release card links it
     category: str | None = None
     id_field: str | None = None  # the source's own record id: release ids name the row by it
 
@@ -57,6 +58,8 @@ class Source:
             row["keep_fields"] = list(self.keep_fields)
         if self.hub_dataset is not None:
             row["hub_dataset"] = self.hub_dataset
+        if self.homepage is not None:
+            row["homepage"] = self.homepage
         if self.category is not None:
             row["category"] = self.category
         if self.id_field is not None:
@@ -105,6 +108,7 @@ def parse_ledger_lines(lines: list[str], ledger_name: str) -> list[Source]:
                 where=row.get("where"),
                 keep_fields=tuple(row["keep_fields"]),
                 hub_dataset=row.get("hub_dataset"),
+                homepage=row.get("homepage"),
                 category=row.get("category"),
                 id_field=row.get("id_field"),
             )

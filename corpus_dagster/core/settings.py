@@ -1076,6 +1076,9 @@ class ReleaseSettings(Section):
     task_categories: tuple[str, ...] = ('text-generation',)
     #: Card front matter tags.
     tags: tuple[str, ...] = ('long-context', 'pretraining')
+    #: BibTeX entry of the release for the card's Citation section (a string, e.g. a YAML block scalar); null
+    #: means the card says what to fill.
+    citation: str | None = None
     #: Whether the release_reproducible check runs (it rebuilds with another worker count and compares bytes;
     #: how much: rebuild_check_units).
     rebuild_check: bool = True
@@ -1108,6 +1111,7 @@ class ReleaseSettings(Section):
             "license": None,
             "task_categories": tuple,
             "tags": tuple,
+            "citation": None,
             "rebuild_check": None,
             "rebuild_check_units": None,
         }))

@@ -65,9 +65,14 @@ def write_created(path: str | Path, kept: pl.DataFrame, new: pl.DataFrame) -> bo
     was new and the file was left as it is."""
     if new.height == 0:
         return False
-    merged = pl.concat([kept, new.cast(POLARS_SCHEMA)]).unique("content_sha256", keep="first").sort("content_sha256")  # type: ignore[arg-type]
-    table = merged.to_arrow().cast(SCHEMA)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd", write_statistics=False)
-    atomic_write_bytes(path, sink.getvalue().to_pybytes())
+    merged = pl.concat([kept, new.cast(POLARS_SCHEMA)]).unique("content_sha256", keep="first")  # type: ignore[arg-type]
+    atomic_write_bytes(path, created_bytes(merged))
     return True
+
+
+def created_bytes(pairs: pl.DataFrame) -> bytes:
+    """The table's Parquet bytes: (content_sha256, created_at) sorted by hash, fixed writer settings."""
+    table = pairs.select("content_sha256", "created_at").unique("content_sha256").sort("content_sha256").to_arrow()
+    sink = pa.BufferOutputStream()
+    pq.write_table(table.cast(SCHEMA), sink, compression="zstd", write_statistics=False)
+    return sink.getvalue().to_pybytes()
