@@ -35,6 +35,12 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 CORPUS = BENCH_DIR / "out" / "long-context-corpus"
+DESCRIPTIONS = {  # the ledger's description and homepage of each source (the card's summary and links)
+    "man-pages": ("English manual pages of a Debian system, rendered to text with `man -P cat`, 3,000 words "
+                  "and more.", "https://manpages.debian.org/"),
+    "doc-texts": ("Changelogs, READMEs and copyright files under /usr/share/doc of a Debian system, 3,000 "
+                  "words and more.", "https://www.debian.org/doc/"),
+}
 SKIP_SUFFIXES = (".png", ".gif", ".jpg", ".css", ".js", ".svg", ".pdf", ".html", ".htm", ".xml", ".json", ".py",
                  ".c", ".h", ".pl", ".sh", ".ttf", ".mo", ".bz2", ".xz", ".zip")
 
@@ -170,7 +176,8 @@ def write_inputs(run: Path, config: Path, chosen: dict[str, list[Path]]) -> Path
         folder.mkdir(parents=True, exist_ok=True)
         for f in files:
             shutil.copyfile(f, folder / f.name)
-        sources.append(Source(source, (f"{folder}/*.txt",), "text", "NOASSERTION"))
+        sources.append(Source(source, (f"{folder}/*.txt",), "text", "NOASSERTION", description=DESCRIPTIONS[source][0],
+                              homepage=DESCRIPTIONS[source][1], category="docs"))
     ledger = artifacts / "corpus" / "LEDGER.jsonl"
     ledger.parent.mkdir(parents=True, exist_ok=True)
     write_ledger(ledger, sources)
@@ -216,7 +223,7 @@ def main() -> int:
     (run / "dagster_home").mkdir(exist_ok=True)
     proc = subprocess.run([sys.executable, "-m", "corpus_dagster.run", str(config), "--keep-going"], cwd=run, env=env,
                           check=False)
-    releases = sorted((run / "artifacts" / "release").glob("*/*"))
+    releases = sorted(p for p in (run / "artifacts" / "release").glob("*/*") if p.is_dir())
     if not releases:
         print(f"no release was built (exit {proc.returncode}); see {run}", file=sys.stderr)
         return 1
