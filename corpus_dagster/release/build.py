@@ -34,7 +34,13 @@ from corpus_dagster.core.settings import ReleaseSettings, TokenizeSettings
 from corpus_dagster.release import card as card_mod
 from corpus_dagster.release.buckets import Buckets
 from corpus_dagster.release.card_info import card_build_info, cleaning_rows, release_info
-from corpus_dagster.release.created import created_bytes, read_created, stable_created_at, write_created
+from corpus_dagster.release.created import (
+    created_bytes,
+    dates_from_field,
+    read_created,
+    stable_created_at,
+    write_created,
+)
 from corpus_dagster.release.ids import release_id
 from corpus_dagster.release.inputs import INFO_COLUMNS, Inputs, read_inputs
 from corpus_dagster.release.jobs import (
@@ -89,6 +95,7 @@ def plan_build(inp: Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any
         cands = pl.concat([whole, segs.select(whole.columns)], how="vertical_relaxed")
     plan, plan_counts = plan_release(cands, buckets, settings)
     plan, keep_fields = attach_metadata(plan, inp.facts, inp.info, settings)
+    plan = dates_from_field(plan, inp.facts)
     if created is not None:
         plan, _ = stable_created_at(plan, created)
     parts = parts_of(plan)

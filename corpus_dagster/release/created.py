@@ -13,7 +13,10 @@ hash is refused with an error naming the file, never believed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -49,6 +52,40 @@ def read_created(path: str | Path | None) -> pl.DataFrame:
         raise ReleaseError(f"{path}: a content hash is repeated or a value is missing; restore it, or delete it to "
                            "date every row afresh")
     return frame.cast(POLARS_SCHEMA)  # type: ignore[arg-type]
+
+
+def parse_date(value: object) -> datetime | None:
+    """An ISO 8601 date or time as UTC (a date is its midnight, a time without offset is UTC); None when it
+    is not one."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        moment = datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+    else:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def dates_from_field(plan: pl.DataFrame, facts: Mapping[str, Mapping[str, Any]]) -> pl.DataFrame:
+    """created_at from the ledger's `date_field` (a kept field) for the rows of sources that name one; a row
+    whose value is missing or no ISO 8601 date keeps its fetch time."""
+    fields = {sid: f["date_field"] for sid, f in facts.items() if f.get("date_field")}
+    if not fields or plan.height == 0:
+        return plan
+    sources = plan["source_id"].to_list()
+    columns = {field: plan[field].to_list() for field in set(fields.values()) if field in plan.columns}
+    own = plan["created_at"].to_list()
+    dated = []
+    for i, sid in enumerate(sources):
+        field = fields.get(sid)
+        moment = parse_date(columns[field][i]) if field in columns else None
+        dated.append(moment or own[i])
+    return plan.with_columns(pl.Series("created_at", dated, dtype=pl.Datetime("us", "UTC")))
 
 
 def stable_created_at(plan: pl.DataFrame, kept: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -119,6 +119,7 @@ def source_facts(sources: Sequence[Any]) -> dict[str, dict[str, Any]]:
             "id_field": get("id_field"),
             "description": get("description") or "",
             "homepage": get("homepage"),
+            "date_field": get("date_field"),
         }
     return out
 

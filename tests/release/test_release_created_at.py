@@ -102,3 +102,48 @@ def test_a_damaged_table_is_refused(tmp_path):
     pq.write_table(dup, bad)
     with pytest.raises(ReleaseError, match="repeated"):
         read_created(bad)
+
+
+def test_date_field_dates_new_content_and_a_value_that_is_no_date_keeps_the_fetch_time(tmp_path):
+    from release_factory import SOURCES
+
+    docs = make_docs(seed=7, per_source={"alpha": 12, "beta": 6, "gamma": 4})
+    alpha = [d for d in docs if d["source_id"] == "alpha"]
+    values = ["2021-03-04", "2021-03-04T05:06:07Z", "2021-03-04T07:06:07+02:00", "not a date", None]
+    dates = pa.table({"id": [d["id"] for d in alpha], "published": [values[i % 5] for i in range(len(alpha))]})
+    sources = [SOURCES[0] | {"date_field": "published", "keep_fields": ["published"]}, *SOURCES[1:]]
+    kwargs = build_kwargs(tmp_path, docs, sources=sources, doc_info=[*fetched(docs, 2), dates],
+                          created_at_file=tmp_path / "release" / "demo" / CREATED_NAME)
+    build_release(**kwargs)
+    got = rows(tmp_path)
+    by_doc = dict(zip(got["doc_id"], got["created_at"], strict=True))
+    fetched_at = pl.datetime(2024, 5, 2, 12, time_zone="UTC")
+    expected = {0: (2021, 3, 4, 0, 0, 0), 1: (2021, 3, 4, 5, 6, 7), 2: (2021, 3, 4, 5, 6, 7)}
+    seen = set()
+    for i, d in enumerate(alpha):
+        if d["id"] not in by_doc:
+            continue
+        moment = by_doc[d["id"]]
+        if i % 5 in expected:
+            assert moment.timetuple()[:6] == expected[i % 5], (d["id"], values[i % 5])
+        else:
+            assert pl.select(pl.lit(moment) == fetched_at).item()
+        seen.add(i % 5)
+    assert len(seen) >= 3
+    others = got.filter(~pl.col("doc_id").str.starts_with("alpha:"))
+    assert others.height and pl.select((others["created_at"] == fetched_at).all()).item()
+
+
+def test_ledger_date_field_is_read_written_and_must_be_kept():
+    from corpus_dagster.core.errors import LedgerError
+    from corpus_dagster.core.ledger import parse_ledger_lines
+
+    row = {"source_id": "s", "urls": ["https://x/a.jsonl"], "format": "jsonl", "license_spdx": "MIT",
+           "keep_fields": ["day"], "date_field": "day", "homepage": "https://x/"}
+    (source,) = parse_ledger_lines([json.dumps(row)], "LEDGER.jsonl")
+    assert source.date_field == "day" and source.homepage == "https://x/"
+    assert source.to_json()["date_field"] == "day" and source.to_json()["homepage"] == "https://x/"
+    with pytest.raises(LedgerError, match="date_field"):
+        parse_ledger_lines([json.dumps(row | {"keep_fields": []})], "LEDGER.jsonl")
+    with pytest.raises(LedgerError, match="homepage"):
+        parse_ledger_lines([json.dumps(row | {"homepage": "javascript:alert(1)"})], "LEDGER.jsonl")
