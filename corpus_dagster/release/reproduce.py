@@ -52,8 +52,10 @@ def reproduce_ledger_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, A
     for row in rows:
         row = copy.deepcopy(dict(row))
         sid = row["source_id"]
-        local = [u for u in row["urls"] if _local_path(u) is not None]
-        roots: list[tuple[str, str]] = []
+        # one folder per distinct glob root: globs over the same folder share it
+        distinct = list(dict.fromkeys(_glob_root(p)[0] for u in row["urls"] if (p := _local_path(u)) is not None))
+        bases = {root: f"sources/{sid}" if len(distinct) == 1 else f"sources/{sid}/{i}" for i, root in enumerate(distinct)}
+        roots = list(bases.items())
         urls = []
         for url in row["urls"]:
             path = _local_path(url)
@@ -61,9 +63,7 @@ def reproduce_ledger_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, A
                 urls.append(url)
                 continue
             root, rest = _glob_root(path)
-            base = f"sources/{sid}" if len(local) == 1 else f"sources/{sid}/{len(roots)}"
-            roots.append((root, base))
-            urls.append(f"{base}/{rest}")
+            urls.append(f"{bases[root]}/{rest}")
         row["urls"] = urls
         pins = {}
         for key, digest in (row.get("sha256") or {}).items():

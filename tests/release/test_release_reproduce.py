@@ -19,7 +19,10 @@ def test_local_urls_and_pins_become_names_relative_to_their_glob():
         {"source_id": "hub", "urls": ["hf://datasets/o/n/data/*.parquet"], "format": "parquet", "license_spdx": "MIT",
          "sha256": {}},
     ]
-    docs, two, hub = reproduce_ledger_rows(rows)
+    rows.append({"source_id": "same", "urls": ["/opt/x/*.txt", "/opt/x/**/*.md"], "format": "text",
+                 "license_spdx": "MIT", "sha256": {}})
+    docs, two, hub, same = reproduce_ledger_rows(rows)
+    assert same["urls"] == ["sources/same/*.txt", "sources/same/**/*.md"]  # one folder, one copy
     assert docs["urls"] == ["sources/docs/*/*.txt"] and docs["sha256"] == {"sources/docs/a/x.txt": "1" * 64}
     assert two["urls"] == ["sources/two/0/a.jsonl", "sources/two/1/*.jsonl", "https://example.org/c.jsonl"]
     assert two["sha256"] == {"sources/two/0/a.jsonl": "2" * 64, "sources/two/1/b.jsonl": "3" * 64,
