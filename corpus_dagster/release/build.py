@@ -173,7 +173,8 @@ def example_row(inp: Inputs, plan: pl.DataFrame, keep_fields: Sequence[str]) -> 
     content = text[row["char_start"]:row["char_end"]]
     meta = json.loads(metadata_json(row, keep_fields))
     meta = {k: _no_machine_path(v) if k in ("url", "source_file") else v for k, v in meta.items()}
-    return {"id": row["id"], "created_at": row["created_at"].strftime("%Y-%m-%dT%H:%M:%SZ"),
+    # created_at by its day, as the card's build date: a refetch the same day gives the same card
+    return {"id": row["id"], "created_at": row["created_at"].strftime("%Y-%m-%d"),
             "source_type": row["source_type"], "metadata": json.dumps(meta, ensure_ascii=False, separators=(",", ":")),
             "content": content[:card_mod.EXAMPLE_CHARS], "content_chars": len(content), "length": int(row["n_tokens"])}
 

@@ -223,7 +223,9 @@ def example_lines(example: Mapping[str, Any] | None, col: str) -> list[str]:
     body = {"id": row["id"], "created_at": row["created_at"], "source_type": row["source_type"],
             "metadata": row["metadata"], "content": shown, col: row["length"], "tags": []}
     text = json.dumps(body, ensure_ascii=False, indent=2).replace("```", "`\u200b``")
-    return ["The first row of the first part of the first bucket:", "", "```json", text, "```"]
+    return [f"The first row of the first part of the first bucket (`created_at` by its day, `content` at most "
+            f"{EXAMPLE_CHARS:,} characters):", "",
+            "```json", text, "```"]
 
 
 def bucket_lines(data: dict[str, Any]) -> list[str]:
