@@ -53,9 +53,14 @@ lint: install
 	$(VENV)/bin/ruff check corpus_dagster tests bench verify
 	$(VENV)/bin/lint-imports --no-cache
 
+# `make ui PORT=3001` when 3000 is taken. Dagster has no setting that opens the lineage view with its groups
+# expanded: the UI keeps the open groups per browser (local storage, and the `expanded=` URL parameter); press
+# "Expand all groups" (Alt+E) once and it stays so.
+PORT ?= 3000
 ui: install
 	$(PY) -c 'from pathlib import Path; from corpus_dagster.defs.instance import prepare_home; prepare_home(Path("$(DAGSTER_HOME)"))'
-	$(VENV)/bin/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
+	@echo "UI on http://127.0.0.1:$(PORT) (lineage: Alt+E expands every group)"
+	$(VENV)/bin/dagster dev -h 127.0.0.1 -p $(PORT) -w workspace.yaml
 
 clean:
 	rm -rf artifacts .dagster_home

@@ -207,3 +207,19 @@ def filter_and_repair_counts(
     keys = [k for k in FILTER_KEYS
             if k in BASE_FILTER_KEYS or getattr(getattr(clean_cfg, k, None), "enabled", False) or filters[k]]
     return {k: filters[k] for k in keys}, {k: repairs[k] for k in REPAIR_KINDS}
+
+
+def corpus_clean_counts(layout: Layout, source_ids: list[str]) -> list[dict[str, Any]]:
+    """Per source with a clean record: documents in, kept, rejected and the reject reasons (largest first),
+    read from the stage records; the sources not cleaned yet are left out."""
+    out = []
+    for sid in source_ids:
+        record = records.read_record(layout.stage(STAGE, sid))
+        if record is None:
+            continue
+        st = record.stats
+        reasons = {str(k): int(v) for k, v in (st.get("reasons") or {}).items() if int(v) > 0}
+        out.append({"source_id": sid, "docs_in": int(st.get("docs_in", 0)), "kept": int(st.get("kept", 0)),
+                    "rejected": int(st.get("rejected", 0)),
+                    "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))})
+    return out

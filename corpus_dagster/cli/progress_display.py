@@ -24,9 +24,12 @@ COUNT_KEYS = {
     "documents": "documents", "n_docs": "documents", "quarantined": "quarantined", "kept": "kept",
     "rejected": "rejected", "signatures": "signatures", "exact_dropped": "exact dups dropped",
     "near_dropped": "near dups dropped", "decontaminated": "decontaminated", "redactions": "PII redactions",
+    "clean_documents_measured": "clean documents measured (before dedup)",
+    "with_exact_duplicates": "with exact duplicates", "with_near_duplicates": "with near duplicates",
     "n_shards": "shards", "n_tokens": "tokens", "tokens": "tokens", "segments": "segments",
 }
 MAX_COUNTS = 4
+MAX_REASONS = 3  # reject reasons named on a clean line
 BAD_INPUT_ERRORS = ("ConfigError", "LedgerError")  # CorpusError classes that mean the input files are wrong
 LEVELS = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARNING", logging.ERROR: "ERROR",
           logging.CRITICAL: "CRITICAL"}
@@ -67,13 +70,30 @@ def one_line(text: str | None) -> str:
     return "; ".join(parts).replace(":;", ":")
 
 
+def top_reasons(metadata: dict[str, Any], n: int = MAX_REASONS) -> str:
+    """The n largest reject reasons of a clean materialization's `counts` table (`dropped: <reason>` rows),
+    e.g. `gopher_alpha_words 277, repetition_dup_5gram 9`, with `+k more` when it has more."""
+    records = getattr(metadata.get("counts"), "records", None) or []
+    dropped = []
+    for record in records:
+        data = getattr(record, "data", {})
+        outcome, docs = data.get("outcome"), data.get("documents")
+        if isinstance(outcome, str) and outcome.startswith("dropped: ") and isinstance(docs, int) and docs > 0:
+            dropped.append((outcome.removeprefix("dropped: "), docs))
+    dropped.sort(key=lambda r: (-r[1], r[0]))
+    shown = ", ".join(f"{reason} {docs:,}" for reason, docs in dropped[:n])
+    return shown + (f", +{len(dropped) - n} more" if len(dropped) > n else "")
+
+
 def counts_summary(metadata: dict[str, Any]) -> str:
-    """A few counts of a materialization, e.g. `40 documents, 0 quarantined`; `(cached)` when nothing recomputed."""
+    """A few counts of a materialization, e.g. `40 documents, 0 quarantined` or `40 kept, 288 rejected:
+    gopher_alpha_words 277, ...`; `(cached)` when nothing recomputed."""
     shown = []
     for key, label in COUNT_KEYS.items():
         value = getattr(metadata.get(key), "value", metadata.get(key))
         if isinstance(value, int | float) and not isinstance(value, bool) and not any(s.endswith(label) for s in shown):
-            shown.append(f"{value:,} {label}")
+            reasons = top_reasons(metadata) if key == "rejected" and value else ""
+            shown.append(f"{value:,} {label}" + (f": {reasons}" if reasons else ""))
         if len(shown) == MAX_COUNTS:
             break
     if not shown:

@@ -36,6 +36,8 @@ class Source:
     where: str | None = None
     keep_fields: tuple[str, ...] = ()
     hub_dataset: str | None = None
+    homepage: str | None = None  # a web page of the source; the release card links it
+    date_field: str | None = None  # the record's date: the release's created_at of new content
     category: str | None = None
     id_field: str | None = None  # the source's own record id: release ids name the row by it
 
@@ -58,6 +60,10 @@ class Source:
             row["keep_fields"] = list(self.keep_fields)
         if self.hub_dataset is not None:
             row["hub_dataset"] = self.hub_dataset
+        if self.homepage is not None:
+            row["homepage"] = self.homepage
+        if self.date_field is not None:
+            row["date_field"] = self.date_field
         if self.category is not None:
             row["category"] = self.category
         if self.id_field is not None:
@@ -93,6 +99,9 @@ def parse_ledger_lines(lines: list[str], ledger_name: str) -> list[Source]:
             # the release reads the value from the kept fields (ingest stores nothing else per record)
             violations.append(f"line {lineno}: $.id_field: {row['id_field']!r} must also be listed in keep_fields")
             continue
+        if row.get("date_field") is not None and row["date_field"] not in row["keep_fields"]:
+            violations.append(f"line {lineno}: $.date_field: {row['date_field']!r} must also be listed in keep_fields")
+            continue
         refused = predicate_problem(row["where"]) if row.get("where") is not None else None
         if refused is not None:  # before any run: polars never sees a `where` outside the row-predicate grammar
             violations.append(f"line {lineno}: $.where: {refused} (see docs/sources.md, Selecting records)")
@@ -110,6 +119,8 @@ def parse_ledger_lines(lines: list[str], ledger_name: str) -> list[Source]:
                 where=row.get("where"),
                 keep_fields=tuple(row["keep_fields"]),
                 hub_dataset=row.get("hub_dataset"),
+                homepage=row.get("homepage"),
+                date_field=row.get("date_field"),
                 category=row.get("category"),
                 id_field=row.get("id_field"),
             )

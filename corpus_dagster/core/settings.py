@@ -219,8 +219,10 @@ class CleanGopherSettings(Section):
     sources: tuple[str, ...] | None = None
     #: Drop (gopher_word_count) when the document has under this many words. Null switches this rule off.
     min_words: int | None = 50
-    #: Drop (gopher_word_count) when the document has over this many words. Null switches this rule off.
-    max_words: int | None = 100000
+    #: Drop (gopher_word_count) when the document has over this many words. Null (default) switches this rule
+    #: off: the release cuts a document over release.max_tokens into segments, and a word cap here would drop
+    #: the longest documents before it could.
+    max_words: int | None = None
     #: Drop (gopher_mean_word_length) when the mean word length in characters is under this. Null switches
     #: this rule off.
     min_mean_word_length: float | None = 3
@@ -1097,6 +1099,9 @@ class ReleaseSettings(Section):
     task_categories: tuple[str, ...] = ('text-generation',)
     #: Card front matter tags.
     tags: tuple[str, ...] = ('long-context', 'pretraining')
+    #: BibTeX entry of the release for the card's Citation section (a string, e.g. a YAML block scalar); null
+    #: means the card says what to fill.
+    citation: str | None = None
     #: Whether the release_reproducible check runs (it rebuilds with another worker count and compares bytes;
     #: how much: rebuild_check_units).
     rebuild_check: bool = True
@@ -1129,6 +1134,7 @@ class ReleaseSettings(Section):
             "license": None,
             "task_categories": tuple,
             "tags": tuple,
+            "citation": None,
             "rebuild_check": None,
             "rebuild_check_units": None,
         }))

@@ -72,7 +72,10 @@ def corpus_analysis(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> 
     metadata = {
         "sources": len(sources),
         "sources_waiting": ", ".join(waiting) or "none",
-        "documents": stats.get("steps", {}).get("scan", {}).get("docs", 0),
+        # what it measured: the clean documents of every source, before dedup (so duplicates can be counted)
+        "clean_documents_measured": stats.get("steps", {}).get("scan", {}).get("docs", 0),
+        "with_exact_duplicates": stats.get("steps", {}).get("duplicates", {}).get("docs_with_exact", 0),
+        "with_near_duplicates": stats.get("steps", {}).get("duplicates", {}).get("docs_with_near", 0),
         "views": table(["view", "affected %", "removable % (lower bound)"], views),
         "cached": stats["cached"],
         "stage_key": stats["key"],

@@ -6,6 +6,7 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from corpus_dagster.clean import driver
+from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.parquet import head_rows
 from corpus_dagster.core.settings import CleanSettings
 from corpus_dagster.defs.charts import charts_markdown, stacked_bars
@@ -54,6 +55,16 @@ def reason_threshold(reason: str, clean_cfg: CleanSettings) -> str:
         return f"allowed={','.join(section.get('allowed') or [])}, min_score={section.get('min_score')}"
     return ", ".join(f"{k}={v}" for k, v in section.items()
                      if k in declared.keys and isinstance(v, int | float) and not isinstance(v, bool))
+
+
+def corpus_table(rows: list[dict]) -> dg.MetadataValue:
+    """Kept and rejected per cleaned source and in all, with each source's top reasons (a table of the
+    corpus so far: a rule that drops what the build exists for shows at a glance)."""
+    total = ["all sources", sum(r["docs_in"] for r in rows), sum(r["kept"] for r in rows),
+             sum(r["rejected"] for r in rows), ""]
+    body = [[r["source_id"], r["docs_in"], r["kept"], r["rejected"],
+             ", ".join(f"{k} {v:,}" for k, v in list(r["reasons"].items())[:3])] for r in rows]
+    return table(["source", "documents in", "kept", "rejected", "top reject reasons"], [total, *body])
 
 
 def kept_preview(layout, source_id: str, rows: int = PREVIEW_ROWS) -> dg.MetadataValue:
@@ -140,6 +151,7 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
         own = time.monotonic() - start
         kept = kept_preview(layout, sid)
         rejected = rejected_preview(layout, sid, settings.clean, stats["reasons"])
+        corpus_rows = driver.corpus_clean_counts(layout, [s.source_id for s in load_ledger(layout.ledger)])
     version = dg.DataVersion(stats["key"])
     reasons = stats["reasons"]
     chart = stacked_bars({sid: {"kept": stats["kept"], **reasons}}, f"{sid}: kept and dropped per reason")
@@ -147,6 +159,11 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
         asset_key="clean_documents",
         data_version=version,
         metadata={
+            # first: the whole corpus so far (every cleaned source), then this source's reasons
+            "corpus_kept_and_rejected": corpus_table(corpus_rows),
+            "reasons": table(["reason", "documents", "threshold"],
+                             [[k, v, reason_threshold(k, settings.clean)]
+                              for k, v in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])) if v]),
             **table_metadata(stats["kept"], driver.CLEAN_DOC_SCHEMA),
             "documents_in": dg.MetadataValue.int(stats["docs_in"]),
             "kept": dg.MetadataValue.int(stats["kept"]),

@@ -1,5 +1,7 @@
 """release: length-bucketed release folder with a dataset card, figures and its blocking checks."""
 
+import re
+
 import dagster as dg
 
 from corpus_dagster.defs.common import (
@@ -34,7 +36,10 @@ def release(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.Mater
         stats = driver.run_release_stage(layout, settings, log=context.log.info)
     out = layout.release(driver.release_name(settings))
     buckets = [[k, v] for k, v in sorted(stats.get("docs_per_bucket", {}).items())]
+    card = out / "README.md"
     metadata = {
+        # first: the card as the Hub shows it (front matter left out; its figures are under `figures`)
+        "card_rendered": dg.MetadataValue.md(card_body(card.read_text(encoding="utf-8"))) if card.is_file() else "",
         **table_metadata(stats.get("docs", 0)),
         "documents": stats.get("docs", 0),
         "tokens": stats.get("tokens", 0),
@@ -51,6 +56,14 @@ def release(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.Mater
     if figures:
         metadata["figures"] = figures_markdown(figures)
     return dg.MaterializeResult(data_version=dg.DataVersion(stats["key"]), metadata=metadata)
+
+
+def card_body(card: str) -> str:
+    """The card's Markdown without its YAML front matter; image links (relative to the release folder, so
+    broken in the UI) become their alt text."""
+    if card.startswith("---\n") and "\n---\n" in card[4:]:
+        card = card[4:].split("\n---\n", 1)[1]
+    return re.sub(r"!\[([^\]]*)\]\([^)]*\)", r"*(figure: \1, under figures)*", card)
 
 
 def _release_check(corpus: CorpusConfig, name: str) -> dg.AssetCheckResult:

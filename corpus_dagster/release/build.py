@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tempfile
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -25,6 +26,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes
 from corpus_dagster.core.parallel import ordered_map
@@ -32,6 +34,13 @@ from corpus_dagster.core.settings import ReleaseSettings, TokenizeSettings
 from corpus_dagster.release import card as card_mod
 from corpus_dagster.release.buckets import Buckets
 from corpus_dagster.release.card_info import card_build_info, cleaning_rows, release_info
+from corpus_dagster.release.created import (
+    created_bytes,
+    dates_from_field,
+    read_created,
+    stable_created_at,
+    write_created,
+)
 from corpus_dagster.release.ids import release_id
 from corpus_dagster.release.inputs import INFO_COLUMNS, Inputs, read_inputs
 from corpus_dagster.release.jobs import (
@@ -42,6 +51,8 @@ from corpus_dagster.release.jobs import (
     write_job,
 )
 from corpus_dagster.release.plan import parts_of, plan_release, room_by_source, summary_frame
+from corpus_dagster.release.reproduce import write_reproduce
+from corpus_dagster.release.rows import metadata_json
 from corpus_dagster.release.stats import data_stats
 from corpus_dagster.release.units import (
     segment_batches,
@@ -56,8 +67,11 @@ STATS_NAME = "_RELEASE.json"
 
 
 def plan_build(inp: Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any]], settings: ReleaseSettings,
-               doc_info: Sequence[str | Path | pa.Table]) -> tuple[pl.DataFrame, dict[str, Any], list[str], list[tuple[int, int, int]]]:
-    """The plan (with gpart and seq), its counts, the kept fields and the parts, from counted docs and units."""
+               doc_info: Sequence[str | Path | pa.Table], created: pl.DataFrame | None = None,
+               ) -> tuple[pl.DataFrame, dict[str, Any], list[str], list[tuple[int, int, int]]]:
+    """The plan (with gpart and seq), its counts, the kept fields and the parts, from counted docs and units.
+    `created`: the created_at kept per content hash by earlier builds (created.read_created), which wins over
+    the row's own."""
     buckets = inp.buckets
     doc_cols = ["id", "source_id", "url", "license_spdx", "lang", "shard", "shard_row", "row_id"] + (
         ["fetched_at"] if "fetched_at" in docs.columns else []
@@ -81,6 +95,9 @@ def plan_build(inp: Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any
         cands = pl.concat([whole, segs.select(whole.columns)], how="vertical_relaxed")
     plan, plan_counts = plan_release(cands, buckets, settings)
     plan, keep_fields = attach_metadata(plan, inp.facts, inp.info, settings)
+    plan = dates_from_field(plan, inp.facts)
+    if created is not None:
+        plan, _ = stable_created_at(plan, created)
     parts = parts_of(plan)
     gpart_of = pl.DataFrame(
         {"bucket": [b for b, _, _ in parts], "part": [p for _, p, _ in parts], "gpart": list(range(len(parts)))},
@@ -131,9 +148,41 @@ def scatter_write(plan: pl.DataFrame, parts: Sequence[tuple[int, int, int]], inp
     return files, scatter_s, time.perf_counter() - t
 
 
+def _no_machine_path(value: Any) -> Any:
+    """A url or file of a local source reduced to its file name (and #line): the card names no folder of
+    the machine that built it."""
+    if isinstance(value, str) and (value.startswith(("file://", "/", "~")) or re.match(r"^[A-Za-z]:[\\/]", value)):
+        return value.rstrip("/").rsplit("/", 1)[-1]
+    return value
+
+
+def example_row(inp: Inputs, plan: pl.DataFrame, keep_fields: Sequence[str]) -> dict[str, Any] | None:
+    """The card's example: the first row of the first part (as the release has it; local paths in its
+    metadata reduced to file names), its content read from its shard."""
+    if plan.height == 0:
+        return None
+    row = plan.sort("gpart", "row").row(0, named=True)
+    pf = pq.ParquetFile(inp.paths[row["shard"]])
+    start = 0
+    for rg in range(pf.metadata.num_row_groups):
+        stop = start + pf.metadata.row_group(rg).num_rows
+        if start <= row["shard_row"] < stop:
+            text = pf.read_row_group(rg, columns=["text"]).column("text")[row["shard_row"] - start].as_py()
+            break
+        start = stop
+    content = text[row["char_start"]:row["char_end"]]
+    meta = json.loads(metadata_json(row, keep_fields))
+    meta = {k: _no_machine_path(v) if k in ("url", "source_file") else v for k, v in meta.items()}
+    # created_at by its day, as the card's build date: a refetch the same day gives the same card
+    return {"id": row["id"], "created_at": row["created_at"].strftime("%Y-%m-%d"),
+            "source_type": row["source_type"], "metadata": json.dumps(meta, ensure_ascii=False, separators=(",", ":")),
+            "content": content[:card_mod.EXAMPLE_CHARS], "content_chars": len(content), "length": int(row["n_tokens"])}
+
+
 def release_record(inp: Inputs, settings: ReleaseSettings, plan: pl.DataFrame, plan_counts: Mapping[str, Any],
                    units: Sequence[Mapping[str, Any]], selection_excluded: Mapping[str, int] | None,
-                   files: list[dict[str, Any]], build: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                   files: list[dict[str, Any]], build: Mapping[str, Any] | None = None,
+                   keep_fields: Sequence[str] = ()) -> dict[str, Any]:
     """The statistics record (_RELEASE.json): card info (with the build's counts, stage runs and
     reproduce facts), cleaning rows, data statistics, files."""
     no_segment: dict[str, int] = {}
@@ -145,7 +194,9 @@ def release_record(inp: Inputs, settings: ReleaseSettings, plan: pl.DataFrame, p
                             (plan["segment"] >= 0).to_numpy())
     data = data_stats(summary, inp.buckets, inp.facts)
     name = settings.name or inp.manifest["dataset"]
-    info = release_info(name, inp.manifest["version"], inp.tok.name, plan, inp.facts, settings)
+    info = release_info(name, inp.manifest["version"], inp.tok.name, plan, inp.facts, settings,
+                        tokenizer_kind=inp.cfg.get("kind"), tokenizer_sha256=inp.tok.vocab_sha256())
+    info["example"] = example_row(inp, plan, keep_fields)
     info |= card_build_info(inp.manifest, build)
     cleaning = cleaning_rows(inp.manifest, selection_excluded or {}, plan_counts, no_segment, tails)
     return {"info": info, "cleaning": cleaning, "data": data, "files": files}
@@ -169,6 +220,8 @@ def build_release(
     workers: int = 1,
     units_file: str | Path | None = None,
     build: Mapping[str, Any] | None = None,
+    created_at_file: str | Path | None = None,
+    reproduce_config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Build release/<name>/<version>/ from the published shards; returns stats for the UI (see docs/release.md).
 
@@ -176,7 +229,10 @@ def build_release(
     release computed or segments to cut: those counts and segments, one canonical JSON line each) are
     written there too, for the sampled rebuild check (`rebuild.check_rebuild_sample`); stats["units"] holds its sha256.
     `build` (see `driver.build_info`): the stage runs and counts of the corpus build, for the card's headline,
-    Construction and Reproduce sections; without it the card has the manifest's counts and the release alone."""
+    Construction and Reproduce sections; without it the card has the manifest's counts and the release alone.
+    `created_at_file` (release/<name>/_CREATED_AT.parquet): the created_at of every content an earlier build
+    released, reused for the same content and extended with this build's new ones (see release.created).
+    `reproduce_config` (the resolved config): the release folder then ships reproduce/ (release.reproduce)."""
     shards_dir, out_dir = Path(shards_dir), Path(out_dir)
     seconds: dict[str, float] = {}
     t = time.perf_counter()
@@ -222,7 +278,8 @@ def build_release(
 
     # 4. plan
     t = time.perf_counter()
-    plan, plan_counts, keep_fields, parts = plan_build(inp, docs, units, settings, doc_info)
+    kept_created = read_created(created_at_file) if created_at_file is not None else None
+    plan, plan_counts, keep_fields, parts = plan_build(inp, docs, units, settings, doc_info, kept_created)
     seconds["plan"] = time.perf_counter() - t
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -233,10 +290,16 @@ def build_release(
 
         # 7. statistics, figures, card
         t = time.perf_counter()
-        record = release_record(inp, settings, plan, plan_counts, units, selection_excluded, files, build)
+        record = release_record(inp, settings, plan, plan_counts, units, selection_excluded, files, build, keep_fields)
         write_card(tmp, record)
+        if reproduce_config is not None:
+            rows = [s.to_json() if hasattr(s, "to_json") else dict(s) for s in sources]
+            write_reproduce(tmp, reproduce_config, rows, created_bytes(plan))
         (tmp / STATS_NAME).write_bytes(record_bytes(record))
         seconds["card"] = time.perf_counter() - t
+    if created_at_file is not None and kept_created is not None:
+        new = plan.select("content_sha256", "created_at").join(kept_created, on="content_sha256", how="anti")
+        write_created(created_at_file, kept_created, new)  # after the release folder is in place
     info, data, cleaning = record["info"], record["data"], record["cleaning"]
     return {
         "release_dir": str(out_dir),

@@ -19,10 +19,28 @@ from corpus_dagster.release.rows import length_column
 PACKAGE = "corpus_dagster"  # the distribution name in pyproject.toml
 
 
+def source_link(fact: Mapping[str, Any]) -> str | None:
+    """Where a reader finds a source: its Hub dataset page, else the ledger's homepage, else the first remote
+    (http, https, hf://datasets/) URL of its row; None for a source of local files only."""
+    if fact.get("hub_dataset"):
+        return f"https://huggingface.co/datasets/{fact['hub_dataset']}"
+    if fact.get("homepage"):
+        return str(fact["homepage"])
+    for url in fact.get("urls") or ():
+        if url.startswith(("https://", "http://")):
+            return url
+        if url.startswith("hf://datasets/"):
+            repo = "/".join(url.removeprefix("hf://datasets/").split("/")[:2]).split("@")[0]
+            return f"https://huggingface.co/datasets/{repo}"
+    return None
+
+
 def release_info(name: str, version: str, tokenizer: str, plan: pl.DataFrame, facts: Mapping[str, Mapping[str, Any]],
-                 settings: ReleaseSettings) -> dict[str, Any]:
+                 settings: ReleaseSettings, tokenizer_kind: str | None = None,
+                 tokenizer_sha256: str | None = None) -> dict[str, Any]:
     """The card's facts of the release itself, from the plan: languages by document count, the build date
-    (configured, else the newest document's), the licence and the settings that decided the buckets."""
+    (configured, else the newest document's), the licence, the settings that decided the buckets, the
+    tokenizer's family and vocabulary sha256, each source's link and description, the citation."""
     plain = settings.to_dict()  # the card shows the values as the config spells them
     langs = plan.filter(pl.col("lang") != "und").group_by("lang").len().sort(["len", "lang"], descending=[True, False])
     build_date = settings.build_date
@@ -34,6 +52,8 @@ def release_info(name: str, version: str, tokenizer: str, plan: pl.DataFrame, fa
         "version": version,
         "pretty_name": settings.pretty_name or name,
         "tokenizer": tokenizer,
+        "tokenizer_kind": tokenizer_kind,
+        "tokenizer_sha256": tokenizer_sha256,
         "length_column": length_column(tokenizer),
         "build_date": str(build_date),
         "license": settings.license or card_mod.hub_license(licenses),
@@ -42,6 +62,9 @@ def release_info(name: str, version: str, tokenizer: str, plan: pl.DataFrame, fa
         "tags": list(settings.tags),
         "settings": {k: plain[k] for k in ("bucket_width", "min_tokens", "max_tokens", "max_segments",
                                              "per_bucket_cap", "per_source_cap", "seed", "part_tokens")},
+        "sources": {sid: {"link": source_link(f), "description": f.get("description") or "",
+                          "category": f.get("category")} for sid, f in sorted(facts.items())},
+        "citation": settings.citation,
     }
 
 
@@ -66,8 +89,10 @@ def card_build_info(manifest: Mapping[str, Any], build: Mapping[str, Any] | None
             "fetched": build.get("fetched"),
             "filters": {k: int(v) for k, v in manifest.get("filters", {}).items()},
             "dedup": {k: int(dedup.get(k, 0)) for k in ("exact_dropped", "near_dropped", "decontaminated")},
+            "repairs": {k: int(v) for k, v in manifest.get("repairs", {}).items()},
             "pii": {k: int(v) for k, v in manifest.get("pii", {}).items()},
             "published": int(manifest.get("n_docs", 0)),
+            **({"docs_redacted": redacted} if (redacted := _docs_redacted(build)) is not None else {}),
         },
         "build": {"steps": list(build.get("steps", [])),
                   "code_versions": dict(build.get("code_versions", {}))},
@@ -80,6 +105,12 @@ def card_build_info(manifest: Mapping[str, Any], build: Mapping[str, Any] | None
             "release_path": build.get("release_path"),
         },
     }
+
+
+def _docs_redacted(build: Mapping[str, Any]) -> int | None:
+    """Documents the scrub stage put a placeholder in, over its per-source runs; None without stage runs."""
+    scrub = [st for st in build.get("steps", []) if st.get("stage") == "scrub"]
+    return sum(int(st["counts"].get("documents redacted", 0)) for st in scrub) if scrub else None
 
 
 def cleaning_rows(

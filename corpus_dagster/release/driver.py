@@ -35,11 +35,12 @@ from corpus_dagster.publish.driver import read_manifest, verified_shards
 from corpus_dagster.release.build import build_release
 from corpus_dagster.release.card_info import construction_step
 from corpus_dagster.release.checks import check_release
+from corpus_dagster.release.created import CREATED_NAME
 from corpus_dagster.release.rebuild import check_rebuild_sample
 from corpus_dagster.tokenize.driver import token_counts_file
 
 STAGE = "release"
-CODE_VERSION = "5"  # bump when a change here changes the release's bytes (parts, card, figures, _RELEASE.json)
+CODE_VERSION = "6"  # bump when a change here changes the release's bytes (parts, card, figures, _RELEASE.json)
 RELEASE = Stage(STAGE, CODE_VERSION)
 
 UNITS_NAME = "units.jsonl"  # the build's units, in the release stage's key folder
@@ -124,7 +125,15 @@ def release_kwargs(layout: Layout, resolved: Settings | Mapping[str, Any]) -> di
         "selection_excluded": ingest_driver.selection_counts(layout, source_ids),
         "workers": settings.workers,
         "build": build_info(layout, settings),
+        "created_at_file": created_at_file(layout, settings),
+        "reproduce_config": settings.resolved,
     }
+
+
+def created_at_file(layout: Layout, resolved: Settings | Mapping[str, Any]) -> Path:
+    """release/<name>/_CREATED_AT.parquet: the created_at given to each content hash, kept across builds and
+    versions of the release (release.created)."""
+    return layout.root / "release" / release_name(resolved) / CREATED_NAME
 
 
 def release_key(layout: Layout, resolved: Settings | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:

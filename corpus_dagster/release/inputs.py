@@ -117,6 +117,9 @@ def source_facts(sources: Sequence[Any]) -> dict[str, dict[str, Any]]:
             "format": get("format"),
             "urls": [ingest_driver.normalize_url(u) for u in get("urls") or ()],
             "id_field": get("id_field"),
+            "description": get("description") or "",
+            "homepage": get("homepage"),
+            "date_field": get("date_field"),
         }
     return out
 

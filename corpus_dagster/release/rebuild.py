@@ -24,9 +24,11 @@ from corpus_dagster.release.build import (
     write_card,
 )
 from corpus_dagster.release.checks import check_identical
+from corpus_dagster.release.created import created_bytes, read_created
 from corpus_dagster.release.inputs import read_inputs
 from corpus_dagster.release.jobs import count_job, segment_job
 from corpus_dagster.release.plan import room_by_source
+from corpus_dagster.release.reproduce import REPRODUCE_FILES, write_reproduce
 from corpus_dagster.release.units import (
     read_units,
     segment_batches,
@@ -110,11 +112,13 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
     room = room_by_source(docs, inp.buckets, settings)
     batches = segment_batches(docs, [work[i] for i in picks], inp.buckets, room)
 
-    plan, plan_counts, keep_fields, parts = plan_build(inp, docs, units, settings, kw.get("doc_info", ()))
+    created = read_created(kw["created_at_file"]) if kw.get("created_at_file") is not None else None
+    plan, plan_counts, keep_fields, parts = plan_build(inp, docs, units, settings, kw.get("doc_info", ()), created)
     part_files = [part_path(inp.buckets, b, p) for b, p, _ in parts]
     figures = [f"assets/{f}" for f, _ in card_mod.FIGURES]
     outputs = part_files + figures
-    expected = set(outputs) | {"README.md", STATS_NAME}
+    reproduce = REPRODUCE_FILES if kw.get("reproduce_config") is not None else []
+    expected = set(outputs) | {"README.md", STATS_NAME, *reproduce}
     on_disk = {str(p.relative_to(release_dir)) for p in release_dir.rglob("*") if p.is_file()}
     problems += [f"{f}: missing in release" for f in sorted(expected - on_disk)]
     problems += [f"{f}: not in the rebuilt plan" for f in sorted(on_disk - expected)]
@@ -142,10 +146,14 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
             here = release_dir / rel
             digest = digests.get(rel) or (sha256_file(here) if here.is_file() else "")
             files.append({"path": rel, "rows": rows, "sha256": digest})
-        record = release_record(inp, settings, plan, plan_counts, units, kw.get("selection_excluded"), files, kw.get("build"))
+        record = release_record(inp, settings, plan, plan_counts, units, kw.get("selection_excluded"), files, kw.get("build"),
+                                keep_fields)
         write_card(tmp / "out", record, figures={Path(f).name for f in fig_picks})
         (tmp / "out" / STATS_NAME).write_bytes(record_bytes(record))
-        for rel in [*(part_files[i] for i in part_picks), *fig_picks, "README.md", STATS_NAME]:
+        if reproduce:
+            rows = [s.to_json() if hasattr(s, "to_json") else dict(s) for s in kw["sources"]]
+            write_reproduce(tmp / "out", kw["reproduce_config"], rows, created_bytes(plan))
+        for rel in [*(part_files[i] for i in part_picks), *fig_picks, "README.md", STATS_NAME, *reproduce]:
             here = release_dir / rel
             if here.is_file() and sha256_file(here) != sha256_file(tmp / "out" / rel):
                 problems.append(f"{rel}: bytes differ from a rebuild with workers={workers}")

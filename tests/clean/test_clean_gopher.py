@@ -39,8 +39,15 @@ def test_punctuation_is_no_word() -> None:
 
 def test_word_count_max() -> None:
     body = " ".join(WORDS[i % 150] for i in range(99_998))
-    assert run(["the and " + body, "the and " + body + " extra"]) == [
+    assert run(["the and " + body, "the and " + body + " extra"], cfg(max_words=100_000)) == [
         (None, None), ("gopher_word_count", 100_001.0)]
+
+
+def test_word_count_max_off_by_default() -> None:
+    """The release segments long documents, so by default no word cap drops them before it can."""
+    assert cfg().max_words is None
+    body = " ".join(WORDS[i % 150] for i in range(150_000))
+    assert run(["the and " + body]) == [(None, None)]
 
 
 def test_mean_word_length_min() -> None:

@@ -70,6 +70,11 @@ def test_success_exit_0_and_one_line_per_step(built):
     assert len(checks) == len(set(checks))
     raw = next(m for m in lines if m and m.group(1) == "alpha" and m.group(2) == "raw_documents")
     assert raw.group(4).startswith("40 documents")
+    for clean in (m for m in lines if m and m.group(2) == "clean_documents"):  # a reject count names its reasons
+        rejected = int(re.search(r"([\d,]+) rejected", clean.group(4)).group(1).replace(",", ""))
+        assert (": " in clean.group(4)) == (rejected > 0), clean.group(4)
+    analysis = next(m for m in lines if m and m.group(2) == "corpus_analysis")
+    assert "clean documents measured (before dedup)" in analysis.group(4)
     assert f"{len(checks)}/{len(checks)} checks passed" in proc.stdout
 
 

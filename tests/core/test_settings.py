@@ -64,7 +64,7 @@ def test_sections_are_typed_and_read_only():
 
 
 def test_missing_keys_keep_defaults_and_unknown_keys_are_refused():
-    assert CleanGopherSettings.from_dict({"min_words": 7}).max_words == 100000
+    assert CleanGopherSettings.from_dict({"min_words": 7}).min_alpha_words_ratio == 0.8
     with pytest.raises(KeyError, match="min_wrods"):
         CleanGopherSettings.from_dict({"min_wrods": 7})
 

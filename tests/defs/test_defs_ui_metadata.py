@@ -43,7 +43,7 @@ def built(tmp_path_factory):
         result = materialize_global(corpus, instance)
         keys = ["raw_documents", "clean_documents", "rejects", "minhash_signatures"]
         per_source = {k: _meta(instance, k, "alpha") for k in keys}
-        glob = {k: _meta(instance, k) for k in ["dedup", "scrubbed", "shards", "manifest", "token_streams"]}
+        glob = {k: _meta(instance, k) for k in ["dedup", "scrubbed", "shards", "manifest", "token_streams", "release"]}
         logs = [e.user_message for e in instance.all_logs(result.run_id) if e.user_message]
         glob["checks"] = {(a, name): meta for a, name, _passed, meta in check_results(result)}
         yield {**per_source, **glob}, logs
@@ -149,3 +149,23 @@ def test_check_metadata_says_what_was_checked_and_how_much(built):
         check = meta["checks"][("shards", name)]
         assert check["rows_checked"] == n_docs and check["files_checked"] >= 1 and check["bytes_checked"] > 0, name
         assert check["checked"].startswith("shard-")
+
+
+def test_clean_documents_opens_with_the_corpus_table_and_the_reasons(built):
+    meta, _ = built
+    clean = meta["clean_documents"]
+    assert list(clean)[:2] == ["corpus_kept_and_rejected", "reasons"]  # the UI shows metadata in this order
+    rows = {r.data["source"]: r.data for r in clean["corpus_kept_and_rejected"].records}
+    assert rows["all sources"]["kept"] == sum(r["kept"] for sid, r in rows.items() if sid != "all sources")
+    assert rows["alpha"]["kept"] == clean["kept"].value and rows["alpha"]["rejected"] == clean["rejected"].value
+    reasons = [r.data["documents"] for r in clean["reasons"].records]
+    assert reasons == sorted(reasons, reverse=True) and sum(reasons) == clean["rejected"].value
+
+
+def test_release_renders_its_card_as_markdown_first(built):
+    meta, _ = built
+    release = meta["release"]
+    card = release["card_rendered"]
+    assert list(release)[0] == "card_rendered" and isinstance(card, dg.MarkdownMetadataValue)
+    assert card.value.lstrip().startswith("# ") and "## Dataset Summary" in card.value
+    assert "pretty_name:" not in card.value and "](assets/" not in card.value  # no front matter, no dead images

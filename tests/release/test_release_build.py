@@ -100,7 +100,8 @@ def test_card_front_matter_and_tables_match_the_files(built):
     for sid in ("alpha", "beta", "gamma"):
         n = sum(m["source_id"] == sid for m in meta_rows)
         assert re.search(rf"^\| {sid} \| [^|]+ \| [^|]* \| {n:,} \|", text, re.M), sid
-    assert "| ingest | where (alpha) | 7 |" in text and "| clean | filter gopher | 5 |" in text
+    assert text.count("where (alpha)") == 1 and "| left out by where (alpha) | 7 |" in text  # once, outside fetched
+    assert "| dropped by filter gopher | 5 |" in text and "filter ppl" not in text  # only rules that dropped
     assert "![Documents per length bucket](assets/docs_per_bucket.png)" in text
 
 

@@ -62,24 +62,33 @@ def section(card: str, title: str) -> str:
     return card.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
+def subsection(card: str, title: str) -> str:
+    return re.split(r"\n##+ ", card.split(f"\n### {title}\n", 1)[1], maxsplit=1)[0]
+
+
 def test_headline_counts_the_whole_build(built):
     card, dedup = built["card"], built["manifest"]["dedup"]
     assert dedup["exact_dropped"] > 0 and dedup["near_dropped"] > 0
     assert cell(card, "exact duplicates removed (corpus dedup)") == f"{dedup['exact_dropped']:,}"
     assert cell(card, "near duplicates removed (corpus dedup)") == f"{dedup['near_dropped']:,}"
-    assert cell(card, "documents fetched") == "102"  # 40 + 10 duplicates, 40, 12
+    assert cell(card, "documents fetched (after the ledger's where)") == "102"  # 40 + 10 duplicates, 40, 12
     assert cell(card, "documents published") == f"{built['manifest']['n_docs']:,}"
-    for name, n in built["manifest"]["filters"].items():
-        assert cell(card, f"dropped by filter {name}") == f"{n:,}"
-    labels = re.findall(r"^\| ([^|]+) \| [^|]+ \|$", card.split("## Usage")[0], re.M)
-    assert labels.index("documents published") < labels.index("documents")  # the corpus build, then the release
+    for name, n in built["manifest"]["filters"].items():  # a rule that dropped nothing (or is off) has no row
+        if n:
+            assert cell(card, f"dropped by filter {name}") == f"{n:,}"
+        else:
+            assert f"dropped by filter {name} |" not in card
+    release, build = subsection(card, "The release"), subsection(card, "The corpus build it was cut from")
+    row = re.compile(r"^\| documents \| [0-9,]+ \|$", re.M)
+    assert row.search(release) and "documents published" not in release  # two tables, never mixed
+    assert "documents published" in build and not row.search(build)
 
 
 def test_construction_lists_every_stage_with_its_code_version(built):
     from corpus_dagster.core import records
 
     layout = built["layout"]
-    rows = [line.split(" | ") for line in section(built["card"], "Construction").splitlines() if line.startswith("| ")]
+    rows = [line.split(" | ") for line in subsection(built["card"], "Data Collection and Processing").splitlines() if line.startswith("| ")]
     steps = [r[0].lstrip("| ") for r in rows[1:]]
     assert list(dict.fromkeys(steps)) == STEPS
     versions = {(r[0].lstrip("| "), r[1]): r[-1].rstrip(" |") for r in rows[1:]}
@@ -107,7 +116,7 @@ def test_reproduce_has_the_real_hashes_and_versions(built):
     assert cell(rep, "config sha256") == f"`{config_sha256(built['resolved'])}`"
     assert cell(rep, "ledger sha256") == f"`{ledger_sha}`" and cell(rep, "ledger") == "`corpus/LEDGER.jsonl`"
     assert cell(rep, "package") == f"corpus_dagster {importlib.metadata.version('corpus_dagster')}"
-    assert "python -m corpus_dagster.run <config>" in rep
+    assert "python -m corpus_dagster.run my-build.yaml" in rep and "cp reproduce/config.yaml my-build.yaml" in rep
     from corpus_dagster.release.driver import CODE_VERSION
 
     versions = dict(v.split(" ") for v in cell(rep, "code versions").split(", "))
@@ -116,7 +125,7 @@ def test_reproduce_has_the_real_hashes_and_versions(built):
 
 def test_card_names_paths_relative_to_the_root_only_and_its_check_passes(built):
     card, root = built["card"], built["root"]
-    assert "`release/testset/v1/`" in section(card, "Reproduce")
+    assert "`artifacts/release/testset/v1/`" in section(card, "Reproduce")
     assert str(root) not in card and str(Path(root).resolve()) not in card
     assert str(root) not in (built["out"] / "_RELEASE.json").read_text(encoding="utf-8")
     assert check_release(built["out"], Settings.from_resolved(built["resolved"]).release)["card_matches_data"].passed
@@ -125,7 +134,7 @@ def test_card_names_paths_relative_to_the_root_only_and_its_check_passes(built):
 
 
 def test_cleaning_table_says_the_repair_counts_do_not_apply(built):
-    notes = [line for line in section(built["card"], "Cleaning").splitlines()
+    notes = [line for line in section(built["card"], "Dataset Creation").splitlines()
              if "out_of_range_after_fix" in line or "moved to another bucket after repair" in line]
     assert len(notes) == 1 and "do not apply" in notes[0] and "before bucketing" in notes[0]
 
@@ -136,7 +145,7 @@ def test_without_stage_records_the_headline_has_the_manifests_dedup_counts(tmp_p
     card = (kwargs["out_dir"] / "README.md").read_text(encoding="utf-8")
     assert cell(card, "exact duplicates removed (corpus dedup)") == "4"  # release_factory's manifest
     assert cell(card, "near duplicates removed (corpus dedup)") == "2"
-    assert "## Construction" in card and "## Reproduce" in card and str(tmp_path) not in card
+    assert "### Data Collection and Processing" in card and "## Reproduce" in card and str(tmp_path) not in card
     assert check_release(kwargs["out_dir"], kwargs["settings"])["card_matches_data"].passed
 
 
@@ -160,3 +169,55 @@ def test_the_stage_reruns_only_when_its_units_are_gone(built):
     assert record.files["release"] == sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     assert not records.verify_outputs(layout.stage(driver.STAGE), record)
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.suffix != ".parquet"} == before
+
+
+def _rows_without_machine_urls(release: Path) -> list[tuple]:
+    """Every release row; metadata without url and source_file (a local file's are its path on the machine
+    that read it), so two builds from copies of the same files compare equal."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for part in sorted(release.glob("data/*/*.parquet")):
+        for row in pq.read_table(part).to_pylist():
+            meta = {k: v for k, v in json.loads(row.pop("metadata")).items() if k not in ("url", "source_file")}
+            out.append((str(part.relative_to(release)), tuple(sorted(row.items(), key=str)), json.dumps(meta, sort_keys=True)))
+    return out
+
+
+def test_reproduce_folder_holds_no_absolute_path_and_rebuilds_the_same_release(built, tmp_path, monkeypatch):
+    import shutil
+
+    import yaml
+
+    out, root = built["out"], built["root"]
+    shipped = {name: (out / "reproduce" / name).read_bytes() for name in ("config.yaml", "LEDGER.jsonl")}
+    for name, body in shipped.items():
+        text = body.decode()
+        assert str(root) not in text and str(Path(root).resolve()) not in text and "file://" not in text, name
+    config = yaml.safe_load(shipped["config.yaml"])
+    assert "paths" not in config and "executor" not in config
+    rows = [json.loads(line) for line in shipped["LEDGER.jsonl"].decode().splitlines()]
+    assert [r["urls"] for r in rows] == [["sources/alpha/alpha.jsonl"], ["sources/beta/beta.jsonl.zst"],
+                                         ["sources/gamma/*.txt"]]
+    assert all(not u.startswith("/") for r in rows for u in [*r["urls"], *r["sha256"]])
+    # the reader's copy: the same files under sources/<source_id>/, the card's Reproduce commands
+    here = tmp_path / "reader"
+    (here / "sources" / "alpha").mkdir(parents=True)
+    (here / "sources" / "beta").mkdir()
+    shutil.copy(root / "sources" / "alpha.jsonl", here / "sources" / "alpha" / "alpha.jsonl")
+    shutil.copy(root / "sources" / "beta.jsonl.zst", here / "sources" / "beta" / "beta.jsonl.zst")
+    shutil.copytree(root / "sources" / "gamma", here / "sources" / "gamma")
+    shutil.copytree(out / "reproduce", here / "reproduce")
+    (here / "my-build.yaml").write_text(shipped["config.yaml"].decode() +
+                                        "paths:\n  artifacts: ./artifacts\n  ledger: reproduce/LEDGER.jsonl\n")
+    kept = here / "artifacts" / "release" / "testset"
+    kept.mkdir(parents=True)
+    shutil.copy(out / "reproduce" / "_CREATED_AT.parquet", kept / "_CREATED_AT.parquet")
+    monkeypatch.chdir(here)
+    corpus = CorpusConfig(config_path=str(here / "my-build.yaml"))
+    instance = dg.DagsterInstance.ephemeral()
+    materialize_sources(corpus, instance)
+    materialize_global(corpus, instance)
+    again = here / "artifacts" / "release" / "testset" / "v1"
+    assert _rows_without_machine_urls(again) == _rows_without_machine_urls(out)
+    assert (again / "reproduce" / "_CREATED_AT.parquet").read_bytes() == (out / "reproduce" / "_CREATED_AT.parquet").read_bytes()
