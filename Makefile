@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: install warm demo test test-e2e test-cluster lint ui bench clean
+.PHONY: install warm demo test test-deploy test-e2e test-cluster lint ui bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ demo: warm
 TEST_WORKERS ?= auto
 test: warm lint
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope
+
+# A shared deployment played as an attacker would: whole CLI builds with the artifacts on moto's S3 server on
+# 127.0.0.1 (planted keys, planted step values, two writers, a store gone mid-run, secrets nowhere): tests/deploy/.
+test-deploy: warm
+	CORPUS_DEPLOY=1 $(VENV)/bin/pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadscope tests/deploy -rs
 
 # The UI in a real browser: dagster dev on 127.0.0.1 and Debian's chromium (installed here when missing; never a
 # browser download). Screenshots land in tests/e2e/artifacts/.

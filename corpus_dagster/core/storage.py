@@ -435,8 +435,10 @@ class Store:
             for rel, token in sorted(remote.items()):
                 path = self.local(rel)
                 known = state.get(rel)
-                if known and known["token"] == token and path.is_file():
-                    continue  # as last synced, or changed here since (the next push uploads it)
+                if known and known["token"] == token:
+                    # as last synced, changed here since (the next push uploads it), or removed here since (the
+                    # next push removes it from the store: a pull must not bring back what this machine deleted)
+                    continue
                 path.parent.mkdir(parents=True, exist_ok=True)
                 with self._calling(f"download {self._remote(rel)}"), atomic_path(path) as tmp:
                     self.fs.get_file(self._remote(rel), str(tmp))
