@@ -110,7 +110,7 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
     room = room_by_source(docs, inp.buckets, settings)
     batches = segment_batches(docs, [work[i] for i in picks], inp.buckets, room)
 
-    plan, plan_counts, keep_fields, parts = plan_build(inp, docs, units, settings, kw.get("doc_info", ()))
+    plan, plan_counts, parts = plan_build(inp, docs, units, settings, kw.get("doc_info", ()))
     part_files = [part_path(inp.buckets, b, p) for b, p, _ in parts]
     figures = [f"assets/{f}" for f, _ in card_mod.FIGURES]
     outputs = part_files + figures
@@ -134,7 +134,7 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
     with tempfile.TemporaryDirectory(prefix="release-rebuild-") as tmp_name:
         tmp = Path(tmp_name)
         (tmp / "spill").mkdir()
-        written, _, _ = scatter_write(plan, parts, inp, keep_fields, settings, tmp / "spill", tmp / "out", workers,
+        written, _, _ = scatter_write(plan, parts, inp, settings, tmp / "spill", tmp / "out", workers,
                                       only=part_picks)
         digests = {f["path"]: f["sha256"] for f in written}
         files = []
