@@ -43,7 +43,7 @@ from corpus_dagster.release.rebuild import check_rebuild_sample
 from corpus_dagster.tokenize.driver import token_counts_file
 
 STAGE = "release"
-CODE_VERSION = "5"  # bump when a change here changes the release's bytes (parts, card, figures, _RELEASE.json)
+CODE_VERSION = "6"  # bump when a change here changes the release's bytes (parts, card, figures, _RELEASE.json)
 RELEASE = Stage(STAGE, CODE_VERSION)
 
 UNITS_NAME = "units.jsonl"  # the build's units, in the release stage's key folder
