@@ -177,6 +177,7 @@ def one_line_error(exc: BaseException) -> str:
 
 def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool, log: GuardedLog, log_path: Path,
          start: float) -> int:
+    from corpus_dagster.cli.preflight import preflight
     from corpus_dagster.cli.progress_display import RunWatcher
     from corpus_dagster.core.ledger import check_config_against_ledger, load_ledger
     from corpus_dagster.core.settings import Settings
@@ -197,6 +198,7 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     ledger = load_ledger(layout.ledger)  # LedgerError names file, line and JSON path
     # rule sources and pins against the ledger: exit 2 before any run (ingest is imported only for pins)
     check_config_against_ledger(resolved, ledger, config_path)
+    preflight(resolved, config_path)  # tokenizer files and special tokens, buckets: exit 2 now, not minutes in
     if any(s.sha256 for s in ledger):
         from corpus_dagster.ingest.pins import check_pins
 
