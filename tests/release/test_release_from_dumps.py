@@ -32,7 +32,7 @@ DUP_FIRST, DUP_SECOND = 9, 10  # one text twice: positional ids sort "dump:10" b
 
 def texts(seed: str, n: int) -> list[str]:
     rng = random.Random(seed)
-    return [document(rng, rng.choice([4, 8, 12])) for _ in range(n)]
+    return [document(rng, rng.choice([6, 8, 12, 60])) for _ in range(n)]  # 60 sentences: over max_tokens, segmented
 
 
 def write_sources(root: Path, revised: bool) -> list[dict[str, Any]]:
@@ -187,12 +187,58 @@ def by_document(built: dict[str, Any]) -> dict[tuple, str]:
 def test_an_upstream_exclusion_moves_no_other_release_id(first, second, source_id):
     before = {k: v for k, v in by_document(first).items() if k[0] == source_id}
     after = {k: v for k, v in by_document(second).items() if k[0] == source_id}
-    assert len(after) < len(before)  # the revision removed one document of the source
-    assert set(after) <= set(before)
+    assert after and set(after) <= set(before)  # the revision removed a document, added none
     assert {k: before[k] for k in after} == after
+
+
+def test_the_revision_removed_a_released_document_of_every_source(first, second):
+    def removed(m: dict) -> bool:
+        return (m.get("id") == "doc-001" or m.get("url") == "https://web.example/1" or m.get("title") == "Line 1"
+                or m.get("source_file") == "sub/note0.txt")
+
+    assert {m["source_id"] for m in first["metas"] if removed(m)} == {"dump", "web", "lines", "notes"}
+    assert not [m for m in second["metas"] if removed(m)]
 
 
 def test_the_kept_duplicate_follows_the_stable_key_not_the_row_position(first, second):
     for built in (first, second):
         kept = {m["id"] for m in built["metas"] if m["source_id"] == "dump"}
         assert f"doc-{DUP_FIRST:03d}" in kept and f"doc-{DUP_SECOND:03d}" not in kept
+
+
+def test_explain_takes_a_release_id_and_shows_bucket_segment_and_span(first, capsys):
+    from corpus_dagster.cli.explain import main
+    from corpus_dagster.explain import DocumentNotFound, explain
+
+    rows = first["rows"]
+    seg = next(i for i, m in enumerate(first["metas"]) if "segment" in m)
+    meta, rid = first["metas"][seg], rows["id"][seg]
+    answer = explain(first["layout"], first["resolved"], rid)
+    assert answer["id"] == meta["doc_id"] and answer["release_id"] == rid and answer["left_at"] is None
+    step = answer["steps"]["release"]
+    asked = step["rows"][0]
+    assert asked["release_id"] == rid and asked["segment"] == meta["segment"] and asked["char_span"] == meta["char_span"]
+    part = next(p for p in first["out"].glob("data/*/*.parquet") if rid in pl.read_parquet(p, columns=["id"])["id"].to_list())
+    assert asked["bucket"] == part.parent.name and asked["file"] == part.relative_to(first["out"]).as_posix()
+    start, end = meta["char_span"]
+    assert f"segment {meta['segment']} chars {start}..{end} in {part.parent.name}" in step["summary"]
+    # the parent id the segments share names the whole document too
+    by_parent = explain(first["layout"], first["resolved"], meta["parent_id"])
+    assert by_parent["id"] == meta["doc_id"] and len(by_parent["steps"]["release"]["rows"]) >= 2
+    assert main([rid, "--config", str(first["root"] / "corpus.yaml")]) == 0
+    assert f"release {step['summary']}" in " ".join(capsys.readouterr().out.split())
+    with pytest.raises(DocumentNotFound, match="no release row"):
+        explain(first["layout"], first["resolved"], "00000000-0000-5000-8000-000000000000")
+
+
+def test_the_analysis_reads_the_release_folder_by_its_content_column(first, tmp_path):
+    from corpus_dagster.analysis.cli import main
+
+    out = tmp_path / "analysis"
+    assert main(["--corpus-dir", str(first["out"]), "--out-dir", str(out)]) == 0  # `content`, found by itself
+    lengths = next(out.rglob("*.parquet"))
+    assert lengths.is_file()
+    report = (out / "REPORT.md") if (out / "REPORT.md").is_file() else next(out.rglob("*.md"))
+    assert f"{first['rows'].height:,}" in report.read_text(encoding="utf-8") or str(first["rows"].height) in report.read_text(encoding="utf-8")
+    assert main(["--corpus-dir", str(first["out"]), "--out-dir", str(tmp_path / "x"), "--text-column", "nope",
+                 "--dry-run"]) == 2
