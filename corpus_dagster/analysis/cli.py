@@ -19,9 +19,11 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="corpus-analysis",
         description="Token lengths, duplicate tables, complete-linkage clusters, figures and a report for any "
-        "folder of Parquet files with a `text` column. Resumable: a rerun skips finished steps.",
+        "folder of Parquet files with a text column (`text`, else `content`: shards or a release folder; --text-column names another). Resumable: a rerun skips finished steps.",
     )
     p.add_argument("--corpus-dir", required=True, type=Path, help="folder of *.parquet files (searched recursively)")
+    p.add_argument("--text-column", default=None,
+                   help="column holding the texts (default: `text`, else `content`, as in a release folder)")
     p.add_argument("--out-dir", required=True, type=Path, help="where the outputs and the resume state go")
     p.add_argument("--dry-run", action="store_true",
                    help="print the estimated time, disk and memory per step (with --step: of those steps only); run nothing")
@@ -62,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides = {"analysis": {"tokenizers": args.tokenizer}} if args.tokenizer else None
         settings = Settings.from_resolved(load_config(args.config, overrides))
         cfg, near = settings.analysis, settings.near_dup
-        corpus = corpus_from_dir(args.corpus_dir, exclude=args.out_dir)
+        corpus = corpus_from_dir(args.corpus_dir, exclude=args.out_dir, text_column=args.text_column)
         if args.dry_run:
             print_plan(plan_analysis(corpus, cfg, near=near, workers=args.workers), args.step)
             return 0

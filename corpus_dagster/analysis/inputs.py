@@ -103,7 +103,7 @@ def read_inputs(out_dir: str | Path) -> dict[str, Any] | None:
 
 @dataclass
 class CorpusFiles:
-    """Parquet files of one corpus, each with a `text` column, read in list order.
+    """Parquet files of one corpus, each with a text column (`text_column`, `text` by default), read in list order.
 
     source_ids: per file, its source (None: the file's `source_id` column, else `default_source`).
     root: the folder the files were selected from (select_corpus_files), recorded in `_INPUTS.json`.
@@ -113,6 +113,7 @@ class CorpusFiles:
     source_ids: list[str | None]
     default_source: str = "corpus"
     root: Path | None = None
+    text_column: str = "text"
 
     def __post_init__(self) -> None:
         self.files = [Path(f) for f in self.files]
@@ -120,15 +121,25 @@ class CorpusFiles:
             raise AnalysisError("CorpusFiles: one source id (or None) per file is needed")
 
 
-def corpus_from_dir(corpus_dir: str | Path, exclude: Path | None = None) -> CorpusFiles:
+TEXT_COLUMNS = ("text", "content")  # tried in this order when no text column is named: shards, then a release
+
+
+def corpus_from_dir(corpus_dir: str | Path, exclude: Path | None = None, text_column: str | None = None) -> CorpusFiles:
     """The `*.parquet` files under a folder that select_corpus_files picks (recursively, sorted by path;
     hidden names and `exclude` skipped; under a stage record listing `docs`, only those): the rule the
-    verify/ scripts apply to the same folder."""
+    verify/ scripts apply to the same folder. `text_column`: the column holding the texts; None takes the
+    first of TEXT_COLUMNS the first file has (`text` for shards, `content` for a release folder)."""
     root = Path(corpus_dir)
     files = select_corpus_files(root, exclude)
     if not files:
         raise AnalysisError(f"--corpus-dir {root}: no *.parquet files found; point it at a folder of shards")
-    return CorpusFiles(files, [None] * len(files), root.resolve().name or "corpus", root)
+    if text_column is None:
+        names = text_file(files[0], None).schema_arrow.names
+        text_column = next((c for c in TEXT_COLUMNS if c in names), None)
+        if text_column is None:
+            raise AnalysisError(f"{files[0]}: none of the columns {list(TEXT_COLUMNS)} (columns: {names}); "
+                                f"name the text column with --text-column")
+    return CorpusFiles(files, [None] * len(files), root.resolve().name or "corpus", root, text_column)
 
 
 def corpus_from_sources(sources: dict[str, Sequence[Path]], root: Path | None = None) -> CorpusFiles:
@@ -161,14 +172,16 @@ def fingerprint(files: Sequence[Path]) -> list[list[Any]]:
     return out
 
 
-def text_file(path: Path) -> pq.ParquetFile:
-    """An input Parquet file, refused with a clear error when unreadable or without a `text` column."""
+def text_file(path: Path, column: str | None = "text") -> pq.ParquetFile:
+    """An input Parquet file, refused with a clear error when unreadable or without its text `column`
+    (None: not checked)."""
     try:
         pf = pq.ParquetFile(path)
     except Exception as exc:
         raise AnalysisError(f"{path}: not a readable Parquet file ({exc})") from exc
-    if "text" not in pf.schema_arrow.names:
-        raise AnalysisError(f"{path}: no `text` column (columns: {pf.schema_arrow.names}); the analysis needs one")
+    if column is not None and column not in pf.schema_arrow.names:
+        raise AnalysisError(f"{path}: no `{column}` column (columns: {pf.schema_arrow.names}); the analysis needs "
+                            f"one (--text-column names another)")
     return pf
 
 
@@ -176,9 +189,9 @@ def corpus_size(corpus: CorpusFiles) -> tuple[int, int]:
     """(documents, uncompressed text bytes) from Parquet metadata only, without reading any text."""
     docs = text_bytes = 0
     for path in corpus.files:
-        pf = text_file(path)
+        pf = text_file(path, corpus.text_column)
         md = pf.metadata
-        col = pf.schema_arrow.names.index("text")
+        col = pf.schema_arrow.names.index(corpus.text_column)
         docs += md.num_rows
         for rg in range(md.num_row_groups):
             text_bytes += md.row_group(rg).column(col).total_uncompressed_size
@@ -189,7 +202,7 @@ def input_files(corpus: CorpusFiles) -> list[tuple[int, Path, pq.ParquetFile, di
     """(file number, path, open file, which of id/source_id/split it has, rows) per input file."""
     out = []
     for i, path in enumerate(corpus.files):
-        pf = text_file(path)
+        pf = text_file(path, corpus.text_column)
         names = set(pf.schema_arrow.names)
         has = {c: c in names for c in ("id", "source_id", "split", "sha256")}
         out.append((i, path, pf, has, pf.metadata.num_rows))

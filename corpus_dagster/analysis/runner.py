@@ -72,9 +72,12 @@ def run_key(inputs: dict[str, Any], cfg: AnalysisSettings, spec: GraphSpec) -> s
 
 def _input_fingerprints(documents: CorpusFiles, lengths: CorpusFiles, signature_files: Sequence[Path],
                         token_counts: Sequence[Path], graph: Path | None) -> dict[str, Any]:
+    def text(files: CorpusFiles) -> list[str]:  # named only when not `text`, so the graph's keys stay what they were
+        return [] if files.text_column == "text" else [files.text_column]
+
     return {
-        "documents": [fingerprint(documents.files), documents.source_ids, documents.default_source],
-        "lengths": [fingerprint(lengths.files), lengths.source_ids, lengths.default_source],
+        "documents": [fingerprint(documents.files), documents.source_ids, documents.default_source, *text(documents)],
+        "lengths": [fingerprint(lengths.files), lengths.source_ids, lengths.default_source, *text(lengths)],
         "signatures": fingerprint(signature_files),
         "token_counts": fingerprint(token_counts),
         "graph": fingerprint([graph] if graph is not None else []),

@@ -11,8 +11,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from corpus_dagster.core import records
+from corpus_dagster.core.doc_keys import stable_keys
+from corpus_dagster.core.documents import INFO_DOC_ID
+from corpus_dagster.core.errors import StageOutputError
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.ledger import Source
 from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.settings import Settings
 
@@ -50,3 +58,30 @@ def _rebuild(layout: Layout, source_id: str, resolved: Settings | Mapping[str, A
             run_clean_source(layout, resolved, source_id)
 
     return rebuild
+
+
+def document_keys(layout: Layout, source: Source) -> pa.Table:
+    """`id`, `key` of every clean document of a source in k order: its stable key (core.doc_keys), from the
+    ledger `id_field` value (ingest's document info), else its url (a `url_field` source), else its clean
+    text's SHA-256 and occurrence. Dedup chooses keepers by it and the release hashes it into its ids."""
+    from corpus_dagster.ingest import driver as ingest_driver  # a reader of ingest's outputs
+
+    sid = source.source_id
+    files = clean_doc_files(layout, sid)
+    frames = [pl.from_arrow(pq.read_table(p, columns=["id", "url", "sha256"])) for p in files]
+    docs = pl.concat(frames) if frames else pl.DataFrame(schema={"id": pl.String, "url": pl.String, "sha256": pl.Binary})
+    own = None
+    if source.id_field:
+        info = pl.from_arrow(ingest_driver.document_info(layout, sid))
+        assert isinstance(info, pl.DataFrame)
+        if source.id_field not in info.columns:
+            raise StageOutputError(f"source {sid!r}: the fetch kept no field {source.id_field!r} (the ledger's id_field); "
+                                   f"rerun raw_documents[{sid}]")
+        values = info.select(pl.col(INFO_DOC_ID).alias("id"), pl.col(source.id_field).cast(pl.String).alias("own"))
+        own = docs.select("id").join(values, on="id", how="left", maintain_order="left")["own"].to_list()
+    keys = stable_keys(
+        sid, [d.hex() for d in docs["sha256"].to_list()], own_ids=own,
+        urls=docs["url"].to_list() if source.url_field else None,
+        ledger_urls=[ingest_driver.normalize_url(u) for u in source.urls],
+    )
+    return pa.table({"id": docs["id"].to_arrow().cast(pa.string()), "key": pa.array(keys, pa.string())})

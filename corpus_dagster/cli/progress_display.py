@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -30,6 +31,8 @@ COUNT_KEYS = {
 }
 MAX_COUNTS = 4
 MAX_REASONS = 3  # reject reasons named on a clean line
+# Dagster's log line for a step it leaves out because an upstream step failed or was not executed
+NOT_EXECUTING = re.compile(r"Dependencies for step \S+ .*Not executing\.$")
 BAD_INPUT_ERRORS = ("ConfigError", "LedgerError")  # CorpusError classes that mean the input files are wrong
 LEVELS = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARNING", logging.ERROR: "ERROR",
           logging.CRITICAL: "CRITICAL"}
@@ -132,6 +135,7 @@ class _RunState:
     last_info: dict[str, str] = field(default_factory=dict)
     graph_seconds: dict[str, float] = field(default_factory=dict)
     polls_since_finished: int = 0  # its event log is read once more after the run finished, then no more
+    not_run: set[str] = field(default_factory=set)  # steps skipped or abandoned after a failure
 
 
 class RunWatcher:
@@ -194,6 +198,9 @@ class RunWatcher:
         event = entry.dagster_event
         step = entry.step_key or ""
         if event is None:
+            if step and NOT_EXECUTING.match(one_line(entry.user_message)):
+                state.not_run.add(step)  # Dagster's line per step left out after a failure: one count, at the end
+                return
             if entry.level >= logging.INFO and step:
                 state.last_info[step] = one_line(entry.user_message)
             if entry.level >= logging.WARNING and step:
@@ -221,13 +228,18 @@ class RunWatcher:
             self.failures.append(StepFailure(where, step, message, what, cls))
             self._line(f"{state.label:<16} {step:<50} FAILED: {message}")
         elif kind == DagsterEventType.STEP_SKIPPED:
-            self._line(f"{state.label:<16} {step:<50} skipped (an upstream step failed)")
+            state.not_run.add(step)
         elif kind == DagsterEventType.RUN_FAILURE and not state.failed_steps:
             message, cls = failure_message(event.event_specific_data)
             where = f"source {state.label}" if state.label != "corpus" else "corpus"
             self.failures.append(StepFailure(where, run.job_name, message, "source" if state.label != "corpus" else "step",
                                              cls))
             self._line(f"{state.label:<16} {run.job_name:<50} FAILED: {message}")
+        if kind in (DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_SUCCESS) and state.not_run:
+            n = len(state.not_run)
+            self._line(f"{state.label:<16} {n} step{'s' if n != 1 else ''} not run (an upstream step failed; "
+                       f"names in the log file)")
+            state.not_run.clear()
 
     @staticmethod
     def _check_detail(metadata: dict[str, Any]) -> str:

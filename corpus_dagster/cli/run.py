@@ -233,6 +233,7 @@ def one_line_error(exc: BaseException) -> str:
 
 def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool, log: GuardedLog, log_path: Path,
          start: float) -> int:
+    from corpus_dagster.cli.preflight import preflight
     from corpus_dagster.cli.progress_display import RunWatcher
     from corpus_dagster.core.allowed_locations import check_allowed_locations
     from corpus_dagster.core.ledger import check_config_against_ledger, load_ledger
@@ -261,6 +262,7 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     check_allowed_locations(settings.ingest.allowed_prefixes, ledger, layout.ledger)
     # rule sources and pins against the ledger: exit 2 before any run (ingest is imported only for pins)
     check_config_against_ledger(resolved, ledger, config_path)
+    preflight(resolved, config_path)  # tokenizer files and special tokens, buckets: exit 2 now, not minutes in
     if any(s.sha256 for s in ledger):
         from corpus_dagster.ingest.pins import check_pins
 

@@ -14,6 +14,12 @@ DOCUMENT_FIELDS = [
     ("sha256", pa.binary(32)),
 ]
 
+# The document info table (ingest's per-document extras: its `_FIELDS.parquet` and `document_info`) names its
+# own columns with a leading underscore, so no field a source ships (`id`, `url`, `fetched_at`) can clash.
+INFO_DOC_ID = "_doc_id"  # `<source_id>:<k>`
+INFO_FETCHED_AT = "_fetched_at"  # RFC 3339 fetch time
+INFO_COLUMNS = (INFO_DOC_ID, INFO_FETCHED_AT)
+
 SHARD_SCHEMA = pa.schema(
     [
         *DOCUMENT_FIELDS,

@@ -17,6 +17,7 @@ from corpus_dagster.core.config import (
     locate_violations,
     schema_violations,
 )
+from corpus_dagster.core.documents import INFO_COLUMNS
 from corpus_dagster.core.errors import ConfigError, LedgerError
 from corpus_dagster.core.row_predicate import predicate_problem
 
@@ -71,6 +72,24 @@ class Source:
         return row
 
 
+# Release metadata keys the pipeline fills itself: a kept source field cannot take one (`title` and `url`
+# can: a kept `title` is the title, a kept `url` is the url of a source whose url_field it is or that has none).
+METADATA_KEYS = ("license", "source_file", "cleaned", "source_id", "doc_id", "parent_id", "segment", "char_span")
+
+
+def kept_field_clashes(row: dict[str, Any]) -> str:
+    """Why the row's keep_fields cannot all be kept (empty when they can): a name the document info table
+    or the release metadata uses for its own column, or a `url` that is not the row's url_field."""
+    kept = list(row.get("keep_fields") or ())
+    own = [f for f in kept if f in INFO_COLUMNS or f in METADATA_KEYS]
+    if own:
+        return (f"{own} are names the pipeline gives its own columns ({', '.join(INFO_COLUMNS + METADATA_KEYS)}); "
+                f"remove them from keep_fields")
+    if "url" in kept and row.get("url_field") not in (None, "url"):
+        return f"'url' would hide the url_field {row['url_field']!r} in the release metadata; remove it from keep_fields"
+    return ""
+
+
 def parse_ledger_lines(lines: list[str], ledger_name: str) -> list[Source]:
     """Validate ledger lines; raise LedgerError naming the file, line and JSON path of every problem."""
     schema = load_schema("ledger.schema.json")
@@ -95,6 +114,10 @@ def parse_ledger_lines(lines: list[str], ledger_name: str) -> list[Source]:
             violations.append(f"line {lineno}: $.source_id: duplicate source_id {sid!r} (first on line {first_line[sid]})")
             continue
         first_line[sid] = lineno
+        clash = kept_field_clashes(row)
+        if clash:
+            violations.append(f"line {lineno}: $.keep_fields: {clash}")
+            continue
         if row.get("id_field") is not None and row["id_field"] not in row["keep_fields"]:
             # the release reads the value from the kept fields (ingest stores nothing else per record)
             violations.append(f"line {lineno}: $.id_field: {row['id_field']!r} must also be listed in keep_fields")

@@ -2,12 +2,14 @@
 
 Order of operations (each step only sees what the previous ones kept):
 1. decontaminate: drop every document sharing an `ngram`-word n-gram with a protected set;
-2. exact: among the rest, group by SHA-256 of the clean text, keep each group's smallest id;
+2. exact: among the rest, group by SHA-256 of the clean text, keep each group's member of the smallest
+   stable key (`core.doc_keys`: the id_field value, url or text hash, never a row position);
 3. near: the near-duplicate graph of every distinct text with a signature (decontaminated ones too: the
    analysis reads the same graph) - LSH candidate pairs, every pair of a bucket, banded for the graph's
    threshold (`lib.near_graph`), each scored once by exact Jaccard - and dedup's policy over it: the
    pairs between survivors of 1-2 at jaccard_threshold (any candidate pair without `verify`), their
-   connected components; each cluster keeps its smallest id and, with `action: drop`, drops the others.
+   connected components; each cluster keeps its member of the smallest stable key and, with `action: drop`,
+   drops the others.
 Documents are numbered by id in byte order (the gid) and every output is sorted by it, so the result
 never depends on source order, file order, completion order or the worker count.
 """
@@ -18,13 +20,14 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.atomic import atomic_path
@@ -42,7 +45,7 @@ from corpus_dagster.dedup.near import (
     store_jaccard,
 )
 from corpus_dagster.dedup.protected import build_protected_index
-from corpus_dagster.dedup.scan import Job, scan_corpus
+from corpus_dagster.dedup.scan import Corpus, Job, scan_corpus
 from corpus_dagster.dedup.tables import (
     CLUSTERS_SCHEMA,
     DECONTAMINATED,
@@ -75,6 +78,7 @@ class DedupSource:
     source_id: str
     doc_files: list[Path]
     signature_file: Path
+    keys: Sequence[str] | None = None  # stable keys (core.doc_keys) of its documents in k order; None: ids
 
 
 class StepTimer:
@@ -163,6 +167,7 @@ class Prepared:
     band_keys: np.ndarray  # (participants, bands) uint64 band hashes of the graph's documents
     band_gids: np.ndarray  # int64 gid of each band_keys row
     source_of_gid: np.ndarray  # int32 per gid: its source's number in the sorted source list
+    rank_of_gid: np.ndarray  # int64 per gid: its stable key's rank in byte order (keepers have the smallest)
     node_of_gid: np.ndarray  # int64 per gid: the graph node of its text (the smallest id with that text)
     signatures: Path  # the graph documents' signatures, raw, one row per band_gids entry
     no_signature: int
@@ -173,6 +178,26 @@ class Prepared:
     def participants(self) -> int:
         """Documents in LSH: the smallest id of every distinct text of each source, with a signature."""
         return len(self.band_gids)
+
+
+def key_ranks(sources: list[DedupSource], corpus: Corpus) -> np.ndarray:
+    """Per gid, the rank of its document's stable key in byte order (sources without keys use their ids),
+    ties broken by gid: the order in which dedup prefers keepers."""
+    parts = []
+    for si, s in enumerate(sources):
+        lo, hi = int(corpus.source_start[si]), int(corpus.source_start[si + 1])
+        if s.keys is None:
+            parts.append(corpus.ids_scan.slice(lo, hi - lo))
+        elif len(s.keys) != hi - lo:
+            raise DedupInputError(f"source {s.source_id!r}: {len(s.keys)} stable keys for {hi - lo} documents")
+        else:
+            parts.append(pa.array(list(s.keys), pa.string()))
+    keys_scan = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+    keys = keys_scan.take(pa.array(np.argsort(corpus.gid_of_scan, kind="stable")))  # in gid order
+    by_key = pc.sort_indices(keys.cast(pa.binary())).to_numpy()  # a stable sort: equal keys stay in gid order
+    rank = np.empty(corpus.n, dtype=np.int64)
+    rank[by_key] = np.arange(corpus.n, dtype=np.int64)
+    return rank
 
 
 def prepare(
@@ -209,7 +234,8 @@ def prepare(
     # is decontaminated whole or not at all: one grouping of every document gives the survivors' groups (the
     # same smallest id) and the graph's documents (the smallest id of every text).
     every = np.arange(corpus.n, dtype=np.int64)
-    dup, kept_as = exact_duplicates(corpus.sha256, every)
+    rank_of_gid = key_ranks(sources, corpus)
+    dup, kept_as = exact_duplicates(corpus.sha256, every, rank=rank_of_gid)
     survivor = status[dup] == KEPT
     status[dup[survivor]], matched[dup[survivor]] = EXACT, kept_as[survivor]
     node_of_gid = every.copy()
@@ -227,7 +253,7 @@ def prepare(
         band_keys, band_gids, no_signature = lsh_band_keys(sig_files, corpus, distinct, spec, out)
     timer.lap("lsh")
     return Prepared(
-        corpus.ids, status, matched, spec, detail, by_set, band_keys, band_gids, source_of_gid, node_of_gid,
+        corpus.ids, status, matched, spec, detail, by_set, band_keys, band_gids, source_of_gid, rank_of_gid, node_of_gid,
         work / GRAPH_SIGNATURES, no_signature, corpus.jobs, corpus.gid_of_scan,
     )
 
@@ -242,7 +268,7 @@ def finish(
     timer: StepTimer,
     lsh_pairs: int,
 ) -> dict[str, Any]:
-    """Steps 5-6: dedup's clusters over the verified graph (each keeps its smallest id), the three tables
+    """Steps 5-6: dedup's clusters over the verified graph (each keeps its smallest stable key), the three tables
     (pairs.parquet: every pair of the graph at or above its threshold), the stats.
 
     pairs: sorted candidate pairs whose signatures agree enough to be scored (`lsh_pairs` shared a bucket);
@@ -258,8 +284,8 @@ def finish(
     survivors = (status[pairs[:, 0]] == KEPT) & (status[pairs[:, 1]] == KEPT)
     accepted = survivors & (pair_j >= cfg.jaccard_threshold) if cfg.verify else survivors
 
-    # 5. Clusters; each keeps its smallest id.
-    clusters = near_clusters(nodes, pairs, pair_nodes, pair_j, accepted, chain_jaccard)
+    # 5. Clusters; each keeps its member of the smallest stable key.
+    clusters = near_clusters(nodes, pairs, pair_nodes, pair_j, accepted, chain_jaccard, prep.rank_of_gid)
     member_gids = nodes[clusters.members]
     if cfg.action == "drop":
         status[member_gids] = NEAR

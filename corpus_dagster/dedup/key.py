@@ -14,13 +14,14 @@ from corpus_dagster.clean.outputs import clean_doc_files, clean_record
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.hashing import sha256_file, sha256_hex
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.ledger import Source, load_ledger
 from corpus_dagster.core.settings import DedupSettings, Settings, as_settings
 from corpus_dagster.core.stage import Stage
 from corpus_dagster.dedup.protected import protected_set_specs
 from corpus_dagster.minhash.driver import SIGNATURE_SETTINGS, signature_key
 
 DEDUP = "dedup"
-DEDUP_CODE_VERSION = "3"
+DEDUP_CODE_VERSION = "4"  # 4: keepers by stable key (core.doc_keys), not by id
 TABLES = ("dropped.parquet", "clusters.parquet", "pairs.parquet")
 
 DEDUP_STAGE = Stage(DEDUP, DEDUP_CODE_VERSION)
@@ -45,8 +46,17 @@ def dedup_key(layout: Layout, resolved: Settings | Mapping[str, Any],
             [sid, clean_record(layout, sid).key, signature_key(layout, sid, settings)[0]] for sid in sorted(source_ids)
         ],
         "protected": protected_hashes(settings.dedup),
+        # what the stable keys are read from beyond the clean documents (keepers follow them)
+        "keys": [[s.source_id, s.id_field, list(s.urls)] for s in key_sources(layout, source_ids)],
     }
     return DEDUP_STAGE.key(inputs, key_settings(settings)), inputs
+
+
+def key_sources(layout: Layout, source_ids: list[str]) -> list[Source]:
+    """The ledger rows of `source_ids` (sorted), whose id_field and URLs decide the documents' stable keys;
+    a source no longer in the ledger keys by its ids (Source with no id_field)."""
+    ledger = {s.source_id: s for s in load_ledger(layout.ledger)} if layout.ledger.is_file() else {}
+    return [ledger.get(sid) or Source(sid, (), "jsonl", "") for sid in sorted(source_ids)]
 
 
 def key_settings(settings: Settings) -> dict[str, Any]:

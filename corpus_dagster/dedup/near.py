@@ -154,17 +154,20 @@ def near_clusters(
     pair_jaccard: np.ndarray,
     accepted: np.ndarray,
     chain_jaccard: ChainJaccard | None,
+    rank_of_gid: np.ndarray | None = None,
 ) -> Clusters:
-    """Connected components of the accepted pairs; each member's Jaccard to its keeper when verified
+    """Connected components of the accepted pairs, each kept by its member of the smallest rank
+    (`rank_of_gid`; None: the smallest gid); each member's Jaccard to its keeper when verified
     (`chain_jaccard` scores a member and keeper that were not a pair themselves; None: not verified)."""
-    keeper = cluster_keepers(len(nodes), pair_nodes[accepted])
+    keeper = cluster_keepers(len(nodes), pair_nodes[accepted], None if rank_of_gid is None else rank_of_gid[nodes])
     size = np.bincount(keeper, minlength=len(nodes))
     members = np.flatnonzero((size[keeper] >= 2) & (keeper != np.arange(len(nodes))))
     member_j = np.full(len(members), np.nan)
     if chain_jaccard is not None and len(members):
         # From the member's own pair with the keeper when there was one, else computed now (chains).
         pair_key = (pairs[:, 0] << 32) | pairs[:, 1]
-        want = (nodes[keeper[members]] << 32) | nodes[members]
+        kept_gid, member_gid = nodes[keeper[members]], nodes[members]  # a pair is (smaller gid, larger gid)
+        want = (np.minimum(kept_gid, member_gid) << 32) | np.maximum(kept_gid, member_gid)
         slot = np.minimum(np.searchsorted(pair_key, want), len(pair_key) - 1)
         direct = pair_key[slot] == want
         member_j[direct] = pair_jaccard[slot[direct]]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from corpus_dagster.clean.outputs import clean_doc_files
+from corpus_dagster.clean.outputs import clean_doc_files, document_keys
 from corpus_dagster.core import records
 from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.atomic import atomic_path
@@ -55,6 +55,7 @@ from corpus_dagster.dedup.key import (
     clean_bytes,
     dedup_key,
     key_settings,
+    key_sources,
 )
 from corpus_dagster.dedup.near import agreeing_candidates, build_store, store_jaccard
 from corpus_dagster.dedup.scan import Job
@@ -142,7 +143,9 @@ def _prepare(layout: Layout, settings: Settings, source_ids: list[str], work: Wo
     for sid in source_ids:  # a missing or stale signature file is computed here rather than refused later
         if not signatures_current(layout, sid, settings):
             run_signatures(layout, settings, sid)
-    sources = [DedupSource(sid, clean_doc_files(layout, sid, settings), signature_file(layout, sid)) for sid in source_ids]
+    ledger = {s.source_id: s for s in key_sources(layout, source_ids)}
+    sources = [DedupSource(sid, clean_doc_files(layout, sid, settings), signature_file(layout, sid),
+                           document_keys(layout, ledger[sid]).column("key").to_pylist()) for sid in source_ids]
     cfg = settings.dedup
     spec = graph_spec(settings.near_dup, cfg.jaccard_threshold)
     check_inputs(sources, settings.near_dup, spec)

@@ -34,12 +34,14 @@ from corpus_dagster.ingest.raw_parts import read_raw_part
 from corpus_dagster.ingest.readers import Doc, iter_file
 from corpus_dagster.ingest.selection import Selection
 from corpus_dagster.publish import driver as publish
+from corpus_dagster.release import driver as release
 from corpus_dagster.scrub import driver as scrub
 from corpus_dagster.tokenize import driver as tokens
 
 PLACEHOLDER = re.compile(r"<([A-Z_]+)>")
 DOC_ID = re.compile(r"^(?P<source>[a-z0-9][a-z0-9._-]*):(?P<k>[0-9]+)$")
-STAGES = ("ingest", "clean", "dedup", "scrub", "shards", "tokens")
+RELEASE_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+STAGES = ("ingest", "clean", "dedup", "scrub", "shards", "tokens", "release")
 
 _OPS = {"<": lambda v, t: v < t, ">": lambda v, t: v > t, "<=": lambda v, t: v <= t, ">=": lambda v, t: v >= t}
 
@@ -117,14 +119,25 @@ def explain(layout: Layout, config: Settings | dict[str, Any], query: str) -> di
 
     A stage that has not run says so ("not built") instead of failing, and the stages after it are not read."""
     settings = as_settings(config)
-    doc_id = resolve_id(layout, query)
+    asked_row = None
+    if RELEASE_ID.match(query.lower()):  # the id a dataset user has: a release row's (or its segments' parent)
+        rows = release.release_rows_of(layout, settings, release_id=query.lower())
+        if not rows:
+            raise DocumentNotFound(f"no release row {query!r}: the release {release.release_name(settings)!r} holds no "
+                                   f"row or segmented document with that id")
+        asked_row, doc_id = query.lower(), rows[0]["doc_id"]
+    else:
+        doc_id = resolve_id(layout, query)
     sid, k = doc_id.rsplit(":", 1)
     out: dict[str, Any] = {"id": doc_id, "source_id": sid}
+    if asked_row is not None:
+        out["release_id"] = asked_row
     steps: dict[str, Any] = {}
     left_at = None
     for name in STAGES:
         try:
-            step = _STEPS[name](layout, settings, doc_id, sid, int(k))
+            step = (_release(layout, settings, doc_id, asked_row) if name == "release"
+                    else _STEPS[name](layout, settings, doc_id, sid, int(k)))
         except UpstreamMissing as exc:
             step = {"status": "not built", "summary": f"not built: {str(exc).splitlines()[0]}"}
         steps[name] = step
@@ -302,6 +315,27 @@ def _tokens(layout, _settings, doc_id, _sid, _k):
             "counts_file": counts_file,
             "summary": f"tokenized: {split} stream document {before.height}, tokens {offset}..{offset + n} ({n}), "
                        f"counts {counts_file}"}
+
+
+def _release(layout: Layout, settings: Settings, doc_id: str, asked: str | None) -> dict[str, Any]:
+    """The release rows of the document: bucket, part file and row, and for a segment its number and character
+    span in the published text; the row asked for (`asked`, a release id) first."""
+    if not settings.release.enabled:
+        return {"status": "not built", "summary": "not built: release.enabled is false"}
+    rows = release.release_rows_of(layout, settings, doc_id=doc_id)
+    if not rows:
+        return {"status": "missing", "left": True,
+                "summary": "not in the release (under min_tokens, over its bucket's or source's cap, or past max_segments)"}
+    rows.sort(key=lambda r: (r["release_id"] != asked, r["segment"] if r["segment"] is not None else -1))
+    parts = []
+    for r in rows:
+        where = f"{r['bucket']} ({r['file']} row {r['row']}, {r['n_tokens']} tokens)"
+        if r["segment"] is not None:
+            start, end = r["char_span"]
+            parts.append(f"segment {r['segment']} chars {start}..{end} in {where}, id {r['release_id']}")
+        else:
+            parts.append(f"whole in {where}, id {r['release_id']}")
+    return {"status": "released", "rows": rows, "summary": "released: " + "; ".join(parts)}
 
 
 def first_published_id(layout: Layout) -> str:

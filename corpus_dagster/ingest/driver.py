@@ -28,6 +28,7 @@ from corpus_dagster.core import records
 from corpus_dagster.core.allowed_locations import check_allowed_locations
 from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes, remove_stale_temps
 from corpus_dagster.core.config import output_settings
+from corpus_dagster.core.documents import INFO_DOC_ID, INFO_FETCHED_AT
 from corpus_dagster.core.errors import ChecksumMismatch, StageOutputError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
@@ -250,7 +251,8 @@ def selection_counts(layout: Layout, source_ids: list[str]) -> dict[str, int]:
 
 
 def document_info(layout: Layout, source_id: str) -> pa.Table:
-    """Per document of a source, in k order: `id`, `fetched_at` (RFC 3339) and the ledger's keep_fields.
+    """Per document of a source, in k order: `_doc_id`, `_fetched_at` (RFC 3339) and the ledger's keep_fields
+    under their own names (the info columns' leading underscore keeps them apart from any source field).
 
     Holds ids and kept fields only, never texts. Every document of a fetch shares its fetch time.
     """
@@ -259,11 +261,13 @@ def document_info(layout: Layout, source_id: str) -> pa.Table:
     n = int(record.stats["docs"])
     fetched = pa.repeat(pa.scalar(record.stats["fetched_at"], type=pa.string()), n)
     if not record.files.get("fields"):
-        return pa.table({"id": document_ids(source_id, n), "fetched_at": fetched})
+        return pa.table({INFO_DOC_ID: document_ids(source_id, n), INFO_FETCHED_AT: fetched})
     (path,) = records.record_files(folder, record, "fields")
     table = pq.read_table(path)
-    if table.num_rows != n or table.column_names[:1] != ["id"]:
+    if table.column_names[:1] == ["id"]:  # written before the info columns had their own names
+        table = table.rename_columns([INFO_DOC_ID, *table.column_names[1:]])
+    if table.num_rows != n or table.column_names[:1] != [INFO_DOC_ID]:
         raise StageOutputError(
             f"{path}: {table.num_rows} rows for {n} documents of source {source_id!r}; rerun raw_documents[{source_id}]"
         )
-    return table.add_column(1, "fetched_at", fetched)
+    return table.add_column(1, INFO_FETCHED_AT, fetched)

@@ -16,13 +16,14 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
+from corpus_dagster.core.documents import INFO_COLUMNS, INFO_DOC_ID
 from corpus_dagster.core.errors import SelectionError
 from corpus_dagster.core.row_predicate import predicate_problem
 
 Records = pl.DataFrame | pa.Table | list[dict[str, Any]]
 
 BATCH_ROWS = 4096  # records per vectorized `where` evaluation; the result does not depend on it
-RESERVED_FIELDS = ("id", "fetched_at")  # columns the document info table has already
+RESERVED_FIELDS = INFO_COLUMNS  # columns the document info table has already
 
 
 def _frame(records: Records) -> pl.DataFrame:
@@ -176,7 +177,7 @@ def document_ids(source_id: str, n: int) -> pa.Array:
 def keep_fields_table(
     records: Records, doc_ids: Sequence[str], keep_fields: Sequence[str], source_id: str
 ) -> pa.Table:
-    """Table `id` + one column per kept field (in ledger order), one row per record in record order.
+    """Table `_doc_id` + one column per kept field (in ledger order), one row per record in record order.
 
     A field missing from every record is an error (a typo in the ledger); one missing from some records
     is null there. Values follow the kept-value rules of `kept_column`.
@@ -192,7 +193,7 @@ def keep_fields_table(
             f"fix keep_fields in the ledger row",
         )
     rows = frame.to_dicts()
-    cols = {"id": pa.array(list(doc_ids), type=pa.string())}
+    cols = {INFO_DOC_ID: pa.array(list(doc_ids), type=pa.string())}
     for f in keep_fields:
         cols[f] = unify_chunks([kept_column([r.get(f) for r in rows])])
     return pa.table(cols)
@@ -291,8 +292,8 @@ class Selection:
             )
 
     def fields_table(self) -> pa.Table:
-        """`id` then the kept fields in ledger order, one row per written document in k order."""
-        cols: dict[str, Any] = {"id": document_ids(self.source_id, self.kept)}
+        """`_doc_id` then the kept fields in ledger order, one row per written document in k order."""
+        cols: dict[str, Any] = {INFO_DOC_ID: document_ids(self.source_id, self.kept)}
         for f in self.keep_fields:
             cols[f] = unify_chunks(self._chunks[f]) if self._chunks[f] else pa.chunked_array([], type=pa.string())
         return pa.table(cols)

@@ -138,9 +138,10 @@ class ShingleStore:
         return np.asarray(inter, dtype=np.int64)
 
 
-def shingle_sets_task(path: str, row_group: int, rows: np.ndarray, shingle_size: int, batch_bytes: int):
-    """Sorted unique shingle fingerprints of the given rows of one row group (runs in a worker)."""
-    texts = pq.ParquetFile(path).read_row_group(row_group, columns=["text"]).column("text").combine_chunks()
+def shingle_sets_task(path: str, row_group: int, rows: np.ndarray, shingle_size: int, batch_bytes: int,
+                      column: str = "text"):
+    """Sorted unique shingle fingerprints of the given rows of one row group, texts from `column` (runs in a worker)."""
+    texts = pq.ParquetFile(path).read_row_group(row_group, columns=[column]).column(column).combine_chunks()
     texts = texts.take(rows)
     values, lengths = [np.zeros(0, np.uint64)], [np.zeros(0, np.int64)]
     for start, stop in byte_batches(texts, batch_bytes):

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes
+from corpus_dagster.core.doc_keys import positional_url
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.settings import ReleaseSettings, TokenizeSettings
 from corpus_dagster.release import card as card_mod
@@ -41,8 +42,8 @@ from corpus_dagster.release.created import (
     stable_created_at,
     write_created,
 )
-from corpus_dagster.release.ids import release_id
-from corpus_dagster.release.inputs import INFO_COLUMNS, Inputs, read_inputs
+from corpus_dagster.release.ids import file_key, release_id
+from corpus_dagster.release.inputs import Inputs, read_inputs
 from corpus_dagster.release.jobs import (
     SEGMENT_SCHEMA,
     count_job,
@@ -64,14 +65,14 @@ from corpus_dagster.release.units import (
 )
 
 STATS_NAME = "_RELEASE.json"
+_ROW_SUFFIX = re.compile(r"#[0-9]+$")  # the line (JSON Lines) or row (Parquet) ingest appends to a file URL
 
 
 def plan_build(inp: Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any]], settings: ReleaseSettings,
                doc_info: Sequence[str | Path | pa.Table], created: pl.DataFrame | None = None,
-               ) -> tuple[pl.DataFrame, dict[str, Any], list[str], list[tuple[int, int, int]]]:
-    """The plan (with gpart and seq), its counts, the kept fields and the parts, from counted docs and units.
-    `created`: the created_at kept per content hash by earlier builds (created.read_created), which wins over
-    the row's own."""
+               ) -> tuple[pl.DataFrame, dict[str, Any], list[tuple[int, int, int]]]:
+    """The plan (with gpart and seq), its counts and the parts, from counted docs and units. `created`: the
+    created_at kept per content hash by earlier builds (created.read_created), which wins over the row's own."""
     buckets = inp.buckets
     doc_cols = ["id", "source_id", "url", "license_spdx", "lang", "shard", "shard_row", "row_id"] + (
         ["fetched_at"] if "fetched_at" in docs.columns else []
@@ -94,7 +95,7 @@ def plan_build(inp: Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any
         segs = pl.concat(seg_frames).join(docs.select(doc_cols).rename({"id": "doc_id"}), on="doc_id", how="left")
         cands = pl.concat([whole, segs.select(whole.columns)], how="vertical_relaxed")
     plan, plan_counts = plan_release(cands, buckets, settings)
-    plan, keep_fields = attach_metadata(plan, inp.facts, inp.info, settings)
+    plan = attach_metadata(plan, inp.facts, inp.info, settings)
     plan = dates_from_field(plan, inp.facts)
     if created is not None:
         plan, _ = stable_created_at(plan, created)
@@ -106,7 +107,7 @@ def plan_build(inp: Inputs, docs: pl.DataFrame, units: Sequence[Mapping[str, Any
     plan = plan.join(gpart_of, on=["bucket", "part"], how="left", maintain_order="left").with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("seq")
     )
-    return plan, plan_counts, keep_fields, parts
+    return plan, plan_counts, parts
 
 
 def part_path(buckets: Buckets, bucket: int, part: int) -> str:
@@ -114,7 +115,7 @@ def part_path(buckets: Buckets, bucket: int, part: int) -> str:
     return f"data/{buckets.folder(bucket)}/part-{part:05d}.parquet"
 
 
-def scatter_write(plan: pl.DataFrame, parts: Sequence[tuple[int, int, int]], inp: Inputs, keep_fields: list[str],
+def scatter_write(plan: pl.DataFrame, parts: Sequence[tuple[int, int, int]], inp: Inputs,
                   settings: ReleaseSettings, spill_dir: Path, out: Path, workers: int,
                   only: Sequence[int] | None = None) -> tuple[list[dict[str, Any]], float, float]:
     """Write the parts (all, or the global part indexes `only`) under `out`; returns their files entries
@@ -139,7 +140,7 @@ def scatter_write(plan: pl.DataFrame, parts: Sequence[tuple[int, int, int]], inp
     for i in range(len(parts)) if only is None else sorted(only):
         b, p, _ = parts[i]
         part_plan = by_part[(i,)].sort("row").select(plan_cols).to_arrow()
-        jobs.append((spills[i], part_plan, str(out / part_path(inp.buckets, b, p)), inp.tok.name, keep_fields,
+        jobs.append((spills[i], part_plan, str(out / part_path(inp.buckets, b, p)), inp.tok.name,
                      int(settings.zstd_level)))
     files = [
         {"path": str(Path(job[2]).relative_to(out)), "rows": rows, "sha256": digest}
@@ -156,7 +157,7 @@ def _no_machine_path(value: Any) -> Any:
     return value
 
 
-def example_row(inp: Inputs, plan: pl.DataFrame, keep_fields: Sequence[str]) -> dict[str, Any] | None:
+def example_row(inp: Inputs, plan: pl.DataFrame) -> dict[str, Any] | None:
     """The card's example: the first row of the first part (as the release has it; local paths in its
     metadata reduced to file names), its content read from its shard."""
     if plan.height == 0:
@@ -171,7 +172,7 @@ def example_row(inp: Inputs, plan: pl.DataFrame, keep_fields: Sequence[str]) -> 
             break
         start = stop
     content = text[row["char_start"]:row["char_end"]]
-    meta = json.loads(metadata_json(row, keep_fields))
+    meta = json.loads(metadata_json(row))
     meta = {k: _no_machine_path(v) if k in ("url", "source_file") else v for k, v in meta.items()}
     # created_at by its day, as the card's build date: a refetch the same day gives the same card
     return {"id": row["id"], "created_at": row["created_at"].strftime("%Y-%m-%d"),
@@ -181,8 +182,7 @@ def example_row(inp: Inputs, plan: pl.DataFrame, keep_fields: Sequence[str]) -> 
 
 def release_record(inp: Inputs, settings: ReleaseSettings, plan: pl.DataFrame, plan_counts: Mapping[str, Any],
                    units: Sequence[Mapping[str, Any]], selection_excluded: Mapping[str, int] | None,
-                   files: list[dict[str, Any]], build: Mapping[str, Any] | None = None,
-                   keep_fields: Sequence[str] = ()) -> dict[str, Any]:
+                   files: list[dict[str, Any]], build: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The statistics record (_RELEASE.json): card info (with the build's counts, stage runs and
     reproduce facts), cleaning rows, data statistics, files."""
     no_segment: dict[str, int] = {}
@@ -196,7 +196,7 @@ def release_record(inp: Inputs, settings: ReleaseSettings, plan: pl.DataFrame, p
     name = settings.name or inp.manifest["dataset"]
     info = release_info(name, inp.manifest["version"], inp.tok.name, plan, inp.facts, settings,
                         tokenizer_kind=inp.cfg.get("kind"), tokenizer_sha256=inp.tok.vocab_sha256())
-    info["example"] = example_row(inp, plan, keep_fields)
+    info["example"] = example_row(inp, plan)
     info |= card_build_info(inp.manifest, build)
     cleaning = cleaning_rows(inp.manifest, selection_excluded or {}, plan_counts, no_segment, tails)
     return {"info": info, "cleaning": cleaning, "data": data, "files": files}
@@ -279,18 +279,18 @@ def build_release(
     # 4. plan
     t = time.perf_counter()
     kept_created = read_created(created_at_file) if created_at_file is not None else None
-    plan, plan_counts, keep_fields, parts = plan_build(inp, docs, units, settings, doc_info, kept_created)
+    plan, plan_counts, parts = plan_build(inp, docs, units, settings, doc_info, kept_created)
     seconds["plan"] = time.perf_counter() - t
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{out_dir.name}.spill-") as spill_dir, atomic_dir(out_dir) as tmp:
         # 5. scatter, 6. write parts
         files, seconds["scatter"], seconds["write"] = scatter_write(
-            plan, parts, inp, keep_fields, settings, Path(spill_dir), tmp, workers)
+            plan, parts, inp, settings, Path(spill_dir), tmp, workers)
 
         # 7. statistics, figures, card
         t = time.perf_counter()
-        record = release_record(inp, settings, plan, plan_counts, units, selection_excluded, files, build, keep_fields)
+        record = release_record(inp, settings, plan, plan_counts, units, selection_excluded, files, build)
         write_card(tmp, record)
         if reproduce_config is not None:
             rows = [s.to_json() if hasattr(s, "to_json") else dict(s) for s in sources]
@@ -324,34 +324,51 @@ def build_release(
     }
 
 
+def source_files(source_ids: Sequence[str], urls: Sequence[str | None], facts: Mapping[str, Mapping[str, Any]]) -> list[str | None]:
+    """Each document's file relative to the fixed part of the ledger URL (glob) that names it, as the release
+    ids' file names are (`ids.file_key`); None for a source with a `url_field` (its url names no file)."""
+    cache: dict[tuple[str, str], str] = {}
+    out: list[str | None] = []
+    for sid, url in zip(source_ids, urls, strict=True):
+        f = facts[sid]
+        if f.get("url_field") or url is None:
+            out.append(None)
+            continue
+        file_url = url if f.get("format") == "text" else _ROW_SUFFIX.sub("", url)
+        if (sid, file_url) not in cache:
+            cache[(sid, file_url)] = file_key(file_url, [str(u) for u in f.get("urls") or ()])
+        out.append(cache[(sid, file_url)])
+    return out
+
+
+def published_urls(source_ids: Sequence[str], urls: Sequence[str | None], facts: Mapping[str, Mapping[str, Any]]) -> list[str | None]:
+    """The url a release row shows: a `url_field` source's own value; None for other sources and for a record
+    that had no url (ingest then wrote its file position, a path of the build machine)."""
+    return [url if facts[sid].get("url_field") and not positional_url(url, facts[sid].get("urls") or ()) else None
+            for sid, url in zip(source_ids, urls, strict=True)]
+
+
 def attach_metadata(
     plan: pl.DataFrame, facts: Mapping[str, Mapping[str, Any]], info_frames: list[pl.DataFrame], settings: ReleaseSettings
-) -> tuple[pl.DataFrame, list[str]]:
-    """Columns the rows need beyond the plan: source_type, created_at, source_file, parent_id, extras."""
-    keep_fields: list[str] = []
-    for f in info_frames:
-        extra = [c for c in f.columns if c not in INFO_COLUMNS and c not in plan.columns]
-        keep_fields += [c for c in extra if c not in keep_fields]
-        cols = [c for c in f.columns if c == "id" or c not in plan.columns]
-        plan = plan.join(f.select(cols).rename({"id": "doc_id"}), on="doc_id", how="left", maintain_order="left")
+) -> pl.DataFrame:
+    """Columns the rows need beyond the plan: created_at, cleaned, kept (JSON of the kept fields), title,
+    source_type, source_file, url (only a `url_field` source's) and parent_id, from the one document info
+    frame (every source's rows, whatever fields each keeps)."""
+    wanted = {"fetched_at": pl.Datetime("us", "UTC"), "cleaned": pl.List(pl.String), "kept": pl.String, "title": pl.String}
+    info = info_frames[0] if info_frames else pl.DataFrame(schema={"doc_id": pl.String})
+    present = [c for c in wanted if c in info.columns and c not in plan.columns]
+    plan = plan.join(info.select("doc_id", *present), on="doc_id", how="left", maintain_order="left")
+    plan = plan.with_columns(pl.lit(None, dtype=t).alias(c) for c, t in wanted.items() if c not in plan.columns)
     fallback = datetime.fromisoformat(settings.created_at_fallback.replace("Z", "+00:00")).astimezone(UTC)
-    fetched = pl.col("fetched_at") if "fetched_at" in plan.columns else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
     hub = {sid: f.get("hub_dataset") or sid for sid, f in facts.items()}
-    by_file = {sid for sid, f in facts.items() if not f.get("url_field")}
     plan = plan.with_columns(
-        fetched.fill_null(pl.lit(fallback).cast(pl.Datetime("us", "UTC"))).alias("created_at"),
+        pl.col("fetched_at").fill_null(pl.lit(fallback).cast(pl.Datetime("us", "UTC"))).alias("created_at"),
         pl.col("source_id").replace_strict(hub, return_dtype=pl.String).alias("source_type"),
-        pl.when(pl.col("source_id").is_in(list(by_file)))
-        .then(pl.col("url").str.replace(r"#[^#]*$", ""))
-        .otherwise(pl.col("source_file") if "source_file" in plan.columns else pl.lit(None, dtype=pl.String))
-        .alias("source_file"),
+        pl.Series("source_file", source_files(plan["source_id"].to_list(), plan["url"].to_list(), facts), dtype=pl.String),
+        pl.Series("url", published_urls(plan["source_id"].to_list(), plan["url"].to_list(), facts), dtype=pl.String),
         pl.Series("parent_id", [release_id(d) for d in plan["row_id"].to_list()], dtype=pl.String),
-    ).drop("row_id")
-    if "cleaned" not in plan.columns:
-        plan = plan.with_columns(pl.lit(None, dtype=pl.List(pl.String)).alias("cleaned"))
-    if "title" not in plan.columns:
-        plan = plan.with_columns(pl.lit(None, dtype=pl.String).alias("title"))
-    return plan, keep_fields
+    ).drop("row_id", "fetched_at")
+    return plan
 
 
 def write_card(folder: Path, record: Mapping[str, Any], figures: Collection[str] | None = None) -> None:

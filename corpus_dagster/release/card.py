@@ -330,10 +330,10 @@ def render_card(info: dict[str, Any], data: dict[str, Any], cleaning: list[dict[
         "",
         "| column | type | meaning |",
         "|---|---|---|",
-        "| id | string | UUIDv5 of the source row: `<source_id>:<file>#<line>` (file relative to its ledger glob, 0-based line or row), the ledger's `id_field` value, or `<source_id>:<k>` for sources with a `url_field`; a segment adds `#<start>-<end>`. Stable across rebuilds, also when a file grows |",
+        "| id | string | UUIDv5 of the document's stable key: `<source_id>:` and the ledger's `id_field` value, else its url (sources with a `url_field`), else the text's sha256 with its occurrence; a segment adds `#<start>-<end>`. Never a row position: stable across rebuilds, also when other records come or go upstream |",
         "| created_at | timestamp[us, UTC] | when this content first entered the release: the fetch time of the build that first released it, kept by content hash, so an unchanged row keeps it in every later build |",
         "| source_type | string | the source's hub dataset, or its source id |",
-        "| metadata | string | JSON: url, title when known, license, source_file, cleaned (repairs applied), "
+        "| metadata | string | JSON: url (sources with a url field), title when known, license, source_file (relative to its ledger glob), cleaned (repairs applied), "
         "source_id, doc_id, kept source fields; segments add parent_id, segment, char_span |",
         "| content | string | the text |",
         f"| {col} | int32 | tokens of content ({info['tokenizer']}, no special tokens) |",

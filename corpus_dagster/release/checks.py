@@ -97,6 +97,76 @@ def check_identical(first: Mapping[str, str], second: Mapping[str, str]) -> Chec
     return report_of(problems, files=len(first))
 
 
+def check_metadata(rows: pl.DataFrame, expected: pl.DataFrame) -> CheckReport:
+    """Every release row's created_at, cleaned and kept fields equal its document's in the per-document
+    ingest and clean tables. `rows`: file, doc_id, created_at, metadata (dict); `expected`: doc_id,
+    created_at, cleaned (list), kept (dict of non-null kept fields), one row per document."""
+    want = {d: (c, cl, k) for d, c, cl, k in expected.select("doc_id", "created_at", "cleaned", "kept").iter_rows()}
+    problems = []
+    for file, doc_id, created, meta in rows.select("file", "doc_id", "created_at", "metadata").iter_rows():
+        if doc_id not in want:
+            problems.append(f"{file}: row of document {doc_id!r}, which no ingest table describes")
+            continue
+        w_created, w_cleaned, w_kept = want[doc_id]
+        if created != w_created:
+            problems.append(f"{file}: document {doc_id!r} has created_at {created}, its fetch says {w_created}")
+        if list(meta.get("cleaned") or []) != list(w_cleaned or []):
+            problems.append(f"{file}: document {doc_id!r} has cleaned {meta.get('cleaned')}, clean says {w_cleaned}")
+        for name, value in (w_kept or {}).items():
+            if meta.get(name) != value:
+                problems.append(f"{file}: document {doc_id!r} has {name}={meta.get(name)!r}, the source's is {value!r}")
+    return report_of(problems, rows=rows.height, documents=expected.height)
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from _strings(v)
+
+
+def release_texts(folder: Path) -> Iterable[tuple[str, str]]:
+    """(file, text) of everything a release folder publishes except document contents: text files whole,
+    the part files' string columns but `content` (a document may quote any path), PNG figures skipped."""
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        name = path.relative_to(folder).as_posix()
+        if path.suffix == ".parquet":
+            pf = pq.ParquetFile(path)
+            columns = [c for c in pf.schema_arrow.names if c != "content"]
+            for col in pf.read(columns=columns).itercolumns():
+                for value in col.to_pylist():
+                    for text in _strings(value):
+                        yield name, text
+            for key, value in (pf.schema_arrow.metadata or {}).items():
+                yield name, key.decode("utf-8", "replace") + value.decode("utf-8", "replace")
+        elif path.suffix != ".png":
+            yield name, path.read_bytes().decode("utf-8", "replace")
+
+
+def check_no_machine_paths(folder: Path, machine_paths: Sequence[str]) -> CheckReport:
+    """No file of the release folder names a `file://` URL or one of the build machine's folders
+    (`machine_paths`: the artifacts root, the ledger's and the local sources' folders, the home folder)."""
+    needles = ["file://", *sorted({p.rstrip("/") for p in machine_paths if p and p.rstrip("/").count("/") >= 1
+                                   and len(p.rstrip("/")) > 1})]
+    problems, seen = [], set()
+    files = 0
+    last = None
+    for name, text in release_texts(folder):
+        if name != last:
+            files, last = files + 1, name
+        for needle in needles:
+            if needle in text and (name, needle) not in seen:
+                seen.add((name, needle))
+                what = "a file:// URL" if needle == "file://" else f"the local path {needle}"
+                problems.append(f"{name}: holds {what}")
+    return report_of(problems, files=files, paths_checked=len(needles))
+
+
 # --- reading a written release back ------------------------------------------------------------------------
 
 

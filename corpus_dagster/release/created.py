@@ -13,6 +13,7 @@ hash is refused with an error naming the file, never believed.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -78,12 +79,14 @@ def dates_from_field(plan: pl.DataFrame, facts: Mapping[str, Mapping[str, Any]])
     if not fields or plan.height == 0:
         return plan
     sources = plan["source_id"].to_list()
-    columns = {field: plan[field].to_list() for field in set(fields.values()) if field in plan.columns}
+    # the kept source fields are one JSON object per row (`kept`, release.build.attach_metadata)
+    kept = plan["kept"].to_list() if "kept" in plan.columns else [None] * plan.height
     own = plan["created_at"].to_list()
     dated = []
     for i, sid in enumerate(sources):
         field = fields.get(sid)
-        moment = parse_date(columns[field][i]) if field in columns else None
+        value = json.loads(kept[i]).get(field) if field is not None and kept[i] else None
+        moment = parse_date(value) if value is not None else None
         dated.append(moment or own[i])
     return plan.with_columns(pl.Series("created_at", dated, dtype=pl.Datetime("us", "UTC")))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,12 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpus_dagster.clean.outputs import clean_doc_files, clean_record
+from corpus_dagster.clean.outputs import clean_doc_files, clean_record, document_keys
 from corpus_dagster.core import records
 from corpus_dagster.core.checks import CheckReport
 from corpus_dagster.core.config import output_settings
-from corpus_dagster.core.errors import CorpusError, ReleaseError
+from corpus_dagster.core.documents import INFO_DOC_ID, INFO_FETCHED_AT
+from corpus_dagster.core.errors import CorpusError, ReleaseError, UpstreamMissing
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
@@ -34,8 +36,10 @@ from corpus_dagster.ingest import driver as ingest_driver
 from corpus_dagster.publish.driver import read_manifest, verified_shards
 from corpus_dagster.release.build import build_release
 from corpus_dagster.release.card_info import construction_step
-from corpus_dagster.release.checks import check_release
+from corpus_dagster.release.checks import check_metadata, check_no_machine_paths, check_release
 from corpus_dagster.release.created import CREATED_NAME
+from corpus_dagster.release.ids import fixed_prefix
+from corpus_dagster.release.inputs import INFO_CLEANED, INFO_COLUMNS, INFO_ROW_KEY
 from corpus_dagster.release.rebuild import check_rebuild_sample
 from corpus_dagster.tokenize.driver import token_counts_file
 
@@ -55,16 +59,21 @@ def release_name(resolved: Settings | Mapping[str, Any]) -> str:
     return settings.release.name or settings.dataset
 
 
-def _document_info(layout: Layout, source_ids: list[str]) -> list[pa.Table]:
-    """Per source: id, fetched_at, kept ledger fields (from ingest) and repairs (from clean), for `metadata`."""
+def _document_info(layout: Layout, sources: list[Any]) -> list[pa.Table]:
+    """Per source: ingest's document info (`_doc_id`, `_fetched_at`, kept ledger fields) with the repairs
+    clean applied (`_cleaned`) and the stable key (`_row_key`), one row per clean document, for `metadata`."""
     tables = []
-    for sid in source_ids:
+    for source in sources:
+        sid = source.source_id
         files = clean_doc_files(layout, sid)
         if not files:  # a source whose fetch found no documents: nothing to describe
             continue
         info = pl.from_arrow(ingest_driver.document_info(layout, sid))
         repairs = pl.concat([pl.from_arrow(pq.read_table(p, columns=["id", "repairs"])) for p in files])
-        tables.append(repairs.join(info, on="id", how="left").to_arrow())
+        keys = pl.from_arrow(document_keys(layout, source))
+        clean = repairs.join(keys, on="id", how="left", maintain_order="left").select(
+            pl.col("id").alias(INFO_DOC_ID), pl.col("repairs").alias(INFO_CLEANED), pl.col("key").alias(INFO_ROW_KEY))
+        tables.append(clean.join(info, on=INFO_DOC_ID, how="left", maintain_order="left").to_arrow())
     return tables
 
 
@@ -121,7 +130,7 @@ def release_kwargs(layout: Layout, resolved: Settings | Mapping[str, Any]) -> di
         "tokenize_cfg": settings.tokenize,
         "sources": [ledger[sid] for sid in source_ids],
         "token_counts": counts,
-        "doc_info": _document_info(layout, source_ids),
+        "doc_info": _document_info(layout, [ledger[sid] for sid in source_ids]),
         "selection_excluded": ingest_driver.selection_counts(layout, source_ids),
         "workers": settings.workers,
         "build": build_info(layout, settings),
@@ -193,6 +202,112 @@ def release_check(layout: Layout, resolved: Settings | Mapping[str, Any], name: 
     """One blocking check of the built release (a name of checks.RELEASE_CHECKS), computed alone."""
     settings = as_settings(resolved)
     return check_release(layout.release(release_name(settings)), settings.release, [name])[name]
+
+
+def _release_rows(folder: Path) -> pl.DataFrame:
+    """file, doc_id, created_at and the parsed metadata of every row of a written release."""
+    files, doc_ids, created, metas = [], [], [], []
+    for path in sorted((folder / "data").glob("*/*.parquet")):
+        t = pq.read_table(path, columns=["created_at", "metadata"])
+        rows = [json.loads(m) for m in t["metadata"].to_pylist()]
+        files += [path.relative_to(folder).as_posix()] * t.num_rows
+        doc_ids += [m.get("doc_id") for m in rows]
+        created += t["created_at"].to_pylist()
+        metas += rows
+    return pl.DataFrame({"file": files, "doc_id": doc_ids, "created_at": created,
+                         "metadata": pl.Series(metas, dtype=pl.Object)},
+                        schema_overrides={"file": pl.String, "doc_id": pl.String, "created_at": pl.Datetime("us", "UTC")})
+
+
+def expected_metadata(layout: Layout, resolved: Settings | Mapping[str, Any]) -> pl.DataFrame:
+    """Per published source's clean document: doc_id, created_at (its fetch time, else the configured
+    fallback), cleaned (the repairs) and kept (its non-null kept fields), read from the ingest and clean tables
+    themselves, never from the release's plan."""
+    settings = as_settings(resolved)
+    ledger = {s.source_id: s for s in load_ledger(layout.ledger)}
+    sources = [ledger[sid] for sid in dedup_sources(layout) if sid in ledger]
+    fallback = datetime.fromisoformat(settings.release.created_at_fallback.replace("Z", "+00:00")).astimezone(UTC)
+    doc_ids, created, cleaned, kept = [], [], [], []
+    for table in _document_info(layout, sources):
+        fields = [c for c in table.column_names if c not in INFO_COLUMNS]
+        values = {c: table.column(c).to_pylist() for c in fields}
+        doc_ids += table.column(INFO_DOC_ID).to_pylist()
+        created += [datetime.fromisoformat(t.replace("Z", "+00:00")).astimezone(UTC) if t else fallback
+                    for t in table.column(INFO_FETCHED_AT).to_pylist()]
+        cleaned += table.column(INFO_CLEANED).to_pylist()
+        kept += [{c: values[c][i] for c in fields if values[c][i] is not None} for i in range(table.num_rows)]
+    return pl.DataFrame({"doc_id": doc_ids, "created_at": created, "cleaned": pl.Series(cleaned, dtype=pl.Object),
+                         "kept": pl.Series(kept, dtype=pl.Object)},
+                        schema_overrides={"doc_id": pl.String, "created_at": pl.Datetime("us", "UTC")})
+
+
+def machine_paths(layout: Layout, resolved: Settings | Mapping[str, Any]) -> list[str]:
+    """The build machine's folders a release must never name: the artifacts root, the ledger's folder, the
+    local sources' fixed folders and local tokenizer files (as given and resolved), the home folder."""
+    settings = as_settings(resolved)
+    paths = [layout.root, layout.ledger.parent, Path.home()]
+    for source in load_ledger(layout.ledger):
+        for url in source.urls:
+            local = ingest_driver.normalize_url(url)
+            if local.startswith("file://"):
+                paths.append(Path(fixed_prefix(local)[len("file://"):] or "/"))
+    tok = settings.tokenize.to_dict()
+    release_tok = settings.release.tokenizer.to_dict() if settings.release.tokenizer is not None else {}
+    paths += [Path(p) for p in (tok.get("path"), release_tok.get("path")) if p]
+    out = set()
+    for p in paths:
+        out.add(str(p))
+        try:
+            out.add(str(Path(p).resolve()))
+        except OSError:
+            pass
+    return sorted(out)
+
+
+def release_layout_check(layout: Layout, resolved: Settings | Mapping[str, Any], name: str) -> CheckReport:
+    """One blocking check of the built release against the build it came from (LAYOUT_CHECKS): `metadata`
+    (every row's created_at, cleaned and kept fields equal the ingest and clean tables) or `no_machine_paths`."""
+    settings = as_settings(resolved)
+    folder = layout.release(release_name(settings))
+    if name == "metadata_matches_ingest":
+        return check_metadata(_release_rows(folder), expected_metadata(layout, settings))
+    if name == "no_machine_paths":
+        return check_no_machine_paths(folder, machine_paths(layout, settings))
+    raise ValueError(f"unknown release check {name!r}; known: {list(LAYOUT_CHECKS)}")
+
+
+LAYOUT_CHECKS = ("metadata_matches_ingest", "no_machine_paths")
+
+
+def release_rows_of(layout: Layout, resolved: Settings | Mapping[str, Any], *, release_id: str | None = None,
+                    doc_id: str | None = None) -> list[dict[str, Any]]:
+    """The rows of the built release with that id (a document's or a segment's UUID, or the parent id of a
+    document's segments) or of that corpus document
+    (`doc_id`, every segment of it), each with its part file (relative), bucket folder, row, token count and,
+    for a segment, its number, character span and parent id. UpstreamMissing when no release was built."""
+    settings = as_settings(resolved)
+    folder = layout.release(release_name(settings))
+    stats = folder / "_RELEASE.json"
+    if not stats.is_file():
+        raise UpstreamMissing(f"{stats}: no release built yet; materialize release")
+    length_col = json.loads(stats.read_text(encoding="utf-8"))["info"]["length_column"]
+    out = []
+    for path in sorted((folder / "data").glob("*/*.parquet")):
+        frame = pl.read_parquet(path, columns=["id", "metadata", length_col]).with_row_index("_row")
+        if release_id is not None:  # a row's own id, or the parent id its segments share
+            frame = frame.filter((pl.col("id") == release_id)
+                                 | pl.col("metadata").str.contains(f'"parent_id":"{release_id}"', literal=True))
+        if doc_id is not None:
+            frame = frame.filter(pl.col("metadata").str.contains(f'"doc_id":{json.dumps(doc_id)}', literal=True))
+        for row in frame.iter_rows(named=True):
+            meta = json.loads(row["metadata"])
+            if doc_id is not None and meta.get("doc_id") != doc_id:
+                continue
+            out.append({"release_id": row["id"], "doc_id": meta.get("doc_id"), "file": path.relative_to(folder).as_posix(),
+                        "bucket": path.parent.name, "row": int(row["_row"]), "n_tokens": int(row[length_col]),
+                        "segment": meta.get("segment"), "char_span": meta.get("char_span"),
+                        "parent_id": meta.get("parent_id")})
+    return out
 
 
 def release_rebuild_check(layout: Layout, resolved: Settings | Mapping[str, Any]) -> CheckReport:

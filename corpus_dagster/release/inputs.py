@@ -13,18 +13,23 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from corpus_dagster.core.doc_keys import stable_keys
+from corpus_dagster.core.documents import INFO_COLUMNS as DOCUMENT_INFO_COLUMNS
+from corpus_dagster.core.documents import INFO_DOC_ID, INFO_FETCHED_AT
 from corpus_dagster.core.errors import ReleaseError
 from corpus_dagster.core.settings import ReleaseSettings, TokenizeSettings
 from corpus_dagster.ingest import driver as ingest_driver
 from corpus_dagster.release.buckets import Buckets
-from corpus_dagster.release.ids import row_ids
 from corpus_dagster.release.jobs import tokenizer
 
 MANIFEST_NAME = "_MANIFEST.json"
 TOKENS_MANIFEST_NAME = "_TOKENS.json"
 SHARD_COLUMNS = ["id", "source_id", "url", "license_spdx", "lang", "n_chars", "sha256"]
-# doc_info columns with a fixed meaning; any other column is a kept source field (into metadata)
-INFO_COLUMNS = ("id", "fetched_at", "repairs", "cleaned", "source_file")
+# doc_info columns with a fixed meaning (ingest's document info plus the release's own); any other column is
+# a kept source field (into metadata). The leading underscore keeps them apart from every source field name.
+INFO_CLEANED = "_cleaned"  # list<string>: the text repairs clean applied
+INFO_ROW_KEY = "_row_key"  # the document's stable key (core.doc_keys), which release ids hash
+INFO_COLUMNS = (*DOCUMENT_INFO_COLUMNS, INFO_CLEANED, INFO_ROW_KEY)
 
 
 def release_tokenizer_cfg(settings: ReleaseSettings, tokenize_cfg: TokenizeSettings) -> dict[str, Any]:
@@ -85,22 +90,53 @@ def reusable_counts(token_counts: Path | None, tok: Any) -> tuple[pl.DataFrame |
     return t.with_columns((pl.col("n_tokens") - framing).cast(pl.Int32)), "reused"
 
 
+def _kept_json(frame: pl.DataFrame, kept: Sequence[str]) -> pl.Series:
+    """Per row, the kept source fields as one JSON object in ledger order, null values left out (None when
+    every value is null): one column whatever fields a source keeps, so sources of different shapes stack."""
+    columns = [frame[c].to_list() for c in kept]
+    out = []
+    for values in zip(*columns, strict=True) if columns else [()] * frame.height:
+        obj = {k: v for k, v in zip(kept, values, strict=True) if v is not None}
+        out.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str) if obj else None)
+    return pl.Series("kept", out, dtype=pl.String)
+
+
+def doc_info_frame(item: Path | str | pa.Table) -> pl.DataFrame:
+    """One document info table (INFO_COLUMNS, then kept source fields by their own names) in the release's
+    shape: doc_id, fetched_at (UTC datetime), cleaned, row_key, kept (JSON object) and title (a kept `title`)."""
+    table = item if isinstance(item, pa.Table) else pq.read_table(item)
+    if INFO_DOC_ID not in table.column_names:
+        raise ReleaseError(f"doc_info table {item if not isinstance(item, pa.Table) else '(table)'} has no "
+                           f"`{INFO_DOC_ID}` column")
+    f = pl.from_arrow(table)
+    assert isinstance(f, pl.DataFrame)
+    kept = [c for c in f.columns if c not in INFO_COLUMNS]
+    out = f.select(pl.col(INFO_DOC_ID).cast(pl.String).alias("doc_id"))
+    if INFO_FETCHED_AT in f.columns:
+        at = f[INFO_FETCHED_AT]
+        at = at.str.to_datetime(time_unit="us", time_zone="UTC") if at.dtype == pl.String else at
+        out = out.with_columns(at.dt.cast_time_unit("us").dt.convert_time_zone("UTC").alias("fetched_at"))
+    if INFO_CLEANED in f.columns:
+        out = out.with_columns(f[INFO_CLEANED].cast(pl.List(pl.String)).alias("cleaned"))
+    if INFO_ROW_KEY in f.columns:
+        out = out.with_columns(f[INFO_ROW_KEY].cast(pl.String).alias("row_key"))
+    out = out.with_columns(_kept_json(f, kept))
+    if "title" in kept:
+        out = out.with_columns(f["title"].cast(pl.String).alias("title"))
+    return out
+
+
 def doc_info_frames(doc_info: Sequence[Path | str | pa.Table]) -> list[pl.DataFrame]:
-    """Per-document extras grouped by column set (tables of one shape are stacked, shapes are joined)."""
-    groups: dict[tuple[str, ...], list[pl.DataFrame]] = {}
-    for item in doc_info:
-        table = item if isinstance(item, pa.Table) else pq.read_table(item)
-        if "id" not in table.column_names:
-            raise ReleaseError(f"doc_info table {item if not isinstance(item, pa.Table) else '(table)'} has no `id` column")
-        f = pl.from_arrow(table)
-        if "fetched_at" in f.columns and f.schema["fetched_at"] == pl.String:
-            f = f.with_columns(pl.col("fetched_at").str.to_datetime(time_unit="us", time_zone="UTC"))
-        if "fetched_at" in f.columns:
-            f = f.with_columns(pl.col("fetched_at").dt.cast_time_unit("us").dt.convert_time_zone("UTC"))
-        if "repairs" in f.columns:
-            f = f.rename({"repairs": "cleaned"})
-        groups.setdefault(tuple(f.columns), []).append(f)
-    return [pl.concat(g, how="vertical_relaxed").unique("id", keep="first", maintain_order=True) for g in groups.values()]
+    """The document info tables as one frame (a list of one, or none), one row per document; a document
+    described twice is an error (its fields would be ambiguous)."""
+    frames = [doc_info_frame(item) for item in doc_info]
+    if not frames:
+        return []
+    merged = pl.concat(frames, how="diagonal_relaxed")
+    dup = merged.filter(pl.col("doc_id").is_duplicated())
+    if dup.height:
+        raise ReleaseError(f"document {dup['doc_id'][0]!r} appears in more than one doc_info table")
+    return [merged]
 
 
 def source_facts(sources: Sequence[Any]) -> dict[str, dict[str, Any]]:
@@ -124,39 +160,54 @@ def source_facts(sources: Sequence[Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _own_ids(docs: pl.DataFrame, sid: str, field_name: str, info: pl.DataFrame | None) -> list[str | None]:
+    """The `id_field` value of each of the source's documents (aligned with `docs`), from the kept fields."""
+    if info is None or "kept" not in info.columns:
+        return [None] * docs.height
+    kept = docs.select("id").join(info.select(pl.col("doc_id").alias("id"), "kept"), on="id", how="left",
+                                   maintain_order="left")["kept"].to_list()
+    out = []
+    for k in kept:
+        value = json.loads(k).get(field_name) if k else None
+        out.append(None if value is None else value if isinstance(value, str) else json.dumps(value))
+    return out
+
+
 def with_row_ids(docs: pl.DataFrame, facts: Mapping[str, Mapping[str, Any]],
-                  info_frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
-    """`docs` with `row_id`, the name of its source row that release ids hash (ids.row_ids); the values
-    of a ledger `id_field` come from the kept fields (doc_info), so that field is in keep_fields too."""
-    own = None
-    wanted = {sid: f["id_field"] for sid, f in facts.items() if f.get("id_field")}
-    if wanted:
-        pieces = []
-        for sid, field_name in sorted(wanted.items()):
-            for f in info_frames:
-                if field_name in f.columns:
-                    try:
-                        values = f[field_name].cast(pl.String)
-                    except pl.exceptions.PolarsError as exc:
-                        raise ReleaseError(f"source {sid!r}: id_field {field_name!r} is not a scalar field ({exc})") from exc
-                    pieces.append(pl.DataFrame({"id": f["id"], "own_id": values})
-                                  .filter(pl.col("id").str.starts_with(f"{sid}:")))
-        frame = (pl.concat(pieces).unique("id", keep="first", maintain_order=True) if pieces
-                 else pl.DataFrame(schema={"id": pl.String, "own_id": pl.String}))
-        own_frame = docs.select("id", "source_id").join(frame, on="id", how="left", maintain_order="left")
-        mine = own_frame.filter(pl.col("source_id").is_in(list(wanted)))
-        missing = mine.filter(pl.col("own_id").is_null())
-        if missing.height:
-            sid = missing["source_id"][0]
-            raise ReleaseError(f"source {sid!r}: {missing.height} documents (e.g. {missing['id'][0]!r}) have no value of "
-                               f"id_field {wanted[sid]!r}; list it in keep_fields and give every record one")
-        dup = mine.filter(pl.struct("source_id", "own_id").is_duplicated())
-        if dup.height:
-            raise ReleaseError(f"source {dup['source_id'][0]!r}: id_field {wanted[dup['source_id'][0]]!r} value "
-                               f"{dup['own_id'][0]!r} names more than one document; release ids must be unique")
-        own = own_frame["own_id"].to_list()
-    ids = row_ids(docs["id"].to_list(), docs["source_id"].to_list(), docs["url"].to_list(), facts, own)
-    return docs.with_columns(pl.Series("row_id", ids, dtype=pl.String))
+                 info_frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    """`docs` with `row_id`, the stable key of its document that release ids hash (core.doc_keys): the one
+    doc_info carries (`_row_key`, from the clean tables), else computed here from the shard's columns. The
+    values of a ledger `id_field` must be there for every document and unique."""
+    info = info_frames[0] if info_frames else None
+    given = None
+    if info is not None and "row_key" in info.columns:
+        given = docs.select("id").join(info.select(pl.col("doc_id").alias("id"), "row_key"), on="id", how="left",
+                                       maintain_order="left")["row_key"]
+    pieces = []
+    for (sid,), part in docs.with_row_index("_pos").partition_by("source_id", as_dict=True, maintain_order=True).items():
+        f = facts[sid]
+        own = _own_ids(part, sid, f["id_field"], info) if f.get("id_field") else None
+        if own is not None:
+            missing = [d for d, o in zip(part["id"].to_list(), own, strict=True) if o is None]
+            if missing:
+                raise ReleaseError(f"source {sid!r}: {len(missing)} documents (e.g. {missing[0]!r}) have no value of "
+                                   f"id_field {f['id_field']!r}; list it in keep_fields and give every record one")
+            dup = pl.Series(own).filter(pl.Series(own).is_duplicated())
+            if dup.len():
+                raise ReleaseError(f"source {sid!r}: id_field {f['id_field']!r} value {dup[0]!r} names more than one "
+                                   f"document; release ids must be unique")
+        own_of = None if own is None else dict(zip(part["id"].to_list(), own, strict=True))
+        # k order, so that occurrence numbers follow the source's order (shard order is id byte order)
+        part = part.with_columns(pl.col("id").str.split(":").list.last().cast(pl.Int64).alias("_k")).sort("_k")
+        keys = stable_keys(
+            str(sid), [bytes(d).hex() for d in part["sha256"].to_list()],
+            own_ids=None if own_of is None else [own_of.get(i) for i in part["id"].to_list()],
+            urls=part["url"].to_list() if f.get("url_field") else None, ledger_urls=f.get("urls") or (),
+        )
+        pieces.append(pl.DataFrame({"_pos": part["_pos"], "row_id": keys}, schema={"_pos": pl.UInt32, "row_id": pl.String}))
+    computed = pl.concat(pieces).sort("_pos")["row_id"] if pieces else pl.Series("row_id", [], pl.String)
+    row_id = computed if given is None else given.fill_null(computed)
+    return docs.with_columns(row_id.alias("row_id"))
 
 
 @dataclass

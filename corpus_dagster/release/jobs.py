@@ -161,7 +161,7 @@ def scatter_job(
 
 def write_job(
     spills: list[tuple[str, int]], plan_part: pa.Table, out: str, tokenizer_name: str,
-    keep_fields: list[str], zstd_level: int,
+    zstd_level: int,
 ) -> tuple[int, str]:
     """Assemble one part from its spill batches and write it with fixed Parquet settings."""
     plan = pl.from_arrow(plan_part)
@@ -175,7 +175,7 @@ def write_job(
                 b = r.get_batch(batch)
                 found.update(zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True))
     contents = [found[k] for k in plan["seq"].to_list()]
-    table = part_table(plan, contents, tokenizer_name, keep_fields)
+    table = part_table(plan, contents, tokenizer_name)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     settings = ParquetSettings(compression_level=zstd_level, use_dictionary=("source_type",))
     write_parquet(table, out, settings, row_groups=[0, table.num_rows])

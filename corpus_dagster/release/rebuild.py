@@ -113,7 +113,7 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
     batches = segment_batches(docs, [work[i] for i in picks], inp.buckets, room)
 
     created = read_created(kw["created_at_file"]) if kw.get("created_at_file") is not None else None
-    plan, plan_counts, keep_fields, parts = plan_build(inp, docs, units, settings, kw.get("doc_info", ()), created)
+    plan, plan_counts, parts = plan_build(inp, docs, units, settings, kw.get("doc_info", ()), created)
     part_files = [part_path(inp.buckets, b, p) for b, p, _ in parts]
     figures = [f"assets/{f}" for f, _ in card_mod.FIGURES]
     outputs = part_files + figures
@@ -138,7 +138,7 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
     with tempfile.TemporaryDirectory(prefix="release-rebuild-") as tmp_name:
         tmp = Path(tmp_name)
         (tmp / "spill").mkdir()
-        written, _, _ = scatter_write(plan, parts, inp, keep_fields, settings, tmp / "spill", tmp / "out", workers,
+        written, _, _ = scatter_write(plan, parts, inp, settings, tmp / "spill", tmp / "out", workers,
                                       only=part_picks)
         digests = {f["path"]: f["sha256"] for f in written}
         files = []
@@ -146,8 +146,7 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
             here = release_dir / rel
             digest = digests.get(rel) or (sha256_file(here) if here.is_file() else "")
             files.append({"path": rel, "rows": rows, "sha256": digest})
-        record = release_record(inp, settings, plan, plan_counts, units, kw.get("selection_excluded"), files, kw.get("build"),
-                                keep_fields)
+        record = release_record(inp, settings, plan, plan_counts, units, kw.get("selection_excluded"), files, kw.get("build"))
         write_card(tmp / "out", record, figures={Path(f).name for f in fig_picks})
         (tmp / "out" / STATS_NAME).write_bytes(record_bytes(record))
         if reproduce:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -34,10 +33,13 @@ def release_schema(tokenizer_name: str) -> pa.Schema:
     )
 
 
-def metadata_json(row: dict[str, Any], keep_fields: Sequence[str]) -> str:
-    """The metadata JSON of one plan row: fixed keys first (title only when known), then kept source
-    fields, then the segment keys."""
-    meta: dict[str, Any] = {"url": row.get("url")}
+def metadata_json(row: dict[str, Any]) -> str:
+    """The metadata JSON of one plan row: fixed keys first (url only for a source with a `url_field`, title
+    only when known), then the kept source fields (`kept`, a JSON object; a field named like a fixed key
+    is the fixed key's value already), then the segment keys."""
+    meta: dict[str, Any] = {}
+    if row.get("url") is not None:
+        meta["url"] = row["url"]
     if row.get("title") is not None:
         meta["title"] = row["title"]
     meta["license"] = row.get("license_spdx")
@@ -45,9 +47,8 @@ def metadata_json(row: dict[str, Any], keep_fields: Sequence[str]) -> str:
     meta["cleaned"] = list(row.get("cleaned") or [])
     meta["source_id"] = row["source_id"]
     meta["doc_id"] = row["doc_id"]
-    for f in keep_fields:
-        if f != "title" and row.get(f) is not None:
-            meta[f] = row[f]
+    for name, value in json.loads(row["kept"]).items() if row.get("kept") else ():
+        meta.setdefault(name, value)
     if row["segment"] >= 0:
         meta["parent_id"] = row["parent_id"]
         meta["segment"] = int(row["segment"])
@@ -55,9 +56,9 @@ def metadata_json(row: dict[str, Any], keep_fields: Sequence[str]) -> str:
     return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def part_table(plan_rows: pl.DataFrame, contents: list[str], tokenizer_name: str, keep_fields: Sequence[str]) -> pa.Table:
+def part_table(plan_rows: pl.DataFrame, contents: list[str], tokenizer_name: str) -> pa.Table:
     """The part's Arrow table; `plan_rows` sorted by row, `contents` aligned with it."""
-    metas = [metadata_json(r, keep_fields) for r in plan_rows.iter_rows(named=True)]
+    metas = [metadata_json(r) for r in plan_rows.iter_rows(named=True)]
     schema = release_schema(tokenizer_name)
     return pa.table(
         [

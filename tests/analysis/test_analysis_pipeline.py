@@ -243,9 +243,11 @@ def test_cli_refuses_duplicate_ids(tmp_path, capsys):
 
 def test_cli_refuses_missing_text_column(tmp_path, capsys):
     (tmp_path / "in").mkdir()
-    pq.write_table(pa.table({"content": ["a"]}), tmp_path / "in" / "f.parquet")
+    pq.write_table(pa.table({"body": ["a"]}), tmp_path / "in" / "f.parquet")
     assert cli_main(["--corpus-dir", str(tmp_path / "in"), "--out-dir", str(tmp_path / "out")]) == 2
-    assert "no `text` column" in capsys.readouterr().err
+    assert "none of the columns ['text', 'content']" in capsys.readouterr().err
+    assert cli_main(["--corpus-dir", str(tmp_path / "in"), "--out-dir", str(tmp_path / "out"), "--text-column", "txt"]) == 2
+    assert "no `txt` column" in capsys.readouterr().err
 
 
 def test_pair_threshold_above_cluster_threshold_is_an_error(tmp_path, planted):

@@ -182,6 +182,39 @@ def test_bad_ledger_line_exit_2(tmp_path):
     assert "Traceback" not in proc.stderr and "LedgerError" in (tmp_path / "l.log").read_text()
 
 
+@pytest.mark.parametrize(("extra", "ledger_edit", "expect"), [
+    ({"tokenize": {"eod_token": "</s>"}}, None, r"\$\.tokenize: tokenize\.eod_token '</s>' is not a single token"),
+    ({"tokenize": {"kind": "huggingface", "path": "/no/such/tokenizer.json"}}, None, r"\$\.tokenize: .*tokenizer\.json"),
+    ({"release": {"min_tokens": 512, "max_tokens": 256}}, None, r"\$\.release\.max_tokens: 256 must be above min_tokens 512"),
+    ({}, {"keep_fields": ["source_id"]}, r"line 1: \$\.keep_fields: \['source_id'\] are names the pipeline gives"),
+    ({}, {"keep_fields": [], "id_field": "link"}, r"line 1: \$\.id_field: 'link' must also be listed in keep_fields"),
+])
+def test_config_and_ledger_mistakes_exit_2_on_one_line_before_any_run(tmp_path, extra, ledger_edit, expect):
+    from corpus_factory import write_setup
+
+    config = write_setup(tmp_path, extra=extra)
+    if ledger_edit is not None:
+        ledger = artifacts_of(config) / "corpus" / "LEDGER.jsonl"
+        rows = [json.loads(line) for line in ledger.read_text().splitlines()]
+        rows[0].update(ledger_edit)
+        ledger.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = run_cli(tmp_path, str(config))
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (line,) = error_lines(proc)
+    assert re.search(expect, line), line
+    assert "source(s)" not in proc.stdout and not (tmp_path / "dagster_home").exists()  # no run was started
+
+
+def test_an_id_column_can_be_kept_and_named_as_id_field(tmp_path):
+    """A Hub dump's `id` is both the ledger's id_field and a kept field: the ledger loads, the fetch keeps it."""
+    from corpus_dagster.core.ledger import parse_ledger_lines
+
+    row = {"source_id": "dump", "urls": ["/d/*.parquet"], "format": "parquet", "license_spdx": "MIT",
+           "url_field": "url", "keep_fields": ["id", "url", "token_count"], "id_field": "id"}
+    (src,) = parse_ledger_lines([json.dumps(row)], "LEDGER.jsonl")
+    assert src.keep_fields == ("id", "url", "token_count") and src.id_field == "id"
+
+
 def test_usage_error_exit_2_and_help_lists_exit_codes(tmp_path):
     assert run_cli(tmp_path).returncode == 2
     assert run_cli(tmp_path, "a.yaml", "--no-such-flag").returncode == 2
@@ -201,6 +234,12 @@ def test_missing_source_file_stops_at_first_failure(tmp_path):
     (line,) = error_lines(proc)
     assert "alpha" in line and str(tmp_path / "sources" / "alpha.jsonl") in line
     assert "not run after the first failure (use --keep-going to try them): beta, gamma" in proc.stdout
+    # the failing step and its reason come first; the steps left out follow as one count, not a line each
+    assert "Dependencies for step" not in proc.stdout and "skipped (an upstream" not in proc.stdout
+    lines = proc.stdout.splitlines()
+    failed = next(i for i, x in enumerate(lines) if "raw_documents" in x and "FAILED:" in x)
+    (count,) = [i for i, x in enumerate(lines) if re.search(r"alpha +2 steps not run \(an upstream step failed", x)]
+    assert failed < count
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (artifacts_of(config) / "corpus" / "testset").exists()
     log = Path(re.search(r"^run: log (\S+)$", proc.stdout, re.M).group(1))

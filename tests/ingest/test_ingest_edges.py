@@ -156,12 +156,12 @@ def test_repeated_key_is_quarantined_and_ids_skip_it_as_for_a_malformed_line(env
     assert [(r["url"], r["text"]) for r in docs] == [
         (f"file://{dup}#1", "one"), ("https://x/3", "three"), (f"file://{dup}#5", "five"),
     ]
-    ids = document_info(env[1], "d").column("id").to_pylist()
+    ids = document_info(env[1], "d").column("_doc_id").to_pylist()
     assert ids == ["d:0", "d:1", "d:2"]  # quarantined lines get no id; k counts the documents kept
 
     bad = tmp / "bad.jsonl"  # the same file with malformed lines in their place: the same ids and URLs
     bad.write_bytes(b"\n".join([good[0], b"{not json", good[1], b'{"text": ', good[2]]) + b"\n")
     res_bad = fetch(env, "m", bad, "jsonl", url_field="u")
     assert res_bad.quarantined == {"invalid_json": 2}
-    assert document_info(env[1], "m").column("id").to_pylist() == ["m:0", "m:1", "m:2"]
+    assert document_info(env[1], "m").column("_doc_id").to_pylist() == ["m:0", "m:1", "m:2"]
     assert [r["url"].replace(str(bad), str(dup)) for r in records(env, "m")] == [r["url"] for r in docs]

@@ -82,9 +82,9 @@ def test_where_excludes_and_counts_ids_stay_dense_kept_fields_by_id(env, fmt):
     assert raw[0]["url"] == f"file://{path}#{first_pos}"  # the URL keeps the source position
 
     fields = pq.read_table(layout.raw_source("edu") / "20261129" / FIELDS_FILE)
-    assert fields.column_names == ["id", "title", "repo"]
+    assert fields.column_names == ["_doc_id", "title", "repo"]
     assert fields.to_pylist() == [
-        {"id": f"edu:{k}", "title": r["title"], "repo": r["repo"]} for k, r in enumerate(KEPT)
+        {"_doc_id": f"edu:{k}", "title": r["title"], "repo": r["repo"]} for k, r in enumerate(KEPT)
     ]
     record = records.read_record(layout.raw_source("edu"))
     assert record.stats["excluded_by_where"] == len(ROWS) - len(KEPT)
@@ -103,12 +103,12 @@ def test_reader_functions_give_counts_and_document_info(env):
 
     assert selection_counts(layout, ["edu", "plain"]) == {"edu": len(ROWS) - len(KEPT), "plain": 0}
     info = document_info(layout, "edu")
-    assert info.column_names == ["id", "fetched_at", "repo"]
-    assert info.schema.field("fetched_at").type == pa.string()
-    assert info.to_pylist()[1] == {"id": "edu:1", "fetched_at": "2026-11-29T12:00:00Z", "repo": KEPT[1]["repo"]}
+    assert info.column_names == ["_doc_id", "_fetched_at", "repo"]
+    assert info.schema.field("_fetched_at").type == pa.string()
+    assert info.to_pylist()[1] == {"_doc_id": "edu:1", "_fetched_at": "2026-11-29T12:00:00Z", "repo": KEPT[1]["repo"]}
     plain = document_info(layout, "plain")
-    assert plain.column_names == ["id", "fetched_at"]
-    assert plain["id"].to_pylist() == ["plain:0", "plain:1", "plain:2"]
+    assert plain.column_names == ["_doc_id", "_fetched_at"]
+    assert plain["_doc_id"].to_pylist() == ["plain:0", "plain:1", "plain:2"]
     assert not (layout.raw_source("plain") / "20261129" / FIELDS_FILE).exists()
 
 
@@ -166,7 +166,7 @@ def test_results_do_not_depend_on_the_batch_size(env, tmp_path, monkeypatch):
         ("jsonl", "int_score + 1", (), r"`where` 'int_score \+ 1' gives Int64 values, not true/false"),
         ("parquet", None, ("path",), r"keep_fields \['path'\] not found in the file"),
         ("jsonl", None, ("path",), r"keep_fields \['path'\] not found in any record"),
-        ("jsonl", None, ("id",), r"keep_fields \['id'\] clash with the document info columns"),
+        ("jsonl", None, ("_doc_id",), r"keep_fields \['_doc_id'\] clash with the document info columns"),
     ],
 )
 def test_bad_selection_is_a_one_line_source_error_and_writes_nothing(env, fmt, where, keep, expect):
@@ -213,7 +213,7 @@ def test_changing_where_changes_the_key_and_refetches_that_source_only(env):
 
     fewer = src("edu", tmp / "edu.parquet", "parquet", where="int_score >= 5")  # keep_fields is in the key too
     res = fetch(layout, ingest, fewer, now=LATER)
-    assert not res.unchanged and document_info(layout, "edu").column_names == ["id", "fetched_at"]
+    assert not res.unchanged and document_info(layout, "edu").column_names == ["_doc_id", "_fetched_at"]
 
 
 def test_sources_without_a_selection_keep_their_key_shape(env):

@@ -56,8 +56,8 @@ def test_bad_where_names_the_source_and_the_fields(source):
 
 def test_keep_fields_table_keyed_by_document_id(source):
     t = keep_fields_table(source, [f"edu:{k}" for k in range(5)], ["title", "repo"], "edu")
-    assert t.column_names == ["id", "title", "repo"]
-    assert t.to_pylist()[2] == {"id": "edu:2", "title": None, "repo": "r3"}
+    assert t.column_names == ["_doc_id", "title", "repo"]
+    assert t.to_pylist()[2] == {"_doc_id": "edu:2", "title": None, "repo": "r3"}
     with pytest.raises(SelectionError, match="keep_fields.*'path'"):
         keep_fields_table(source, [f"edu:{k}" for k in range(5)], ["path"], "edu")
 
@@ -96,7 +96,7 @@ def test_selection_counts_and_collects_kept_fields_across_batches():
     assert sel.select([{"int_score": 3.5}]) == [True]  # another batch, another inferred type
     sel.check_seen()
     assert (sel.excluded, sel.kept, sel.readable) == (4, 2, 6)
-    assert sel.fields_table().to_pylist() == [{"id": "edu:0", "title": "A"}, {"id": "edu:1", "title": None}]
+    assert sel.fields_table().to_pylist() == [{"_doc_id": "edu:0", "title": "A"}, {"_doc_id": "edu:1", "title": None}]
 
 
 def test_selection_names_fields_no_record_had():

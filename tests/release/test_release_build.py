@@ -4,6 +4,7 @@ determinism across runs and worker counts, token-count reuse, metadata of segmen
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import polars as pl
 import pyarrow as pa
@@ -19,13 +20,18 @@ LEN = "length_tokens_cl100k_base"
 
 
 def doc_info(docs):
-    """fetched_at for every document (as RFC 3339 strings) and a kept `title` field for alpha."""
-    fetched = pa.table({"id": [d["id"] for d in docs],
-                        "fetched_at": [f"2024-05-{1 + i % 28:02d}T12:00:00Z" for i, _ in enumerate(docs)]})
-    alpha = [d for d in docs if d["source_id"] == "alpha"]
-    titles = pa.table({"id": [d["id"] for d in alpha], "title": [f"Title {d['id']}" for d in alpha],
-                       "repairs": [["control"] if i % 5 == 0 else [] for i, _ in enumerate(alpha)]})
-    return [fetched, titles]
+    """Per source one document info table: fetch times for every document (as RFC 3339 strings), and for
+    alpha the repairs and a kept `title` field."""
+    tables = []
+    for sid in sorted({d["source_id"] for d in docs}):
+        mine = [(i, d) for i, d in enumerate(docs) if d["source_id"] == sid]
+        cols = {"_doc_id": [d["id"] for _, d in mine],
+                "_fetched_at": [f"2024-05-{1 + i % 28:02d}T12:00:00Z" for i, _ in mine]}
+        if sid == "alpha":
+            cols |= {"title": [f"Title {d['id']}" for _, d in mine],
+                     "_cleaned": [["control"] if j % 5 == 0 else [] for j, _ in enumerate(mine)]}
+        tables.append(pa.table(cols))
+    return tables
 
 
 @pytest.fixture(scope="module")
@@ -223,5 +229,5 @@ def test_a_source_without_documents_adds_no_document_info(monkeypatch):
     from corpus_dagster.release import driver
 
     monkeypatch.setattr(driver, "clean_doc_files", lambda layout, sid: [])
-    monkeypatch.setattr(driver.ingest_driver, "document_info", lambda layout, sid: pa.table({"id": pa.array([], pa.string())}))
-    assert driver._document_info(None, ["empty"]) == []
+    monkeypatch.setattr(driver.ingest_driver, "document_info", lambda layout, sid: pa.table({"_doc_id": pa.array([], pa.string())}))
+    assert driver._document_info(None, [SimpleNamespace(source_id="empty")]) == []

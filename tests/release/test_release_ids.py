@@ -1,5 +1,6 @@
-"""Release ids name the source row (file and line, or the ledger's id_field): appending a document to one
-file of a source leaves the ids of every other document unchanged."""
+"""Release ids hash the document's stable key (the ledger's id_field value, else its url, else its text's
+sha256 and occurrence): appending a document to one file of a source leaves the ids of every other document
+unchanged."""
 
 import json
 import random
@@ -14,19 +15,10 @@ from corpus_dagster.core.errors import LedgerError, ReleaseError
 from corpus_dagster.core.ledger import parse_ledger_lines
 from corpus_dagster.release.build import build_release
 from corpus_dagster.release.checks import check_release
-from corpus_dagster.release.ids import RELEASE_NAMESPACE, file_key, fixed_prefix, release_id, row_ids
+from corpus_dagster.release.ids import RELEASE_NAMESPACE, file_key, fixed_prefix, release_id
 
 GLOB = "file:///data/delta/*.jsonl"
 DELTA = {"source_id": "delta", "urls": [GLOB], "format": "jsonl", "license_spdx": "CC-BY-4.0", "url_field": None}
-FACTS = {
-    "web": {"format": "jsonl", "urls": [GLOB], "url_field": None},
-    "pq": {"format": "parquet", "urls": ["https://host/x/train-*.parquet"], "url_field": None},
-    "txt": {"format": "text", "urls": ["file:///docs/a.txt", "file:///docs/sub/a.txt"], "url_field": None},
-    "linked": {"format": "jsonl", "urls": [GLOB], "url_field": "link"},
-    "own": {"format": "jsonl", "urls": [GLOB], "url_field": None, "id_field": "uid"},
-}
-
-
 def test_fixed_prefix_and_file_key_of_a_glob_and_a_plain_url():
     assert fixed_prefix("file:///data/delta/*.jsonl") == "file:///data/delta/"
     assert fixed_prefix("s3://b/dump-*/part?.parquet") == "s3://b/"
@@ -38,28 +30,9 @@ def test_fixed_prefix_and_file_key_of_a_glob_and_a_plain_url():
     assert file_key("file:///else/b.jsonl", [GLOB]) == "file:///else/b.jsonl"
 
 
-def test_row_ids_by_format_and_their_fallbacks():
-    got = row_ids(
-        ["web:0", "web:1", "pq:0", "txt:0", "txt:1", "linked:0", "web:2", "own:0"],
-        ["web", "web", "pq", "txt", "txt", "linked", "web", "own"],
-        ["file:///data/delta/a.jsonl#1", "file:///data/delta/b.jsonl#3", "https://host/x/train-0.parquet#0",
-         "file:///docs/a.txt", "file:///docs/sub/a.txt", "https://example.org/page", "file:///data/delta/b.jsonl#0",
-         "file:///data/delta/a.jsonl#1"],
-        FACTS,
-        [None] * 7 + ["X-17"],
-    )
-    assert got == [
-        "web:a.jsonl#0",  # JSON Lines: 1-based line in the url, 0-based in the id
-        "web:b.jsonl#2",
-        "pq:train-0.parquet#0",  # Parquet rows are 0-based already
-        "txt:file:///docs/a.txt#0",  # both plain URLs give `a.txt`: the whole URLs keep the ids unique
-        "txt:file:///docs/sub/a.txt#0",
-        "linked:0",  # url_field: the url is the page's, no file position: the shard id
-        "web:2",  # not a url ingest writes for JSON Lines (line 0): the shard id
-        "own:X-17",  # id_field: the source's own id
-    ]
-    assert release_id(got[0]) == str(uuid.uuid5(RELEASE_NAMESPACE, "web:a.jsonl#0"))
-    assert release_id(got[0], (3, 9)) == str(uuid.uuid5(RELEASE_NAMESPACE, "web:a.jsonl#0#3-9"))
+def test_release_id_hashes_the_stable_key_and_a_segment_span():
+    assert release_id("web:sha256:ab#0") == str(uuid.uuid5(RELEASE_NAMESPACE, "web:sha256:ab#0"))
+    assert release_id("web:sha256:ab#0", (3, 9)) == str(uuid.uuid5(RELEASE_NAMESPACE, "web:sha256:ab#0#3-9"))
 
 
 def delta_docs(n_first: int, n_second: int) -> list[dict]:
@@ -78,16 +51,17 @@ def delta_docs(n_first: int, n_second: int) -> list[dict]:
 
 
 def release_rows(root, docs, **kw) -> dict[tuple, str]:
-    """(url, segment, char_span) -> release id of every row of a release built from `docs`."""
+    """(source_file, content, segment, char_span) -> release id of every row of a release built from `docs`."""
     kwargs = build_kwargs(root, docs, sources=[DELTA], settings=settings(per_bucket_cap=10_000), **kw)
     build_release(**kwargs)
     reports = check_release(kwargs["out_dir"], kwargs["settings"])
     assert all(r.passed for r in reports.values()), reports
     rows = pl.read_parquet(sorted(kwargs["out_dir"].glob("data/*/*.parquet")))
     out = {}
-    for rid, meta in zip(rows["id"].to_list(), rows["metadata"].to_list(), strict=True):
+    for rid, meta, content in zip(rows["id"].to_list(), rows["metadata"].to_list(), rows["content"].to_list(), strict=True):
         m = json.loads(meta)
-        key = (m["url"], m.get("segment", -1), tuple(m.get("char_span", ())))
+        assert "url" not in m  # a source without a url_field publishes no url (ingest's is a local path)
+        key = (m["source_file"], content, m.get("segment", -1), tuple(m.get("char_span", ())))
         assert key not in out
         out[key] = rid
     assert len(set(out.values())) == len(out)
@@ -97,20 +71,20 @@ def release_rows(root, docs, **kw) -> dict[tuple, str]:
 def test_appending_to_the_first_file_keeps_every_other_release_id(tmp_path):
     before = release_rows(tmp_path / "before", delta_docs(6, 8))
     after = release_rows(tmp_path / "after", delta_docs(7, 8))
-    second = [k for k in before if "/b.jsonl#" in k[0]]
-    first = [k for k in before if "/a.jsonl#" in k[0]]
-    assert second and first and any(k[1] >= 0 for k in second)  # segments of the second file are compared too
+    second = [k for k in before if k[0] == "b.jsonl"]
+    first = [k for k in before if k[0] == "a.jsonl"]
+    assert second and first and any(k[2] >= 0 for k in second)  # segments of the second file are compared too
     assert {k: after.get(k) for k in second} == {k: before[k] for k in second}
     assert {k: after.get(k) for k in first} == {k: before[k] for k in first}
     new = set(after) - set(before)
-    assert new and all(k[0] == "file:///data/delta/a.jsonl#7" for k in new)
+    assert new and all(k[0] == "a.jsonl" for k in new)
     assert len(set(after.values())) == len(after)
 
 
 def test_id_field_names_rows_by_the_source_own_id(tmp_path):
     docs = delta_docs(3, 3)
     own = DELTA | {"keep_fields": ["uid"], "id_field": "uid"}
-    info = pa.table({"id": [d["id"] for d in docs], "uid": [f"doc-{d['url'][-9:]}" for d in docs]})
+    info = pa.table({"_doc_id": [d["id"] for d in docs], "uid": [f"doc-{d['url'][-9:]}" for d in docs]})
     kwargs = build_kwargs(tmp_path, docs, sources=[own], settings=settings(per_bucket_cap=10_000),
                           doc_info=[info])
     build_release(**kwargs)
@@ -122,7 +96,7 @@ def test_id_field_names_rows_by_the_source_own_id(tmp_path):
         expect.add(release_id(base, tuple(m["char_span"])) if "segment" in m else release_id(base))
     assert set(rows["id"].to_list()) == expect
 
-    dup = pa.table({"id": [d["id"] for d in docs], "uid": ["same"] * len(docs)})
+    dup = pa.table({"_doc_id": [d["id"] for d in docs], "uid": ["same"] * len(docs)})
     with pytest.raises(ReleaseError, match="names more than one document"):
         build_release(**(kwargs | {"doc_info": [dup], "out_dir": tmp_path / "dup"}))
     with pytest.raises(ReleaseError, match="no value of id_field"):

@@ -39,7 +39,8 @@ def _text_jobs(ctx: StepContext, docs: pa.Table, nodes: np.ndarray) -> tuple[lis
         rg_of = np.searchsorted(starts, row[sel], side="right") - 1
         for rg in unique_sorted(rg_of).tolist():
             take = sel[rg_of == rg]
-            jobs.append((str(path), rg, row[take] - starts[rg], ctx.near.shingle_size, ctx.near.batch_bytes))
+            jobs.append((str(path), rg, row[take] - starts[rg], ctx.near.shingle_size, ctx.near.batch_bytes,
+                         ctx.documents.text_column))
             slots.append(take)
     return jobs, slots
 

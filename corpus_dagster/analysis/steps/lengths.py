@@ -58,7 +58,8 @@ def step_lengths(ctx: StepContext) -> dict[str, Any]:
     for file_no, path, pf, has, _ in input_files(ctx.lengths):
         width = max(5, len(str(max(pf.metadata.num_rows - 1, 0))))
         row0 = 0
-        cols = ["text"] + [c for c in ("id", "source_id", "split") if has[c]]
+        text_column = ctx.lengths.text_column
+        cols = [text_column] + [c for c in ("id", "source_id", "split") if has[c]]
         for rg in range(pf.metadata.num_row_groups):
             t = pf.read_row_group(rg, columns=cols)
             n = t.num_rows
@@ -69,7 +70,7 @@ def step_lengths(ctx: StepContext) -> dict[str, Any]:
                    else pc.fill_null(t.column("source_id").combine_chunks().cast(pa.string()), ctx.lengths.default_source))
             split = (pc.fill_null(t.column("split").combine_chunks().cast(pa.string()), "all") if has["split"]
                      else pa.array(["all"] * n, pa.string()))
-            texts = t.column("text").combine_chunks().to_pylist()
+            texts = t.column(text_column).combine_chunks().to_pylist()
             first = np.empty(n, dtype=np.int64)
             new = []
             for i, text in enumerate(texts):

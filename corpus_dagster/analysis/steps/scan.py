@@ -33,11 +33,12 @@ from corpus_dagster.lib.text import byte_batches
 
 
 def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[str, bool], cfg: AnalysisSettings,
-               near: NearDupSettings, spec: GraphSpec | None, count_words: bool, read_text: bool) -> dict[str, Any]:
+               near: NearDupSettings, spec: GraphSpec | None, count_words: bool, read_text: bool,
+               text_column: str = "text") -> dict[str, Any]:
     """Ids, digests, sizes, word counts (when `count_words`; band keys with a `spec`) of one row group (runs
     in a worker). Without `read_text`, the digests come from the `sha256` column and the sizes are left
     to the signature files (zeros here)."""
-    cols = (["text"] if read_text else ["sha256"]) + [c for c in ("id", "source_id", "split") if has[c]]
+    cols = ([text_column] if read_text else ["sha256"]) + [c for c in ("id", "source_id", "split") if has[c]]
     table = pq.ParquetFile(path).read_row_group(rg, columns=cols)
     n = table.num_rows
     if has["id"]:
@@ -48,7 +49,7 @@ def _scan_task(path: str, rg: int, row0: int, stem: str, width: int, has: dict[s
         return {"ids": ids, "source": _optional(table, "source_id", has), "split": _optional(table, "split", has),
                 "digests": _digest_column(table.column("sha256"), path, rg), "n_bytes": np.zeros(n, np.int64),
                 "n_words": np.zeros(n, np.int64), "bands": np.zeros((0, 0), np.uint64)}
-    texts = table.column("text").combine_chunks()
+    texts = table.column(text_column).combine_chunks()
     raw = texts.cast(pa.large_binary())
     digests = np.frombuffer(_digests(raw), dtype=np.uint8).reshape(n, 32)
     n_bytes = pc.fill_null(pc.binary_length(raw), 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -127,7 +128,7 @@ def step_scan(ctx: StepContext) -> dict[str, Any]:
         width = max(5, len(str(max(rows - 1, 0))))
         for rg in range(pf.metadata.num_row_groups):
             jobs.append((str(path), rg, int(starts[rg]), path.stem, width, has, cfg, ctx.near, spec, count_words,
-                         read_text))
+                         read_text, ctx.documents.text_column))
             meta.append((i, int(starts[rg]), pf.metadata.row_group(rg).num_rows))
     ctx.work.mkdir(parents=True, exist_ok=True)
     parts: dict[str, list] = {k: [] for k in ("id", "source_id", "split", "file_no", "row", "n_bytes", "n_words")}
