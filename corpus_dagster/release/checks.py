@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -97,19 +98,31 @@ def check_identical(first: Mapping[str, str], second: Mapping[str, str]) -> Chec
     return report_of(problems, files=len(first))
 
 
-def check_metadata(rows: pl.DataFrame, expected: pl.DataFrame) -> CheckReport:
+def check_metadata(rows: pl.DataFrame, expected: pl.DataFrame, kept_dates: pl.DataFrame | None = None, *,
+                   fallback: datetime | None = None) -> CheckReport:
     """Every release row's created_at, cleaned and kept fields equal its document's in the per-document
-    ingest and clean tables. `rows`: file, doc_id, created_at, metadata (dict); `expected`: doc_id,
-    created_at, cleaned (list), kept (dict of non-null kept fields), one row per document."""
+    ingest and clean tables. `rows`: file, doc_id, created_at, content_sha256, metadata (dict); `expected`:
+    doc_id, created_at (the date a new content takes), cleaned (list), kept (dict of non-null kept fields),
+    one row per document.
+
+    `kept_dates` (content_sha256, created_at: release.created) are the dates earlier builds gave contents: a
+    row may carry its content's kept date instead of its own, when that date is earlier than its own and is
+    not the fallback while its own is known (so a lost fetch time can never pass as a kept date)."""
     want = {d: (c, cl, k) for d, c, cl, k in expected.select("doc_id", "created_at", "cleaned", "kept").iter_rows()}
+    first = dict(kept_dates.select("content_sha256", "created_at").iter_rows()) if kept_dates is not None else {}
     problems = []
-    for file, doc_id, created, meta in rows.select("file", "doc_id", "created_at", "metadata").iter_rows():
+    for file, doc_id, created, digest, meta in rows.select(
+            "file", "doc_id", "created_at", "content_sha256", "metadata").iter_rows():
         if doc_id not in want:
             problems.append(f"{file}: row of document {doc_id!r}, which no ingest table describes")
             continue
         w_created, w_cleaned, w_kept = want[doc_id]
-        if created != w_created:
-            problems.append(f"{file}: document {doc_id!r} has created_at {created}, its fetch says {w_created}")
+        earlier = first.get(digest)
+        kept_ok = (earlier is not None and created == earlier and earlier < w_created
+                   and (fallback is None or earlier != fallback or w_created == fallback))
+        if created != w_created and not kept_ok:
+            problems.append(f"{file}: document {doc_id!r} has created_at {created}, its fetch says {w_created}"
+                            + (f" and earlier builds {earlier}" if earlier is not None else ""))
         if list(meta.get("cleaned") or []) != list(w_cleaned or []):
             problems.append(f"{file}: document {doc_id!r} has cleaned {meta.get('cleaned')}, clean says {w_cleaned}")
         for name, value in (w_kept or {}).items():

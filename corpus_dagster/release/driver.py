@@ -7,6 +7,7 @@ checks are `release.checks`, the reproducibility checks `release.rebuild`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -37,7 +38,7 @@ from corpus_dagster.publish.driver import read_manifest, verified_shards
 from corpus_dagster.release.build import build_release
 from corpus_dagster.release.card_info import construction_step
 from corpus_dagster.release.checks import check_metadata, check_no_machine_paths, check_release
-from corpus_dagster.release.created import CREATED_NAME
+from corpus_dagster.release.created import CREATED_NAME, parse_date, read_created
 from corpus_dagster.release.ids import fixed_prefix
 from corpus_dagster.release.inputs import INFO_CLEANED, INFO_COLUMNS, INFO_ROW_KEY
 from corpus_dagster.release.rebuild import check_rebuild_sample
@@ -205,35 +206,49 @@ def release_check(layout: Layout, resolved: Settings | Mapping[str, Any], name: 
 
 
 def _release_rows(folder: Path) -> pl.DataFrame:
-    """file, doc_id, created_at and the parsed metadata of every row of a written release."""
-    files, doc_ids, created, metas = [], [], [], []
+    """file, doc_id, created_at, the sha256 of the row's content and the parsed metadata of every row of a
+    written release."""
+    files, doc_ids, created, hashes, metas = [], [], [], [], []
     for path in sorted((folder / "data").glob("*/*.parquet")):
-        t = pq.read_table(path, columns=["created_at", "metadata"])
+        t = pq.read_table(path, columns=["created_at", "metadata", "content"])
         rows = [json.loads(m) for m in t["metadata"].to_pylist()]
         files += [path.relative_to(folder).as_posix()] * t.num_rows
         doc_ids += [m.get("doc_id") for m in rows]
         created += t["created_at"].to_pylist()
+        hashes += [hashlib.sha256(c.encode("utf-8")).digest() for c in t["content"].to_pylist()]
         metas += rows
-    return pl.DataFrame({"file": files, "doc_id": doc_ids, "created_at": created,
+    return pl.DataFrame({"file": files, "doc_id": doc_ids, "created_at": created, "content_sha256": hashes,
                          "metadata": pl.Series(metas, dtype=pl.Object)},
-                        schema_overrides={"file": pl.String, "doc_id": pl.String, "created_at": pl.Datetime("us", "UTC")})
+                        schema_overrides={"file": pl.String, "doc_id": pl.String, "created_at": pl.Datetime("us", "UTC"),
+                                          "content_sha256": pl.Binary})
+
+
+def _fallback(settings: Settings) -> datetime:
+    return datetime.fromisoformat(settings.release.created_at_fallback.replace("Z", "+00:00")).astimezone(UTC)
 
 
 def expected_metadata(layout: Layout, resolved: Settings | Mapping[str, Any]) -> pl.DataFrame:
-    """Per published source's clean document: doc_id, created_at (its fetch time, else the configured
-    fallback), cleaned (the repairs) and kept (its non-null kept fields), read from the ingest and clean tables
+    """Per published source's clean document: doc_id, created_at (its `date_field` value, else its fetch time,
+    else the configured fallback: the date a content new to the release takes), cleaned (the repairs) and kept (its non-null kept fields), read from the ingest and clean tables
     themselves, never from the release's plan."""
     settings = as_settings(resolved)
     ledger = {s.source_id: s for s in load_ledger(layout.ledger)}
     sources = [ledger[sid] for sid in dedup_sources(layout) if sid in ledger]
-    fallback = datetime.fromisoformat(settings.release.created_at_fallback.replace("Z", "+00:00")).astimezone(UTC)
+    fallback = _fallback(settings)
     doc_ids, created, cleaned, kept = [], [], [], []
-    for table in _document_info(layout, sources):
+    for source in sources:
+        tables = _document_info(layout, [source])
+        if not tables:
+            continue
+        table = tables[0]
         fields = [c for c in table.column_names if c not in INFO_COLUMNS]
         values = {c: table.column(c).to_pylist() for c in fields}
         doc_ids += table.column(INFO_DOC_ID).to_pylist()
-        created += [datetime.fromisoformat(t.replace("Z", "+00:00")).astimezone(UTC) if t else fallback
-                    for t in table.column(INFO_FETCHED_AT).to_pylist()]
+        fetched = [datetime.fromisoformat(t.replace("Z", "+00:00")).astimezone(UTC) if t else fallback
+                   for t in table.column(INFO_FETCHED_AT).to_pylist()]
+        dates = values.get(source.date_field) if getattr(source, "date_field", None) else None
+        created += [(parse_date(dates[i]) if dates is not None and dates[i] is not None else None) or at
+                    for i, at in enumerate(fetched)]
         cleaned += table.column(INFO_CLEANED).to_pylist()
         kept += [{c: values[c][i] for c in fields if values[c][i] is not None} for i in range(table.num_rows)]
     return pl.DataFrame({"doc_id": doc_ids, "created_at": created, "cleaned": pl.Series(cleaned, dtype=pl.Object),
@@ -270,7 +285,9 @@ def release_layout_check(layout: Layout, resolved: Settings | Mapping[str, Any],
     settings = as_settings(resolved)
     folder = layout.release(release_name(settings))
     if name == "metadata_matches_ingest":
-        return check_metadata(_release_rows(folder), expected_metadata(layout, settings))
+        kept = read_created(created_at_file(layout, settings))
+        return check_metadata(_release_rows(folder), expected_metadata(layout, settings), kept,
+                              fallback=_fallback(settings))
     if name == "no_machine_paths":
         return check_no_machine_paths(folder, machine_paths(layout, settings))
     raise ValueError(f"unknown release check {name!r}; known: {list(LAYOUT_CHECKS)}")

@@ -19,7 +19,7 @@ from corpus_dagster.release.rebuild import file_hashes
 
 
 def fetched(docs: list[dict], day: int) -> list[pa.Table]:
-    return [pa.table({"id": [d["id"] for d in docs], "fetched_at": [f"2024-05-{day:02d}T12:00:00Z"] * len(docs)})]
+    return [pa.table({"_doc_id": [d["id"] for d in docs], "_fetched_at": [f"2024-05-{day:02d}T12:00:00Z"] * len(docs)})]
 
 
 def build(root: Path, docs: list[dict], day: int) -> dict[str, str]:
@@ -110,9 +110,11 @@ def test_date_field_dates_new_content_and_a_value_that_is_no_date_keeps_the_fetc
     docs = make_docs(seed=7, per_source={"alpha": 12, "beta": 6, "gamma": 4})
     alpha = [d for d in docs if d["source_id"] == "alpha"]
     values = ["2021-03-04", "2021-03-04T05:06:07Z", "2021-03-04T07:06:07+02:00", "not a date", None]
-    dates = pa.table({"id": [d["id"] for d in alpha], "published": [values[i % 5] for i in range(len(alpha))]})
+    published = {d["id"]: values[i % 5] for i, d in enumerate(alpha)}
+    info = fetched(docs, 2)[0]
+    info = info.append_column("published", pa.array([published.get(i) for i in info["_doc_id"].to_pylist()], pa.string()))
     sources = [SOURCES[0] | {"date_field": "published", "keep_fields": ["published"]}, *SOURCES[1:]]
-    kwargs = build_kwargs(tmp_path, docs, sources=sources, doc_info=[*fetched(docs, 2), dates],
+    kwargs = build_kwargs(tmp_path, docs, sources=sources, doc_info=[info],
                           created_at_file=tmp_path / "release" / "demo" / CREATED_NAME)
     build_release(**kwargs)
     got = rows(tmp_path)
