@@ -24,7 +24,12 @@ from pathlib import Path
 from typing import TextIO
 
 from corpus_dagster.cli.run_log import GuardedLog, disk_full_message
-from corpus_dagster.core.interrupts import Interrupted, ignore_stop_signals, signals_raise_interrupted
+from corpus_dagster.core.interrupts import (
+    Interrupted,
+    ignore_stop_signals,
+    on_repeated_signal,
+    signals_raise_interrupted,
+)
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -291,7 +296,8 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
         with instance:
             log.step = f"{SOURCE_JOB} runs"
             with source_pool(corpus, instance, sources, output=str(log_path),
-                             origin=repository_origin(default_workspace_file())) as pool:
+                             origin=repository_origin(default_workspace_file())) as pool, on_repeated_signal(pool.kill):
+                # from here a second signal kills the run processes at once, and never skips the stop below
                 watcher = None
                 try:
                     watcher = RunWatcher(instance, session, log, prefix=prefix, check_steps=pool.check_step_keys())

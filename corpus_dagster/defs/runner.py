@@ -13,9 +13,11 @@ location's when the UI was started on the same config file, so "Re-execute" find
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -203,6 +205,7 @@ def _start_run_process(path: str | None, stopping: Any) -> None:
     it is set). stdout and stderr (also of the processes it starts) append to the log file; the process ends
     when the CLI that started it was killed."""
     os.setpgrp()
+    _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _STOPPING[:] = [stopping]
     exit_with_parent()
@@ -213,7 +216,39 @@ def _start_run_process(path: str | None, stopping: Any) -> None:
         os.close(fd)
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when the CLI dies. Out of the CLI's process group, a SIGKILL of
+    that group (a closed terminal, `kill -9 -<pgid>`) no longer reaches it, and `exit_with_parent` notices
+    only within a second, time enough for a run to write more. Elsewhere that watch is all there is."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 _STOPPING: list[Any] = []  # this pool process's stop event (a multiprocessing Event of its RunPool)
+
+
+def _start_resource_tracker_writing_to(path: str) -> None:
+    """Start multiprocessing's resource tracker (one per process tree: the run processes and their step pools
+    use it too) with its stderr on the log file. It warns of the semaphores of processes that were killed (a
+    second Ctrl-C) as it cleans them up, which belongs in the log, not under the CLI's one line. No-op when
+    it is running already."""
+    from multiprocessing import resource_tracker
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.dup2(fd, 2)
+        resource_tracker.ensure_running()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
 
 
 def _stop_requested() -> bool:
@@ -294,6 +329,8 @@ class RunPool:
         self.processes = processes
         self.workers = max(1, corpus.workers if corpus.workers is not None else corpus.settings().workers)
         context = multiprocessing.get_context("spawn")
+        if output:
+            _start_resource_tracker_writing_to(output)
         self.stopping = context.Event()
         self.running: dict[Future, int] = {}  # the runs going now (futures of execute_run)
         self.pool = ProcessPoolExecutor(max_workers=processes, mp_context=context,
@@ -337,6 +374,11 @@ class RunPool:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def kill(self) -> None:
+        """Kill every pool process and the step pools it started, now (a second Ctrl-C: `on_repeated_signal`);
+        `stop` then finds the runs ended and marks them CANCELED."""
+        _signal_groups(dict(self.pool._processes or {}), signal.SIGKILL)
 
     def stop(self, instance: dg.DagsterInstance, tags: dict[str, str], reason: str,
              grace_s: float = STOP_GRACE_S) -> list[str]:

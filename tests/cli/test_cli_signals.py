@@ -4,7 +4,7 @@ its runs CANCELED in the instance, no temp file left, and a rerun that resumes t
 One generated source large enough that its steps take seconds, built through a sequence of interrupted CLI
 runs on one artifacts root (each later run resumes the earlier's work): Ctrl-C to the CLI's process group
 while the source's run goes, SIGTERM to the CLI's pid alone while it goes again, SIGINT to the pid alone while
-the corpus run goes (its step pools busy), then a rerun to the end. The signal is sent when the console shows
+the corpus run goes (its step pools busy), Ctrl-C twice while it goes again, then a rerun to the end. The signal is sent when the console shows
 a step line, so the run is mid-way whatever the machine's speed: what follows that line takes seconds.
 """
 
@@ -62,9 +62,9 @@ def _run_ids(root: Path) -> set[str]:
         return {r.run_id for r in instance.get_runs()}
 
 
-def _stop_at(root: Path, config: Path, line_has: str, signum: int, to_group: bool) -> Stopped:
+def _stop_at(root: Path, config: Path, line_has: str, signum: int, to_group: bool, times: int = 1) -> Stopped:
     """Start the CLI in a session of its own, wait for a console line containing `line_has`, send `signum` to
-    the CLI's pid (or its process group, as a terminal's Ctrl-C does) and wait for it to end."""
+    the CLI's pid (or its process group, as a terminal's Ctrl-C does) `times` times and wait for it to end."""
     before = _run_ids(root)
     proc = subprocess.Popen([sys.executable, "-m", "corpus_dagster.run", str(config)], cwd=root, env=_env(root),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -76,7 +76,8 @@ def _stop_at(root: Path, config: Path, line_has: str, signum: int, to_group: boo
                 break
         else:
             pytest.fail(f"no line with {line_has!r} before the CLI ended: {''.join(seen)[-2000:]}")
-        (os.killpg if to_group else os.kill)(proc.pid, signum)
+        for _ in range(times):
+            (os.killpg if to_group else os.kill)(proc.pid, signum)
         out, err = proc.communicate(timeout=TIMEOUT_S)
     finally:
         if proc.poll() is None:
@@ -105,6 +106,8 @@ def stopped(tmp_path_factory):
     results["pid_sigterm_temps"] = _temp_leftovers(artifacts)
     results["pid_sigint"] = _stop_at(root, config, "corpus           dedup", signal.SIGINT, False)
     results["pid_sigint_temps"] = _temp_leftovers(artifacts)
+    # the corpus run again (dedup is done: its line comes at once), and Ctrl-C pressed twice
+    results["double_ctrl_c"] = _stop_at(root, config, "corpus           dedup", signal.SIGINT, True, times=2)
     results["rerun"] = subprocess.run([sys.executable, "-m", "corpus_dagster.run", str(config)], cwd=root,
                                       env=_env(root), capture_output=True, text=True, timeout=TIMEOUT_S)
     return root, config, results
@@ -146,6 +149,13 @@ def test_sigint_to_the_pid_mid_corpus_run_exits_130_and_cancels_it(stopped):
     _assert_stopped(stop, 130, "SIGINT")
     assert results["pid_sigint_temps"] == []
     assert "build_corpus" in {r.job_name for r in stop.runs if r.status == dg.DagsterRunStatus.CANCELED}
+
+
+def test_a_second_ctrl_c_stops_at_once_with_the_same_one_line(stopped):
+    """The run processes are killed instead of waited for; the run is CANCELED all the same, and what the
+    killed processes leave (a temp file, the resource tracker's warning) stays off the console."""
+    _, _, results = stopped
+    _assert_stopped(results["double_ctrl_c"], 130, "SIGINT")
 
 
 def test_rerun_after_the_stops_resumes_to_the_bytes_of_an_uninterrupted_build(stopped, tmp_path):
