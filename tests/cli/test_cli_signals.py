@@ -102,8 +102,12 @@ def stopped(tmp_path_factory):
     results: dict[str, object] = {}
     results["group_sigint"] = _stop_at(root, config, "alpha            raw_documents", signal.SIGINT, True)
     results["group_sigint_temps"] = _temp_leftovers(artifacts)
-    results["pid_sigterm"] = _stop_at(root, config, "alpha            raw_documents", signal.SIGTERM, False)
-    results["pid_sigterm_temps"] = _temp_leftovers(artifacts)
+    # SIGTERM on an artifacts root of its own: on the first one alpha's fetch is done, so its run could end
+    # before the signal lands and no run would be going
+    term_root = tmp_path_factory.mktemp("signals-term")
+    results["pid_sigterm"] = _stop_at(term_root, _setup(term_root), "alpha            raw_documents", signal.SIGTERM,
+                                      False)
+    results["pid_sigterm_temps"] = _temp_leftovers(term_root / "artifacts")
     results["pid_sigint"] = _stop_at(root, config, "corpus           dedup", signal.SIGINT, False)
     results["pid_sigint_temps"] = _temp_leftovers(artifacts)
     # the corpus run again (dedup is done: its line comes at once), and Ctrl-C pressed twice
