@@ -168,6 +168,7 @@ class Prepared:
     band_gids: np.ndarray  # int64 gid of each band_keys row
     source_of_gid: np.ndarray  # int32 per gid: its source's number in the sorted source list
     rank_of_gid: np.ndarray  # int64 per gid: its stable key's rank in byte order (keepers have the smallest)
+    rep_of_gid: np.ndarray  # int64 per gid: the kept copy of its text (the smallest rank among its copies)
     node_of_gid: np.ndarray  # int64 per gid: the graph node of its text (the smallest id with that text)
     signatures: Path  # the graph documents' signatures, raw, one row per band_gids entry
     no_signature: int
@@ -234,12 +235,17 @@ def prepare(
     # is decontaminated whole or not at all: one grouping of every document gives the survivors' groups (the
     # same smallest id) and the graph's documents (the smallest id of every text).
     every = np.arange(corpus.n, dtype=np.int64)
+    # The graph's node of a text is its smallest id (the pairs table and the analysis name texts so); the copy
+    # that stays is the one of the smallest stable key (`rep_of_gid`), never a row position.
     rank_of_gid = key_ranks(sources, corpus)
     dup, kept_as = exact_duplicates(corpus.sha256, every, rank=rank_of_gid)
     survivor = status[dup] == KEPT
     status[dup[survivor]], matched[dup[survivor]] = EXACT, kept_as[survivor]
+    rep_of_gid = every.copy()
+    rep_of_gid[dup] = kept_as
+    first, first_of = exact_duplicates(corpus.sha256, every)
     node_of_gid = every.copy()
-    node_of_gid[dup] = kept_as
+    node_of_gid[first] = first_of
     source_of_gid = np.empty(corpus.n, dtype=np.int32)
     source_of_gid[corpus.gid_of_scan] = np.repeat(np.arange(len(sources), dtype=np.int32), np.diff(corpus.source_start))
     distinct = np.ones(corpus.n, dtype=bool)  # per source
@@ -253,7 +259,7 @@ def prepare(
         band_keys, band_gids, no_signature = lsh_band_keys(sig_files, corpus, distinct, spec, out)
     timer.lap("lsh")
     return Prepared(
-        corpus.ids, status, matched, spec, detail, by_set, band_keys, band_gids, source_of_gid, rank_of_gid, node_of_gid,
+        corpus.ids, status, matched, spec, detail, by_set, band_keys, band_gids, source_of_gid, rank_of_gid, rep_of_gid, node_of_gid,
         work / GRAPH_SIGNATURES, no_signature, corpus.jobs, corpus.gid_of_scan,
     )
 
@@ -281,16 +287,18 @@ def finish(
     jaccard = np.full(len(status), np.nan, dtype=np.float64)
     nodes = unique_sorted(pairs)  # sorted gids of every document in a candidate pair
     pair_nodes = np.searchsorted(nodes, pairs)
-    survivors = (status[pairs[:, 0]] == KEPT) & (status[pairs[:, 1]] == KEPT)
+    rep = prep.rep_of_gid  # a node (a text's smallest id) stands for the kept copy of its text
+    survivors = (status[rep[pairs[:, 0]]] == KEPT) & (status[rep[pairs[:, 1]]] == KEPT)
     accepted = survivors & (pair_j >= cfg.jaccard_threshold) if cfg.verify else survivors
 
     # 5. Clusters; each keeps its member of the smallest stable key.
-    clusters = near_clusters(nodes, pairs, pair_nodes, pair_j, accepted, chain_jaccard, prep.rank_of_gid)
-    member_gids = nodes[clusters.members]
+    clusters = near_clusters(nodes, pairs, pair_nodes, pair_j, accepted, chain_jaccard, prep.rank_of_gid[rep])
+    member_gids = rep[nodes[clusters.members]]
     if cfg.action == "drop":
         status[member_gids] = NEAR
-        matched[member_gids] = nodes[clusters.keeper[clusters.members]]
+        matched[member_gids] = rep[nodes[clusters.keeper[clusters.members]]]
         jaccard[member_gids] = clusters.member_jaccard
+    clusters = clusters.of_documents(rep)
     timer.lap("components")
 
     # 6. Tables.

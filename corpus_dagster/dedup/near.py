@@ -128,6 +128,18 @@ class Clusters:
         """Per node: member of a cluster of at least 2."""
         return self.size[self.keeper] >= 2
 
+    def of_documents(self, rep_of_gid: np.ndarray) -> Clusters:
+        """The same clusters over the documents that stand for the nodes' texts (`rep_of_gid`: the exact
+        keeper of each gid's text), nodes sorted again by gid, as the tables want them."""
+        docs = rep_of_gid[self.nodes]
+        order = np.argsort(docs, kind="stable")
+        new_of_old = np.empty(len(order), dtype=np.int64)
+        new_of_old[order] = np.arange(len(order))
+        members = new_of_old[self.members]
+        by_member = np.argsort(members, kind="stable")
+        return Clusters(docs[order], new_of_old[self.keeper[order]], self.size[order], members[by_member],
+                        self.member_jaccard[by_member])
+
 
 ChainJaccard = Callable[[np.ndarray, np.ndarray], np.ndarray]  # exact Jaccard of pairs of gids, elementwise
 

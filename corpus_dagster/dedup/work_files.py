@@ -5,7 +5,7 @@ the arrays the plan leaves for the units and the finish (ids and numbers as .npy
     ids.arrow             document ids in gid order
     status.npy, matched.npy, gid_of_scan.npy
     source_of_gid.npy, node_of_gid.npy   each document's source number and graph node (`dedup.blocks`)
-    rank_of_gid.npy       each document's stable key rank (keepers have the smallest)
+    rank_of_gid.npy, rep_of_gid.npy   each document's stable key rank and the kept copy of its text
     band_hashes.npy       (bands, participants) uint64, one row per LSH unit; band_gids.npy their gids;
                           band_dirty.npy whether each is of a source with a block to compute
     graph_signatures.bin  their signatures (raw, num_perm values per row), for the candidates' agreement filter
@@ -44,11 +44,12 @@ SHINGLES = "shingles.u64"
 SOURCE_OF_GID = "source_of_gid.npy"
 NODE_OF_GID = "node_of_gid.npy"
 RANK_OF_GID = "rank_of_gid.npy"
+REP_OF_GID = "rep_of_gid.npy"
 BAND_DIRTY = "band_dirty.npy"
 LOCAL_PAIRS = "local_pairs.npy"
 GRAPH_CANDIDATES = "graph_candidates.npy"
 AGREE = "agree.npy"
-PREPARED_FILES = (IDS, "status.npy", "matched.npy", "gid_of_scan.npy", SOURCE_OF_GID, NODE_OF_GID, RANK_OF_GID, BAND_HASHES,
+PREPARED_FILES = (IDS, "status.npy", "matched.npy", "gid_of_scan.npy", SOURCE_OF_GID, NODE_OF_GID, RANK_OF_GID, REP_OF_GID, BAND_HASHES,
                   BAND_GIDS, BAND_DIRTY, GRAPH_SIGNATURES)
 LSH_UNIT = "lsh-band-"
 VERIFY_UNIT = "verify-"
@@ -96,6 +97,7 @@ def write_prepared(path: Path, prep: Prepared, dirty: np.ndarray) -> None:
     save_array(path / SOURCE_OF_GID, prep.source_of_gid)
     save_array(path / NODE_OF_GID, prep.node_of_gid)
     save_array(path / RANK_OF_GID, prep.rank_of_gid)
+    save_array(path / REP_OF_GID, prep.rep_of_gid)
     save_array(path / "status.npy", prep.status)
     save_array(path / "matched.npy", prep.matched)
     save_array(path / "gid_of_scan.npy", prep.gid_of_scan)
@@ -121,6 +123,7 @@ def read_prepared(path: Path, meta: dict[str, Any], spec: GraphSpec) -> Prepared
         band_gids=np.load(path / BAND_GIDS, mmap_mode="r"),
         source_of_gid=np.load(path / SOURCE_OF_GID),
         rank_of_gid=np.load(path / RANK_OF_GID),
+        rep_of_gid=np.load(path / REP_OF_GID),
         node_of_gid=np.load(path / NODE_OF_GID),
         signatures=path / GRAPH_SIGNATURES,
         no_signature=meta["no_signature"],
