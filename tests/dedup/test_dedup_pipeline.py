@@ -296,3 +296,30 @@ def test_bad_clean_inputs_are_refused_with_the_file_named(tmp_path: Path) -> Non
         run_dedup([DedupSource("s", [null_sha], src.signature_file)], cfg, tmp_path / "out", near=near)
     with pytest.raises(DedupInputError, match=r"bands x rows \(7 x 20\) exceeds near_dup.num_perm \(128\)"):
         run_dedup([src], cfg, tmp_path / "out", near={**near, "bands": 7, "rows": 20})
+
+
+
+def test_the_graph_names_each_texts_first_document_and_the_kept_copy_follows_the_stable_key(tmp_path) -> None:
+    """Exact copies at rows 3 and 4 whose stable keys (urls) sort the other way round (row 4's first, so its copy is kept)
+    and a near copy at row 2 (a later key than row 4's): the pairs table names the text by its first document (alpha:3), as the analysis
+    reads it, while the exact group keeps alpha:4 and the near copy is matched to the kept copy."""
+    import pyarrow as pa
+
+    rng = random.Random(5)
+    texts = [random_doc(rng, 300) for _ in range(8)]
+    texts[4] = texts[3]
+    texts[2] = mutate(rng, texts[3], 2)
+    path = write_clean_docs(tmp_path / "clean" / "alpha" / "docs-00000.parquet", "alpha", texts)
+    table = pq.read_table(path)
+    urls = pa.array([f"https://example.org/alpha/{99 - k}" for k in range(len(texts))], pa.string())
+    pq.write_table(table.set_column(table.schema.get_field_index("url"), "url", urls), path)
+    cfg, near = configs()
+    sig = tmp_path / "sig" / "alpha.parquet"
+    compute_signatures([path], sig, near)
+    run_dedup([DedupSource("alpha", [path], sig, keys=urls.to_pylist())], cfg, tmp_path / "out", near=near)
+    dropped = {r["id"]: r for r in read(tmp_path / "out", "dropped")}
+    assert dropped["alpha:3"]["reason"] == "exact" and dropped["alpha:3"]["matched_id"] == "alpha:4"
+    assert "alpha:4" not in dropped
+    assert dropped["alpha:2"]["reason"] == "near" and dropped["alpha:2"]["matched_id"] == "alpha:4"
+    named = {i for p in read(tmp_path / "out", "pairs") for i in (p["id_a"], p["id_b"])}
+    assert named == {"alpha:2", "alpha:3"}
