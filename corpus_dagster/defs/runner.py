@@ -18,7 +18,7 @@ import multiprocessing
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -313,6 +313,17 @@ def _pool_instance(instance_ref: Any) -> dg.DagsterInstance:
     return instance
 
 
+def _release_held_conditions(futures: Iterable[Future]) -> None:
+    """Release the futures' condition locks this thread still holds. A stop signal raised in the main thread
+    inside `concurrent.futures.wait` (which acquires every future's condition in a loop) or `Future.result`
+    can leave one acquired; the pool's manager thread then blocks on it for good when it sets the result, and
+    the pool's shutdown, which joins that thread, with it. The locks are RLocks owned by this thread."""
+    for fut in list(futures):
+        condition = fut._condition  # noqa: SLF001 - no public way to see a lock the unwinding left held
+        while condition._is_owned():  # noqa: SLF001
+            condition.release()
+
+
 class RunPool:
     """A bounded pool of run processes, each executing whole runs: a failing source costs only its own run.
 
@@ -373,6 +384,7 @@ class RunPool:
         return set().union(*(f.result() for f in futures))
 
     def close(self) -> None:
+        _release_held_conditions(self.running)
         self.pool.shutdown(wait=True, cancel_futures=True)
 
     def kill(self) -> None:

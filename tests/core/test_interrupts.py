@@ -56,3 +56,28 @@ def test_handlers_are_restored_and_ignore_holds_until_then():
         _send(signal.SIGINT)
     assert signal.getsignal(signal.SIGTERM) is before
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_condition_left_held_by_an_unwound_wait_is_released_so_the_pool_can_shut_down():
+    """An interrupt inside concurrent.futures.wait can leave a future's condition held by the main thread; the
+    pool's manager thread would block on it when it sets the result, and the shutdown would wait forever."""
+    import threading
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+
+    from corpus_dagster.defs.runner import _release_held_conditions
+
+    pool = ProcessPoolExecutor(max_workers=1)
+    fut = pool.submit(abs, -1)
+    fut._condition.acquire()
+    fut._condition.acquire()  # held twice, as a reentrant acquisition may leave it
+    try:
+        time.sleep(0.5)  # the worker has answered: the manager thread waits for the condition to set the result
+        _release_held_conditions([fut])
+        closer = threading.Thread(target=pool.shutdown, kwargs={"wait": True})
+        closer.start()
+        closer.join(30)
+        assert not closer.is_alive() and fut.result() == 1
+    finally:
+        while fut._condition._is_owned():
+            fut._condition.release()
