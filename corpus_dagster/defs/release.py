@@ -94,24 +94,16 @@ def release_card_matches_data(corpus: CorpusConfig) -> dg.AssetCheckResult:
     return _release_check(corpus, "card_matches_data")
 
 
-def _layout_check(corpus: CorpusConfig, name: str) -> dg.AssetCheckResult:
-    with corpus_failure(f"release check {name}"):
-        settings, layout = corpus.load()
-        if not settings.release.enabled:
-            return dg.AssetCheckResult(passed=True, metadata={"skipped": "release.enabled is false"})
-        return check_result(driver.release_layout_check(layout, settings, name))
-
-
 @dg.asset_check(asset=release, blocking=True,
                 description="Every row's created_at, cleaned and kept fields equal its document's ingest and clean tables.")
 def release_metadata_matches_ingest(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _layout_check(corpus, "metadata_matches_ingest")
+    return _release_check(corpus, "metadata_matches_ingest")
 
 
 @dg.asset_check(asset=release, blocking=True,
                 description="No file of the release names a file:// URL or a folder of the build machine.")
 def release_no_machine_paths(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _layout_check(corpus, "no_machine_paths")
+    return _release_check(corpus, "no_machine_paths")
 
 
 @dg.asset_check(asset=release, blocking=True,

@@ -200,7 +200,10 @@ def run_release_stage(layout: Layout, resolved: Settings | Mapping[str, Any],
 
 
 def release_check(layout: Layout, resolved: Settings | Mapping[str, Any], name: str) -> CheckReport:
-    """One blocking check of the built release (a name of checks.RELEASE_CHECKS), computed alone."""
+    """One blocking check of the built release (a name of checks.RELEASE_CHECKS, or of LAYOUT_CHECKS: those
+    read the build it came from too), computed alone."""
+    if name in LAYOUT_CHECKS:
+        return release_layout_check(layout, resolved, name)
     settings = as_settings(resolved)
     return check_release(layout.release(release_name(settings)), settings.release, [name])[name]
 
