@@ -84,3 +84,13 @@ def count_row_group_reads(monkeypatch):
         return reads
 
     return start
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """moto's S3 server on 127.0.0.1 for one module's tests: the endpoint and keys as environment values
+    (tests/store_box.py)."""
+    from store_box import s3_in_a_thread
+
+    with s3_in_a_thread() as env:
+        yield env

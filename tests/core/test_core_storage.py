@@ -109,18 +109,21 @@ def test_a_pull_replaces_a_file_the_store_changed(tmp_path, url):
     assert b.pull().files == 1 and (b.mirror / "f.txt").read_bytes() == b"two!"
 
 
+def _seen_by_both(a: Store, b: Store, second_write: str) -> None:
+    """For a second write that changes f.txt (not one that creates it), both mirrors first sync its old bytes."""
+    if second_write == "change":
+        _write(a.mirror / "f.txt", b"one")
+        a.push()
+        b.pull()
+
+
 @pytest.mark.parametrize("second_write", ["change", "create"])
 def test_two_writers_of_other_bytes_are_a_conflict_and_the_loser_heals_on_its_next_sync(tmp_path, url, second_write,
                                                                                        monkeypatch):
     monkeypatch.setattr(storage, "_ACTIVE", {})
     a, b = Store(url, tmp_path / "a"), Store(url, tmp_path / "b")
-    if second_write == "change":
-        _write(a.mirror / "f.txt", b"one")
-        a.push()
-        b.pull()
-        _write(a.mirror / "f.txt", b"from a")
-    else:
-        _write(a.mirror / "f.txt", b"from a")
+    _seen_by_both(a, b, second_write)
+    _write(a.mirror / "f.txt", b"from a")
     a.push()
     _write(b.mirror / "f.txt", b"from b, never seen a's")
     _write(b.mirror / "g.txt", b"b's alone")
@@ -137,10 +140,7 @@ def test_two_writers_of_other_bytes_are_a_conflict_and_the_loser_heals_on_its_ne
 @pytest.mark.parametrize("second_write", ["change", "create"])
 def test_two_writers_of_the_same_bytes_are_no_conflict(tmp_path, url, second_write):
     a, b = Store(url, tmp_path / "a"), Store(url, tmp_path / "b")
-    if second_write == "change":
-        _write(a.mirror / "f.txt", b"one")
-        a.push()
-        b.pull()
+    _seen_by_both(a, b, second_write)
     _write(a.mirror / "f.txt", b"deterministic")
     a.push()
     _write(b.mirror / "f.txt", b"deterministic")

@@ -10,15 +10,9 @@ import pytest
 pytest.importorskip("moto")
 pytest.importorskip("s3fs")
 
-from store_box import BUCKET, client, s3_in_a_thread  # noqa: E402
+from store_box import BUCKET, client  # noqa: E402
 
 from corpus_dagster.core.storage import StorageConflict, Store, StoreUnavailable  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def s3():
-    with s3_in_a_thread() as env:
-        yield env
 
 
 def _store(s3: dict[str, str], url: str, mirror) -> Store:

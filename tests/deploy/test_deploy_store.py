@@ -14,13 +14,7 @@ pytestmark = pytest.mark.skipif(os.environ.get("CORPUS_DEPLOY") != "1",
 pytest.importorskip("moto")
 pytest.importorskip("s3fs")
 
-from store_box import BUCKET, cli, client, finished, keys, s3_in_a_thread, store_config  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def s3():
-    with s3_in_a_thread() as env:
-        yield env
+from store_box import BUCKET, cli, client, finished, keys, store_config  # noqa: E402
 
 
 def _files_under(root: Path) -> set[str]:
