@@ -360,7 +360,7 @@ def _apply_retention(layout, settings, instance, log: GuardedLog, log_path: Path
     root but the newest `paths.keep_run_logs`, are removed (from the store too, by the summary's push)."""
     from corpus_dagster.cli.run_log import prune_run_logs
     from corpus_dagster.core.step_values import StepValues
-    from corpus_dagster.core.storage import redacted, store_fault
+    from corpus_dagster.core.storage import redact, store_fault
     from corpus_dagster.defs.store_io import prune_step_values
 
     try:
@@ -368,7 +368,7 @@ def _apply_retention(layout, settings, instance, log: GuardedLog, log_path: Path
     except Exception as exc:  # noqa: BLE001 - a store that is gone: the summary's sync names it in its one line
         if store_fault(exc) is None:
             raise
-        log.write(f"retention: step values left for the next run (the store failed: {redacted(str(exc))})\n")
+        log.write(f"retention: step values left for the next run (the store failed: {redact(str(exc))})\n")
         runs = []
     logs = prune_run_logs(layout.root / "logs", settings.paths.keep_run_logs, log_path)
     if runs or logs:

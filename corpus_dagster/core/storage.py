@@ -69,8 +69,8 @@ class StoreUnavailable(StorageError):
     not of the data, so a rerun when the store is back resumes (finished steps are kept)."""
 
     def __init__(self, url: str, fault: str, detail: str):
-        self.url, self.fault = redacted(url), fault
-        super().__init__(f"artifacts store {self.url}: {fault} ({redacted(detail)})")
+        self.url, self.fault = redact(url), fault
+        super().__init__(f"artifacts store {self.url}: {fault} ({redact(detail)})")
 
 
 class StoreExtraMissing(StorageError):
@@ -86,11 +86,6 @@ CREDENTIALS_REFUSED = ("403", "Forbidden", "InvalidAccessKeyId", "SignatureDoesN
 _SIGNED = re.compile(r"(?i)\b(X-Amz-Credential|X-Amz-Signature|X-Amz-Security-Token|AWSAccessKeyId|Signature|"
                      r"sig|token)=[^&\s\"']+")
 
-
-def redacted(text: str) -> str:
-    """Text (an error, a URL) with the credentials a URL may carry (`user:secret@`, signed query values)
-    replaced by `***`: what the console, the run log and Dagster's event log may show."""
-    return redact(text)
 
 
 def store_fault(exc: BaseException) -> str | None:
@@ -278,7 +273,7 @@ class Store:
         except ImportError as exc:
             scheme = self.url.partition("://")[0]
             hint = EXTRAS.get(scheme, "install the fsspec file system of that scheme")
-            raise StoreExtraMissing(f"the artifacts store {redacted(self.url)} needs a package that is not "
+            raise StoreExtraMissing(f"the artifacts store {redact(self.url)} needs a package that is not "
                                     f"installed ({exc}): {hint}") from exc
         except (ValueError, TypeError, OSError) as exc:
             raise StorageError(f"cannot open the artifacts store {self.shown_url}: {self.redact(str(exc))}") from None
@@ -366,7 +361,7 @@ class Store:
     def listing(self) -> dict[str, str]:
         """Every object under the root, by path relative to it: its change token."""
         self.fs.invalidate_cache()  # a file system's listing cache outlives a step in a long-lived worker process
-        with self._calling(f"list {redacted(self.url)}"):
+        with self._calling(f"list {redact(self.url)}"):
             found = self.fs.find(self.root, detail=True) if self.fs.exists(self.root) else {}
             if not found and hasattr(self.fs, "split_path"):  # a bucket store: is the bucket there at all?
                 bucket = self.fs.split_path(self.root)[0]

@@ -20,7 +20,7 @@ from corpus_dagster.core.storage import (
     default_mirror,
     is_remote,
     key_problem,
-    redacted,
+    redact,
     skipped,
 )
 
@@ -264,7 +264,7 @@ def test_a_path_through_a_link_out_of_the_mirror_is_refused(tmp_path, url):
 def test_credentials_in_urls_and_signed_queries_are_redacted():
     text = ('Could not connect to "https://AKIA123:s3cr3t@store.example:9000/b?X-Amz-Credential=AKIA%2F1&'
             'X-Amz-Signature=abc123&part=2" nor gs://user:pw@bucket/x')
-    shown = redacted(text)
+    shown = redact(text)
     assert "s3cr3t" not in shown and "AKIA123" not in shown and "abc123" not in shown and "pw@" not in shown
     assert shown == ('Could not connect to "https://***@store.example:9000/b?X-Amz-Credential=***&'
                      'X-Amz-Signature=***&part=2" nor gs://***@bucket/x')
