@@ -8,13 +8,15 @@ region of any type and cost nothing in Python.
 
 Offsets come from Rust too, one of three ways, same matches:
 - markers (dense patterns: digit runs, keyword assignments): `str.replace_all` wraps every match in two
-  marker bytes and `str.find_many` returns the markers' byte positions, from which the match's own byte
-  offsets follow (each earlier match added two bytes). Texts that already hold a marker byte fall back to
-  the next way;
+  marker bytes, and a numpy scan of the marked texts' UTF-8 buffer finds the markers' byte positions, from
+  which the match's own byte offsets follow (each earlier match added two bytes). Texts that already hold
+  a marker byte fall back to the next way;
 - extract (sparse patterns: most texts have none, so copying every text for markers would be waste):
   `str.extract_all`, then one Python `str.find` per match from the previous match's end;
-- anchor bytes (`Anchored`: `@`, `hhh:`, `+digit`): `str.find_many` of the one byte every match holds,
-  then numpy tests of the bytes around it.
+- anchor bytes (`Anchored`: `@`, `hhh:`, `+digit`): a numpy scan of the texts' UTF-8 buffer for the one
+  byte every match holds, then numpy tests of the bytes around it.
+Byte positions are read off the Arrow buffer, never from polars' `str.find_many`, whose offsets counted
+bytes before polars 2 and count characters since.
 One pass over the continuation bytes turns byte offsets into character offsets.
 
 Every detection, single text or batch, goes through this path, so the batch and the single-text results
@@ -40,7 +42,7 @@ _OPEN, _CLOSE = "\x01", "\x02"
 @dataclass(frozen=True)
 class Anchored:
     """A region pattern whose every match holds one given ASCII byte at a known place: found from the
-    positions of that byte (`str.find_many`, no copy of the texts) and a test of the bytes around it.
+    positions of that byte (a scan of the UTF-8 buffer, no copy of the texts) and a test of the bytes around it.
 
     `pattern` stays the definition (the Rust regex the plan, the seal test and the tests read); `span`
     takes the bytes around each occurrence of `anchor` (Bytes with reach `reach`) and returns (is a match,
@@ -122,16 +124,41 @@ class TextBatch:
     def utf8(self) -> Utf8:
         """The searchable texts' UTF-8 bytes in one buffer (Arrow's large_string layout)."""
         if self._utf8 is None:
-            arr = self.series.to_arrow()
-            if isinstance(arr, pa.ChunkedArray):
-                arr = arr.combine_chunks()
-            if arr.type != pa.large_string():
-                arr = arr.cast(pa.large_string())
-            bufs = arr.buffers()
-            offsets = np.frombuffer(bufs[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
-            data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-            self._utf8 = Utf8(data, offsets)
+            self._utf8 = utf8_of(self.series)
         return self._utf8
+
+
+def utf8_of(series: pl.Series) -> Utf8:
+    """A String Series' UTF-8 bytes in one buffer (Arrow's large_string layout), without a copy when it has one chunk."""
+    arr = series.to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.type != pa.large_string():
+        arr = arr.cast(pa.large_string())
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return Utf8(data, offsets)
+
+
+def byte_hits(utf8: Utf8, needles: str) -> tuple[np.ndarray, np.ndarray]:
+    """Where the given ASCII bytes occur, text by text: (byte positions within their text, in text order;
+    offsets: text i's positions are values[offsets[i]:offsets[i + 1]])."""
+    lo, hi = int(utf8.offsets[0]), int(utf8.offsets[-1])
+    found = [np.zeros(0, np.int64)]
+    for a in range(lo, hi, _SCAN):  # in slices: a temporary the size of the batch would be fresh memory each time
+        part = utf8.data[a : min(a + _SCAN, hi)]
+        hit = part == ord(needles[0])
+        for c in needles[1:]:
+            hit |= part == ord(c)
+        found.append(np.flatnonzero(hit) + a)
+    hits = np.concatenate(found)
+    offsets = np.searchsorted(hits, utf8.offsets).astype(np.int64)
+    doc = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+    return hits - utf8.offsets[doc], offsets
+
+
+_SCAN = 1 << 20
 
 
 def locate(batch: TextBatch, patterns: dict[str, str], filters: dict[str, RegionFilter] | None = None,
@@ -151,14 +178,8 @@ def locate(batch: TextBatch, patterns: dict[str, str], filters: dict[str, Region
     bytewise = bool(fast or marked or set(filters) & set(patterns))
     utf8 = batch.utf8() if bytewise else Utf8(np.zeros(0, np.uint8), np.zeros(len(batch) + 1, np.int64))
     clean = ~series.str.contains(f"[{_OPEN}{_CLOSE}]").to_numpy() if marked else np.ones(len(batch), bool)
-    found = pl.DataFrame({"text": series}).select(
-        [
-            pl.col("text").str.replace_all(pattern, f"{_OPEN}${{0}}{_CLOSE}").str.find_many([_OPEN, _CLOSE]).alias(name)
-            for name, pattern in marked.items()
-        ]
-        + [pl.col("text").str.find_many([a.anchor]).alias(name) for name, a in fast.items()]
-        + [pl.col("text").str.extract_all(patterns[name]).alias(name) for name in patterns if name in sparse]
-    )
+    extracted = [pl.col("text").str.extract_all(patterns[name]).alias(name) for name in patterns if name in sparse]
+    found = pl.DataFrame({"text": series}).select(extracted) if extracted else None
     ascii_docs = (series.str.len_bytes() == series.str.len_chars()).to_numpy() if fast or marked else None
     wide_docs = np.flatnonzero(~ascii_docs) if ascii_docs is not None else None
     cont: np.ndarray | None = None
@@ -167,9 +188,10 @@ def locate(batch: TextBatch, patterns: dict[str, str], filters: dict[str, Region
         test = filters.get(name)
         if name in fast or name in marked:
             if name in fast:
-                doc, start, end = _from_anchor(found.get_column(name), fast[name], utf8)
+                doc, start, end = _from_anchor(byte_hits(utf8, fast[name].anchor), fast[name], utf8)
             else:
-                doc, start, end = _from_markers(found.get_column(name), clean)
+                marks = utf8_of(series.str.replace_all(pattern, f"{_OPEN}${{0}}{_CLOSE}"))
+                doc, start, end = _from_markers(byte_hits(marks, _OPEN + _CLOSE), clean)
             byte = utf8.offsets[doc] + start
             assert ascii_docs is not None and wide_docs is not None
             wide = ~ascii_docs[doc]
@@ -181,6 +203,7 @@ def locate(batch: TextBatch, patterns: dict[str, str], filters: dict[str, Region
                 extra = _by_find(batch, _pieces(series, np.flatnonzero(~clean), pattern), name, utf8)
                 doc, start, end, byte = _merge_found((doc, start, end, byte), extra)
         else:
+            assert found is not None
             rows = found.get_column(name)
             doc, start, end, byte = _by_find(batch, _pieces_of(rows), name, utf8 if test is not None else None)
         look = test(Bytes(utf8, doc, byte)) if test is not None and len(doc) else None
@@ -204,33 +227,18 @@ def _pieces(series: pl.Series, rows: np.ndarray, pattern: str) -> _Pieces:
     return _pieces_of(series.gather(rows.tolist()).str.extract_all(pattern), rows)
 
 
-def _positions(lists: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """A List[UInt32] Series as (values, offsets: text i's values are values[offsets[i]:offsets[i + 1]])."""
-    arr = lists.to_arrow()
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    offsets = np.frombuffer(arr.buffers()[1], np.int64 if pa.types.is_large_list(arr.type) else np.int32)
-    offsets = offsets[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
-    child = arr.values  # UInt32 without nulls: read its buffer (to_numpy would import pandas to check types)
-    buffer = child.buffers()[1]
-    values = np.frombuffer(buffer, np.uint32) if buffer is not None else np.zeros(0, np.uint32)
-    values = values[child.offset : child.offset + len(child)]
-    values = values[offsets[0] : offsets[-1]].astype(np.int64)
-    return values, offsets - offsets[0]
-
-
-def _from_anchor(lists: pl.Series, anchored: Anchored, utf8: Utf8) -> _Found:
+def _from_anchor(hits: tuple[np.ndarray, np.ndarray], anchored: Anchored, utf8: Utf8) -> _Found:
     """(text index, byte start, byte end) of every match of an anchored pattern, from its anchor bytes."""
-    values, offsets = _positions(lists)
+    values, offsets = hits
     doc = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
     ok, lo, hi = anchored.span(Bytes(utf8, doc, utf8.offsets[doc] + values, anchored.reach))
     return doc[ok], (values + lo)[ok], (values + hi)[ok]
 
 
-def _from_markers(lists: pl.Series, clean: np.ndarray) -> _Found:
+def _from_markers(hits: tuple[np.ndarray, np.ndarray], clean: np.ndarray) -> _Found:
     """(text index, byte start, byte end) of every match, from the marker positions of each text (open,
     close, open, close ...); texts not `clean` (they held a marker byte) are left out."""
-    values, offsets = _positions(lists)
+    values, offsets = hits
     counts = np.diff(offsets)
     if not clean.all():  # their own marker bytes would pair up wrongly
         values = values[np.repeat(clean, counts)]
