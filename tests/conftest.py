@@ -94,3 +94,16 @@ def s3():
 
     with s3_in_a_thread() as env:
         yield env
+
+
+@pytest.fixture
+def make_settings():
+    """Typed settings from a config file and/or overrides (deep-merged over the defaults, validated): the one
+    way tests build the settings a driver or logic entry takes. `make_settings(overrides)` or
+    `make_settings(overrides, path=config_file)`."""
+    from corpus_dagster.core.config import load_settings
+
+    def make(overrides: dict | None = None, path: Path | str | None = None):
+        return load_settings(path, overrides)
+
+    return make

@@ -15,6 +15,7 @@ import yaml
 
 from corpus_dagster.core.deprecated import migrate
 from corpus_dagster.core.errors import ConfigError
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.core.storage import default_mirror, is_remote, local_path
 
 # The schemas and the demo config ship inside the package (a wheel install needs no checkout); the top-level
@@ -170,6 +171,11 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
             raise
         located = locate_violations(path, list(zip(exc.paths, exc.violations, strict=True)), overrides)
         raise ConfigError(exc.where, located, exc.paths) from None
+
+
+def load_settings(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
+    """`load_config` as typed settings: the one form drivers and logic take."""
+    return Settings.from_resolved(load_config(path, overrides))
 
 
 def config_root_node(path: str | Path) -> yaml.Node | None:
