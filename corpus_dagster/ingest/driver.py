@@ -38,6 +38,7 @@ from corpus_dagster.core.progress import Log, Progress
 from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.settings import IngestSettings, Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
+from corpus_dagster.ingest.clock import fetch_time
 from corpus_dagster.ingest.documents import LocalFile, stream_documents
 from corpus_dagster.ingest.download import download
 from corpus_dagster.ingest.files import ResolvedFile, cache_name, file_ukey, resolve_files
@@ -110,7 +111,7 @@ def fetch_source(
         raise text_selection_error(source)
     selection = Selection.for_source(source)  # a predicate that does not parse fails before any file is read
     check_allowed_locations(ingest_cfg.allowed_prefixes, [source], layout.ledger)  # before a file is listed
-    now = now or dt.datetime.now(dt.UTC)
+    now = now or fetch_time()
     date = now.strftime("%Y%m%d")
     fetched_at = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     record_path = layout.fetch_record(source.source_id)
