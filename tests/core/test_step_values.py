@@ -13,7 +13,7 @@ import pytest
 from corpus_dagster.core.step_values import StepValueError, StepValues, decode, runs_to_remove
 
 PLAN = {"key": "0123456789abcdef", "units": ["lsh-band-000", "verify-00001", "shard-00000-rg0000"],
-        "cached": None, "info": {"sources": ["alpha", "beta.v2"], "waiting": []}, "started": 1767225600.5}
+        "cached": False, "info": {"sources": ["alpha", "beta.v2"], "waiting": []}, "started": 1767225600.5}
 RUN = "4a09e5ba-b935-495f-8e01-fbfd78bee250"
 IDENT = [RUN, "dedup.dedup_plan", "result"]
 
