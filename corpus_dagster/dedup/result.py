@@ -32,7 +32,7 @@ class DedupResult:
     stats: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def of(cls, stats: Mapping[str, Any], key: str, cached: bool) -> DedupResult:
+    def from_stats(cls, stats: Mapping[str, Any], key: str, cached: bool) -> DedupResult:
         """The result of a dedup whose record holds `stats`."""
         return cls(
             key=key, cached=cached, sources=tuple(stats.get("sources", ())), docs=int(stats.get("docs", 0)),

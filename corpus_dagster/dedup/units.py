@@ -179,7 +179,7 @@ class DedupStage(UnitStage[DedupResult]):
         return _finish(layout, settings, plan.key, log)
 
     def reuse(self, layout: Layout, settings: Settings, key: str, record: StageRecord) -> DedupResult:
-        return DedupResult.of(record.stats, key, cached=True)
+        return DedupResult.from_stats(record.stats, key, cached=True)
 
 
 DEDUP_UNITS = DedupStage()  # the stage object of the steps after the plan (and of a plan bound to sources)
@@ -390,6 +390,6 @@ def _finish(layout: Layout, settings: Settings, key: str, log: Log | None) -> De
         log(f"dedup: {stats['docs']:,} documents, {clean_bytes(layout, source_ids) / 1e6:.1f} MB of clean Parquet - "
             f"done: {stats['exact_dropped']:,} exact, {stats['near_dropped']:,} near duplicates and "
             f"{stats['decontaminated']:,} contaminated documents dropped")
-    return DedupResult.of(stats, key, cached=False)
+    return DedupResult.from_stats(stats, key, cached=False)
 
 
