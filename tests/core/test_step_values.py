@@ -56,6 +56,7 @@ def test_a_planted_pickle_runs_nothing_and_fails_with_one_line(values, tmp_path)
     ({"info": {"sources": ["/abs"]}}, "$.info.sources[0]", "pattern"),
     ({"info": {"command": "rm -rf /"}}, "$.info", "additionalProperties"),
     ({"started": "soon"}, "$.started", "type"),
+    ({"cached": {"docs": 3}}, "$.cached", "type"),  # whether the stage is built, never its stats
 ])
 def test_a_value_that_breaks_the_schema_is_refused_naming_the_rule_not_the_content(values, change, path, rule):
     data = json.dumps({**PLAN, **change}).encode()
