@@ -210,7 +210,7 @@ def child_part(checkout: str, config: str, part: str, sources: list[str]) -> Non
             return [minhash.run_signatures(layout, resolved, s) for s in sids]
     elif part == "dedup":
         def run() -> Any:
-            return dedup.run_global_dedup(layout, resolved, sids)
+            return dedup.run_global_dedup(layout, settings, sids)
     else:
         run, extra = _analysis(layout, settings, sids, Path(config).parent / "analysis-near")
     probes = Probes()
@@ -231,7 +231,8 @@ def child_part(checkout: str, config: str, part: str, sources: list[str]) -> Non
         keys = ("cached", "docs", "lsh_participants", "shingled_docs", "candidate_pairs", "scored_pairs",
                 "verified_pairs", "pairs_rows", "near_dropped", "seconds", "graph", "settings", "blocks",
                 "generated_pairs", "block_pairs", "scored_this_build")
-        result["stats"] = {k: outcome[k] for k in keys if k in outcome}
+        stats = {**outcome.stats, "cached": outcome.cached}
+        result["stats"] = {k: stats[k] for k in keys if k in stats}
     else:
         result["steps"] = {k: outcome["steps"].get(k, {}) for k in ("scan", "candidates", "jaccard", "clusters")}
         result["seconds"] = outcome.get("seconds", {})

@@ -290,6 +290,7 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
     tokens = _stage_module("corpus_dagster.tokenize.driver")
 
     sources = {s.source_id: s for s in load_ledger(layout.ledger)}
+    settings = Settings.from_resolved(resolved)
 
     def raw_in() -> tuple[int, int]:
         return -1, -1  # the parent knows the corpus size
@@ -312,20 +313,20 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
         "ingest": (lambda: [ingest.fetch_source(sources[s], layout, Settings.from_resolved(resolved).ingest) for s in sids], raw_in),
         "clean": (lambda: [clean.run_clean_source(layout, resolved, s) for s in sids], raw_in),
         "minhash": (lambda: [minhash.run_signatures(layout, resolved, s) for s in sids], kept_in),
-        "dedup": (lambda: dedup.run_global_dedup(layout, resolved, sids), kept_in),
+        "dedup": (lambda: dedup.run_global_dedup(layout, settings, sids), kept_in),
         "scrub": (lambda: scrub.run_scrub(layout, resolved), kept_in),
-        "publish": (lambda: publish.run_publish(layout, resolved), scrubbed_in),
-        "publish checks": (checks(("schema", lambda: publish.publish_check(layout, resolved, "shard_schema")),
-                                  ("manifest", lambda: publish.publish_check(layout, resolved, "manifest_consistent")),
-                                  ("ids", lambda: publish.publish_check(layout, resolved, "ids_sorted")),
-                                  ("split", lambda: publish.publish_check(layout, resolved, "split_matches_sha256")),
-                                  ("hashes", lambda: publish.publish_check(layout, resolved, "hashes_match_text")),
-                                  ("pii", lambda: publish.check_no_pii(layout, resolved))), shards_in),
-        "publish rebuild check": (checks(("rebuild", lambda: publish.check_rebuild(layout, resolved))), shards_in),
-        "tokens": (lambda: tokens.run_token_streams(layout, resolved), shards_in),
+        "publish": (lambda: publish.run_publish(layout, settings), scrubbed_in),
+        "publish checks": (checks(("schema", lambda: publish.publish_check(layout, settings, "shard_schema")),
+                                  ("manifest", lambda: publish.publish_check(layout, settings, "manifest_consistent")),
+                                  ("ids", lambda: publish.publish_check(layout, settings, "ids_sorted")),
+                                  ("split", lambda: publish.publish_check(layout, settings, "split_matches_sha256")),
+                                  ("hashes", lambda: publish.publish_check(layout, settings, "hashes_match_text")),
+                                  ("pii", lambda: publish.check_no_pii(layout, settings))), shards_in),
+        "publish rebuild check": (checks(("rebuild", lambda: publish.check_rebuild(layout, settings))), shards_in),
+        "tokens": (lambda: tokens.run_token_streams(layout, settings), shards_in),
         "tokens checks": (checks(("counts", lambda: tokens.check_streams_counts(layout)),
-                                 ("decode", lambda: tokens.check_streams_decode(layout, resolved))), shards_in),
-        "tokens rebuild check": (checks(("rebuild", lambda: tokens.check_streams_rebuild(layout, resolved))),
+                                 ("decode", lambda: tokens.check_streams_decode(layout, settings))), shards_in),
+        "tokens rebuild check": (checks(("rebuild", lambda: tokens.check_streams_rebuild(layout, settings))),
                                  shards_in),
         "analysis": (lambda: analysis.run_analysis_stage(layout, resolved, sids), kept_in),
         "analysis checks": (checks(*[(w, lambda w=w: analysis.verify_analysis(layout, resolved, w))

@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 
 from corpus_dagster.clean.driver import CLEAN_DOC_SCHEMA
 from corpus_dagster.core import records
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_config, load_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.records import StageRecord
-from corpus_dagster.core.settings import NearDupSettings
+from corpus_dagster.core.settings import DedupSettings, NearDupSettings
 from corpus_dagster.dedup import DedupSource
 from corpus_dagster.lib.text import words
 from corpus_dagster.minhash.signatures import compute_signatures
@@ -24,9 +24,9 @@ from corpus_dagster.minhash.signatures import compute_signatures
 NEAR_KEYS = {f.name for f in fields(NearDupSettings)}
 
 
-def dedup_cfg(**overrides) -> dict:
-    """The resolved `dedup` section with overrides (validated by the real config loader)."""
-    return load_config(overrides={"dedup": overrides})["dedup"]
+def dedup_cfg(**overrides) -> DedupSettings:
+    """The `dedup` section with overrides (validated by the real config loader)."""
+    return load_settings(overrides={"dedup": overrides}).dedup
 
 
 def configs(**overrides) -> tuple[dict, dict]:
@@ -38,6 +38,13 @@ def configs(**overrides) -> tuple[dict, dict]:
         near["rows"] = near.get("num_perm", 128) // near["bands"]
     resolved = load_config(overrides={"dedup": dedup, "near_dup": near})
     return resolved["dedup"], resolved["near_dup"]
+
+
+def sections(**overrides) -> tuple[DedupSettings, NearDupSettings]:
+    """`configs` as the typed sections the dedup logic takes."""
+    dedup, near = configs(**overrides)
+    settings = load_settings(overrides={"dedup": dedup, "near_dup": near})
+    return settings.dedup, settings.near_dup
 
 
 def write_clean_docs(
@@ -68,7 +75,8 @@ def write_clean_docs(
 
 
 def make_sources(
-    root: Path, corpus: dict[str, list[str]], near: dict | None = None, workers: int = 1, files_per_source: int = 1
+    root: Path, corpus: dict[str, list[str]], near: NearDupSettings | dict | None = None, workers: int = 1,
+    files_per_source: int = 1
 ):
     """Write clean files and signature files (`near`: the near_dup section, None: its defaults) for
     {source_id: texts}; return the DedupSource list."""

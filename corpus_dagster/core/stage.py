@@ -77,6 +77,12 @@ class CachedUnit:
         return self.key if self.key is not None else self.stage.key(self.inputs, self.settings)
 
 
+def is_current(folder: Path, key: str) -> bool:
+    """Whether `folder` holds an intact record of `key` (what a stage asks of an upstream it may compute
+    first, e.g. dedup of a source's signatures)."""
+    return records.cached(Path(folder), key) is not None
+
+
 def run_cached_many(
     units: Sequence[CachedUnit],
     compute_all: Callable[[list[tuple[int, str]]], Sequence[Outputs]],

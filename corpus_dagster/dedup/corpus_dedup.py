@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,18 +130,16 @@ def check_inputs(sources: list[DedupSource], near: NearDupSettings, spec: GraphS
 
 
 def run_dedup(
-    sources: list[DedupSource], cfg: DedupSettings | Mapping[str, Any], out_dir: Path, workers: int = 1,
-    near: NearDupSettings | Mapping[str, Any] | None = None,
+    sources: list[DedupSource], cfg: DedupSettings, out_dir: Path, workers: int = 1,
+    near: NearDupSettings | None = None,
 ) -> dict[str, Any]:
     """Decontaminate, exact-dedup and near-dedup all sources; write dropped/clusters/pairs.parquet.
 
-    cfg is the `dedup` section, near the `near_dup` section (typed, or their resolved dicts; None: the
-    defaults). Every output file is written atomically and is byte-identical across runs and `workers`
-    values. Returns the stats a person wants to see (counts, largest clusters, example pairs, per-step
-    seconds and peak RSS).
+    cfg is the `dedup` section, near the `near_dup` section (None: its defaults). Every output file is
+    written atomically and is byte-identical across runs and `workers` values. Returns the stats a person
+    wants to see (counts, largest clusters, example pairs, per-step seconds and peak RSS).
     """
-    cfg = DedupSettings.of(cfg)
-    near = NearDupSettings.of(near if near is not None else {})
+    near = near if near is not None else NearDupSettings()
     spec = graph_spec(near, cfg.jaccard_threshold)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

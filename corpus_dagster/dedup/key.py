@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import glob
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.hashing import sha256_file, sha256_hex
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source, load_ledger
-from corpus_dagster.core.settings import DedupSettings, Settings, as_settings
+from corpus_dagster.core.settings import DedupSettings, Settings
 from corpus_dagster.core.stage import Stage
 from corpus_dagster.dedup.protected import protected_set_specs
 from corpus_dagster.minhash.driver import SIGNATURE_SETTINGS, signature_key
@@ -37,10 +36,8 @@ def protected_hashes(dedup_cfg: DedupSettings) -> list[list[str]]:
     return out
 
 
-def dedup_key(layout: Layout, resolved: Settings | Mapping[str, Any],
-              source_ids: list[str]) -> tuple[str, dict[str, Any]]:
+def dedup_key(layout: Layout, settings: Settings, source_ids: list[str]) -> tuple[str, dict[str, Any]]:
     """(key, inputs) of the global dedup over `source_ids`."""
-    settings = as_settings(resolved)
     inputs = {
         "sources": [
             [sid, clean_record(layout, sid).key, signature_key(layout, sid, settings)[0]] for sid in sorted(source_ids)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import glob
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from corpus_dagster.core.config import fill_defaults, load_schema
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.settings import DedupSettings
 from corpus_dagster.lib.shingle_hashing import shingle_hashes, word_hashes
@@ -28,16 +26,10 @@ from corpus_dagster.lib.text import WordBatch, tokenize_batch
 FORMATS = ("jsonl", "parquet", "text")
 
 
-def protected_set_specs(cfg: DedupSettings | Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The configured protected sets with item defaults filled from the schema (a typed item has them
-    already); names must be unique."""
-    if isinstance(cfg, DedupSettings):
-        specs = [item.to_dict() for item in cfg.protected_sets]
-    else:
-        item_schema = load_schema("corpus-config.schema.json")["properties"]["dedup"]["properties"][
-            "protected_sets"
-        ]["items"]
-        specs = [fill_defaults(dict(item), item_schema) for item in cfg.get("protected_sets", [])]
+def protected_set_specs(cfg: DedupSettings) -> list[dict[str, Any]]:
+    """The configured protected sets, each with its item defaults (the typed items have them); names must
+    be unique."""
+    specs = [item.to_dict() for item in cfg.protected_sets]
     names = [s["name"] for s in specs]
     if len(set(names)) != len(names):
         raise DedupInputError(f"dedup.protected_sets: set names must be unique, got {names}")
@@ -155,9 +147,8 @@ class ProtectedIndex:
             return cls(meta["n"], meta["names"], z["hashes"], z["set_index"], z["word_pos"], batches)
 
 
-def build_protected_index(cfg: DedupSettings | Mapping[str, Any]) -> ProtectedIndex:
-    """Read and index every configured protected set (cfg = the `dedup` section, typed or its resolved dict)."""
-    cfg = DedupSettings.of(cfg)
+def build_protected_index(cfg: DedupSettings) -> ProtectedIndex:
+    """Read and index every configured protected set (cfg = the `dedup` section)."""
     n = cfg.ngram
     specs = protected_set_specs(cfg)
     all_hashes, all_sets, all_pos, batches = [], [], [], []

@@ -1,27 +1,30 @@
-"""The global dedup as units any executor can run on any process or machine that mounts the artifacts root
-(`core.units`): `plan_dedup`, `run_dedup_unit` (LSH bands and verification chunks), `plan_verify` and
-`finish_dedup`. They share the key's work folder `stages/dedup/.work-<key>/` (`core.work.WorkFolder`; its
+"""The global dedup as a unit stage (`core.units.UnitStage`) any executor can spread over processes or
+machines that mount the artifacts root: `DedupStage.plan` (scan, decontaminate, exact dedup, band hashes;
+one LSH unit per band), `run_unit` (LSH bands and verification chunks), `plan_next` (the verification plan)
+and `finish`. They share the key's work folder `stages/dedup/.work-<key>/` (`core.work.WorkFolder`; its
 files are named, written and read in `dedup.work_files`; each unit's done-marker is written last)."""
 
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
-from corpus_dagster.clean.outputs import clean_doc_files, document_keys
+from corpus_dagster.clean.outputs import clean_doc_files, clean_record, document_keys
 from corpus_dagster.core import records
 from corpus_dagster.core.arrays import unique_sorted
 from corpus_dagster.core.atomic import atomic_path
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.memory import peak_rss_mb, reset_peak_rss
 from corpus_dagster.core.progress import Log
-from corpus_dagster.core.settings import Settings, as_settings
+from corpus_dagster.core.records import StageRecord
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.core.stage import Outputs, commit_outputs
-from corpus_dagster.core.units import Plan, done_elsewhere
+from corpus_dagster.core.units import Plan, UnitStage
 from corpus_dagster.core.work import WorkFolder
 from corpus_dagster.dedup.blocks import (
     Block,
@@ -58,6 +61,7 @@ from corpus_dagster.dedup.key import (
     key_sources,
 )
 from corpus_dagster.dedup.near import agreeing_candidates, build_store, store_jaccard
+from corpus_dagster.dedup.result import DedupResult
 from corpus_dagster.dedup.scan import Job
 from corpus_dagster.dedup.work_files import (
     AGREE,
@@ -99,43 +103,86 @@ from corpus_dagster.minhash.driver import run_signatures, signature_file, signat
 
 def work_folder(layout: Layout, key: str) -> WorkFolder:
     """`stages/dedup/.work-<key>/`: what the plan writes for the units and the units write for the finish."""
-    return WorkFolder(layout.stage(DEDUP), key, "dedup", "plan_dedup", "run_dedup_unit", error=DedupWorkError)
+    return WorkFolder(layout.stage(DEDUP), key, "dedup", "dedup_plan (or run_global_dedup)", "the dedup units",
+                      error=DedupWorkError)
 
 
-@records.locked(lambda a: "dedup")
-def plan_dedup(layout: Layout, resolved: Settings | Mapping[str, Any], source_ids: list[str],
-               log: Log | None = None) -> Plan:
-    """Plan the global dedup: its key, and either its cached stats or one LSH unit per band.
+@dataclass(frozen=True)
+class DedupStage(UnitStage[DedupResult]):
+    """The global dedup over `sources` (sorted; the steps after the plan read them from the work folder, so
+    they run on a stage object without them): plan, LSH units (one per band), verification plan,
+    verification units (one per chunk of pairs), finish."""
 
-    On a cache miss, computes missing signatures, scans, decontaminates and exact-dedups every document
-    and writes the band hashes of the survivors to the work folder (`work_folder`), unless a complete plan
-    of the same key is already there (a resumed run keeps it and the unit outputs next to it).
-    """
-    settings = as_settings(resolved)
-    source_ids = sorted(source_ids)
-    key, _ = dedup_key(layout, settings, source_ids)
-    folder = layout.stage(DEDUP)
-    done = records.cached(folder, key)
-    if done is not None:
-        return Plan(key, (), cached={**done.stats, "cached": True, "key": key})
-    records.begin(folder)
-    work = work_folder(layout, key)
-    meta = work.start()
-    if meta is not None and any(b.reused and not (folder / b.name).is_file() for b in _blocks(meta)):
-        work.remove()  # a block this plan reuses was deleted since (another build's record replaced it)
+    sources: tuple[str, ...] = ()
+    name: ClassVar[str] = "dedup"
+    lock: ClassVar[str] = "dedup"
+    phases: ClassVar[tuple[str, ...]] = ("lsh", "verify")
+
+    def folder(self, layout: Layout) -> Path:
+        return layout.stage(DEDUP)
+
+    def key(self, layout: Layout, settings: Settings) -> str:
+        return dedup_key(layout, settings, list(self.sources))[0]
+
+    def doing(self, layout: Layout, settings: Settings) -> str:
+        return f"{sum(clean_record(layout, sid).stats.get('kept', 0) for sid in self.sources):,} documents"
+
+    def plan(self, layout: Layout, settings: Settings, key: str, log: Log | None) -> Plan:
+        """One LSH unit per band. Computes missing signatures, scans, decontaminates and exact-dedups every
+        document and writes the band hashes of the survivors to the work folder (`work_folder`), unless a
+        complete plan of the same key is already there (a resumed run keeps it and the unit outputs next to it).
+        """
+        source_ids = sorted(self.sources)
+        folder = self.folder(layout)
+        records.begin(folder)
+        work = work_folder(layout, key)
         meta = work.start()
-    if meta is None:
-        meta = _prepare(layout, settings, source_ids, work)
-    if log is not None:
-        log(f"dedup: {len(source_ids)} source(s), {meta['docs']:,} documents, "
-            f"{clean_bytes(layout, source_ids) / 1e6:.1f} MB of clean Parquet")
-        reused = sum(1 for b in meta["blocks"] if b[3])
-        log(
-            f"dedup plan: {meta['docs']:,} documents, {meta['participants']:,} in LSH "
-            f"({meta['dirty_participants']:,} in blocks to compute), {meta['bands']} band unit(s); "
-            f"near-duplicate blocks: {reused} of {len(meta['blocks'])} reused"
-        )
-    return Plan(key, tuple(lsh_unit(b) for b in range(meta["bands"])), info={"sources": source_ids})
+        if meta is not None and any(b.reused and not (folder / b.name).is_file() for b in _blocks(meta)):
+            work.remove()  # a block this plan reuses was deleted since (another build's record replaced it)
+            meta = work.start()
+        if meta is None:
+            meta = _prepare(layout, settings, source_ids, work)
+        if log is not None:
+            log(f"dedup: {len(source_ids)} source(s), {meta['docs']:,} documents, "
+                f"{clean_bytes(layout, source_ids) / 1e6:.1f} MB of clean Parquet")
+            reused = sum(1 for b in meta["blocks"] if b[3])
+            log(
+                f"dedup plan: {meta['docs']:,} documents, {meta['participants']:,} in LSH "
+                f"({meta['dirty_participants']:,} in blocks to compute), {meta['bands']} band unit(s); "
+                f"near-duplicate blocks: {reused} of {len(meta['blocks'])} reused"
+            )
+        return Plan(key, tuple(lsh_unit(b) for b in range(meta["bands"])), info={"sources": source_ids})
+
+    def plan_next(self, layout: Layout, settings: Settings, plan: Plan, log: Log | None) -> Plan:
+        """After every LSH unit: merge the bands' pairs into the sorted candidate pairs, build the shingle store
+        of their documents and name one verification unit per `near_dup.verify_chunk_pairs` pairs (none
+        without pairs). A second call reuses the first one's plan."""
+        work = work_folder(layout, plan.key)
+        meta = work.read_plan()
+        verify = work.find_plan(VERIFY)
+        if verify is None:
+            verify = _plan_verify(layout, settings, work, meta)
+        if log is not None:
+            log(f"dedup verify plan: {verify['lsh_pairs']:,} LSH pairs generated, {verify['block_pairs']:,} of them in "
+                f"blocks to compute, {verify['graph_candidates']:,} node pairs, {verify['pairs']:,} with signatures "
+                f"that agree enough to score, {verify['units']} verification unit(s)")
+        return Plan(plan.key, tuple(verify_unit(i) for i in range(verify["units"])))
+
+    def run_unit(self, layout: Layout, settings: Settings, key: str, unit: str) -> None:
+        """`lsh-band-NNN` (one band's candidate pairs) or `verify-NNNNN` (exact Jaccard of one chunk of
+        candidate pairs). Reads the key's work folder and writes only the unit's files, atomically, its
+        done-marker last; a unit already done does nothing."""
+        _run_unit(layout, settings, key, unit)
+
+    def finish(self, layout: Layout, settings: Settings, plan: Plan, log: Log | None) -> DedupResult:
+        """Clusters, the three tables in stages/dedup/<key>/, the stage record; removes the work folder."""
+        return _finish(layout, settings, plan.key, log)
+
+    def reuse(self, layout: Layout, settings: Settings, key: str, record: StageRecord) -> DedupResult:
+        return DedupResult.from_stats(record.stats, key, cached=True)
+
+
+DEDUP_UNITS = DedupStage()  # the stage object of the steps after the plan (and of a plan bound to sources)
 
 
 def _prepare(layout: Layout, settings: Settings, source_ids: list[str], work: WorkFolder) -> dict[str, Any]:
@@ -174,11 +221,7 @@ def _prepare(layout: Layout, settings: Settings, source_ids: list[str], work: Wo
     }, files=PREPARED_FILES)
 
 
-@done_elsewhere(lambda layout: layout.stage(DEDUP))
-def run_dedup_unit(layout: Layout, resolved: Settings | Mapping[str, Any], key: str, unit: str) -> None:
-    """Run one unit of the global dedup: `lsh-band-NNN` (one band's candidate pairs) or `verify-NNNNN` (exact
-    Jaccard of one chunk of candidate pairs). Reads the key's work folder and writes only the unit's files,
-    atomically, its done-marker last; a unit already done does nothing. Takes no lock: outputs are keyed."""
+def _run_unit(layout: Layout, settings: Settings, key: str, unit: str) -> None:
     work = work_folder(layout, key)
     meta = work.read_plan()
     reset_peak_rss()
@@ -194,7 +237,7 @@ def run_dedup_unit(layout: Layout, resolved: Settings | Mapping[str, Any], key: 
             gids = np.load(work.path / BAND_GIDS, mmap_mode="r")
             result = band_pairs(np.array(hashes[band]), np.array(gids), None if dirty.all() else dirty)[0]
     elif unit.startswith(VERIFY_UNIT):  # (2, m): intersections and unions
-        plan = work.read_plan(VERIFY, step="plan_verify")
+        plan = work.read_plan(VERIFY, step="dedup_verify_plan")
         chunk = unit_number(unit, VERIFY_UNIT, plan["units"])
         if work.done(unit) is not None:
             return
@@ -203,7 +246,7 @@ def run_dedup_unit(layout: Layout, resolved: Settings | Mapping[str, Any], key: 
         store = open_store(work)
         output = COUNTS
         result = np.stack(store.counts(pair_nodes[:, 0], pair_nodes[:, 1],
-                                       as_settings(resolved).near_dup.verify_batch_shingles))
+                                       settings.near_dup.verify_batch_shingles))
     else:
         raise DedupWorkError(
             f"unknown dedup unit {unit!r} for {work.path}: expected {LSH_UNIT}NNN or {VERIFY_UNIT}NNNNN"
@@ -211,26 +254,6 @@ def run_dedup_unit(layout: Layout, resolved: Settings | Mapping[str, Any], key: 
     seconds, rss = round(time.monotonic() - start, 3), peak_rss_mb()
     save_array(work.unit_path(unit, output), result)
     work.mark_done(unit, [output], seconds=seconds, peak_rss_mb=rss)
-
-
-def plan_verify(layout: Layout, resolved: Settings | Mapping[str, Any], key: str, log: Log | None = None) -> Plan:
-    """After every LSH unit: merge the bands' pairs into the sorted candidate pairs, build the shingle store
-    of their documents and name one verification unit per `near_dup.verify_chunk_pairs` pairs (none without
-    pairs). A second call reuses the first one's plan."""
-    work = work_folder(layout, key)
-    with records.stage_lock(layout.root, "dedup", resolved, what=f"plan_verify (dedup {key})"):
-        done = records.cached(layout.stage(DEDUP), key)
-        if done is not None:  # another run of this key finished meanwhile (and removed the work folder)
-            return Plan(key, (), cached={**done.stats, "cached": True, "key": key})
-        meta = work.read_plan()
-        plan = work.find_plan(VERIFY)
-        if plan is None:
-            plan = _plan_verify(layout, as_settings(resolved), work, meta)
-    if log is not None:
-        log(f"dedup verify plan: {plan['lsh_pairs']:,} LSH pairs generated, {plan['block_pairs']:,} of them in blocks "
-            f"to compute, {plan['graph_candidates']:,} node pairs, {plan['pairs']:,} with signatures that agree "
-            f"enough to score, {plan['units']} verification unit(s)")
-    return Plan(key, tuple(verify_unit(i) for i in range(plan["units"])))
 
 
 def _plan_verify(layout: Layout, settings: Settings, work: WorkFolder, meta: dict[str, Any]) -> dict[str, Any]:
@@ -306,25 +329,17 @@ def _source_rows(work: WorkFolder, meta: dict[str, Any]) -> SourceRows:
     return SourceRows(np.load(work.path / "gid_of_scan.npy"), np.concatenate([[0], np.cumsum(per_source)]))
 
 
-@records.locked(lambda a: "dedup")
-def finish_dedup(layout: Layout, resolved: Settings | Mapping[str, Any], key: str,
-                 log: Log | None = None) -> dict[str, Any]:
-    """After every unit: clusters, the three tables in stages/dedup/<key>/, the stage record; removes the
-    work folder. Returns what `run_global_dedup` returns (the cached stats when the stage is already done)."""
-    settings = as_settings(resolved)
+def _finish(layout: Layout, settings: Settings, key: str, log: Log | None) -> DedupResult:
     folder = layout.stage(DEDUP)
-    done = records.cached(folder, key)
-    if done is not None:
-        return {**done.stats, "cached": True, "key": key}
     work = work_folder(layout, key)
     meta = work.read_plan()
-    plan = work.read_plan(VERIFY, step="plan_verify")
+    plan = work.read_plan(VERIFY, step="dedup_verify_plan")
     source_ids = meta["sources"]
     now_key, inputs = dedup_key(layout, settings, source_ids)
     if now_key != key:
         raise DedupWorkError(
-            f"{work.path}: the dedup inputs or settings changed since plan_dedup (key {key}, now {now_key}); "
-            "run plan_dedup again"
+            f"{work.path}: the dedup inputs or settings changed since dedup_plan (key {key}, now {now_key}); "
+            "run dedup_plan again"
         )
     cfg = settings.dedup
     chunks = [verify_unit(i) for i in range(plan["units"])]
@@ -352,7 +367,7 @@ def finish_dedup(layout: Layout, resolved: Settings | Mapping[str, Any], key: st
     out_dir = folder / key
     out_dir.mkdir(parents=True, exist_ok=True)
     records.begin(out_dir)
-    stats = finish(prep, graph.pairs, (graph.intersection, graph.union), chain, cfg, out_dir, timer,
+    stats: dict[str, Any] = finish(prep, graph.pairs, (graph.intersection, graph.union), chain, cfg, out_dir, timer,
                    len(graph.candidates))
     reused = sum(b.reused for b in blocks)
     stats.update(
@@ -365,8 +380,9 @@ def finish_dedup(layout: Layout, resolved: Settings | Mapping[str, Any], key: st
     )
     names = [f"{key}/{t}" for t in TABLES]
     block_names = [b.name for b in blocks]
+    stats = jsonable(stats)
     commit_outputs(folder, DEDUP_STAGE, key, inputs, key_settings(settings),
-                   Outputs(names + block_names, files={"tables": names, "blocks": block_names}, stats=jsonable(stats)))
+                   Outputs(names + block_names, files={"tables": names, "blocks": block_names}, stats=stats))
     remove_unnamed_blocks(folder, block_names)
     del prep, store
     work.remove()
@@ -374,6 +390,6 @@ def finish_dedup(layout: Layout, resolved: Settings | Mapping[str, Any], key: st
         log(f"dedup: {stats['docs']:,} documents, {clean_bytes(layout, source_ids) / 1e6:.1f} MB of clean Parquet - "
             f"done: {stats['exact_dropped']:,} exact, {stats['near_dropped']:,} near duplicates and "
             f"{stats['decontaminated']:,} contaminated documents dropped")
-    return {**stats, "cached": False, "key": key}
+    return DedupResult.from_stats(stats, key, cached=False)
 
 

@@ -1,13 +1,14 @@
 """shards + manifest (data.06) and the blocking checks that guard everything downstream of them."""
 
-import time
-
 import dagster as dg
 import polars as pl
 
 from corpus_dagster.core.documents import SHARD_SCHEMA
+from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parquet import head_rows
 from corpus_dagster.core.reconcile import purge_removed_sources, read_ledger_rows
+from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.units import Plan
 from corpus_dagster.defs.charts import charts_markdown, histogram
 from corpus_dagster.defs.common import (
     PREVIEW_ROWS,
@@ -22,14 +23,7 @@ from corpus_dagster.defs.common import (
 )
 from corpus_dagster.defs.explain_link import DEFAULT_LOCATION, explain_link, location_of
 from corpus_dagster.defs.resources import CorpusConfig
-from corpus_dagster.defs.units import (
-    after_groups,
-    group_ops,
-    plan_value,
-    seconds_since_plan,
-    versioned_output,
-    wire_groups,
-)
+from corpus_dagster.defs.units import unit_graph
 from corpus_dagster.publish import driver
 
 DEDUP_COUNTS = ("exact_dropped", "near_dropped", "decontaminated")
@@ -42,7 +36,7 @@ def manifest_dedup(dedup: dict) -> dict:
     return {"dedup": table(["dedup step", "documents dropped"], counts), "dedup_settings": settings or "none"}
 
 
-def publish_metadata(layout, result: driver.PublishResult, own_seconds: float | None = None,
+def publish_metadata(layout: Layout, result: driver.PublishResult, own_seconds: float | None = None,
                      location: str = DEFAULT_LOCATION) -> tuple[dict, dict]:
     """(shards metadata, manifest metadata) for the UI; `own_seconds`: this run's time, shown as `seconds` when
     the build was reused; `location`: the code location whose explain job the `explain` link opens."""
@@ -92,36 +86,25 @@ def purge_after_publish(layout, published: list[str]) -> dict[str, list[str]]:
     return purge_removed_sources(layout, rows.listed, published)
 
 
+def report(context: dg.OpExecutionContext, layout: Layout, settings: Settings, result: driver.PublishResult,
+           plan: Plan, seconds: float) -> tuple[dict, dict]:
+    """The shards' and the manifest's metadata; then the data of sources that left the ledger is deleted."""
+    shards, manifest = publish_metadata(layout, result, seconds, location_of(context))
+    purged = purge_after_publish(layout, result.sources)
+    for sid, folders in purged.items():
+        context.log.info(f"source {sid!r} is neither in the ledger nor published: deleted {len(folders)} folder(s) "
+                         f"of its data ({', '.join(folders)})")
+    manifest["purged_sources"] = ", ".join(purged) or "none"
+    return shards, manifest
+
+
 def shards_asset(fan_out: int = 1) -> dg.AssetsDefinition:
     """Shards and manifest as a graph: plan (row plan, one unit per shard), shard writing spread over
     `fan_out` steps, finish (manifest, atomic replacement of the published folder, record)."""
-
-    @dg.op(name="shards_plan", ins={"scrubbed": dg.In(dg.Nothing), "dedup": dg.In(dg.Nothing)},
-           description="Plan the rows of every shard; one unit per shard.")
-    def plan_op(context: dg.OpExecutionContext, corpus: CorpusConfig) -> dict:
-        started = time.time()
-        with corpus_failure("shards"):
-            settings, layout = corpus.load()
-            return plan_value(driver.plan_publish(layout, settings, log=context.log.info), started)
-
-    write_ops = group_ops("shards", "write", driver.run_publish_unit, fan_out)
-
-    @dg.op(name="shards_finish", ins={"plan": dg.In(dict), **after_groups(fan_out)},
-           out={"shards": dg.Out(dg.Nothing), "manifest": dg.Out(dg.Nothing)},
-           description="Manifest, atomic replacement of the published folder, stage record.")
-    def finish_op(context: dg.OpExecutionContext, corpus: CorpusConfig, plan: dict):
-        with corpus_failure("shards"):
-            settings, layout = corpus.load()
-            result = driver.finish_publish(layout, settings, plan["key"], log=context.log.info)
-            shards, manifest = publish_metadata(layout, result, seconds_since_plan(plan),
-                                                location_of(context))
-            purged = purge_after_publish(layout, result.sources)
-        for sid, folders in purged.items():
-            context.log.info(f"source {sid!r} is neither in the ledger nor published: deleted {len(folders)} folder(s) "
-                             f"of its data ({', '.join(folders)})")
-        manifest["purged_sources"] = ", ".join(purged) or "none"
-        yield versioned_output(shards, result.key, "shards")
-        yield versioned_output(manifest, result.key, "manifest")
+    graph = unit_graph(driver.PUBLISH_UNITS, fan_out, ins=("scrubbed", "dedup"), outs=("shards", "manifest"),
+                       report=report, descriptions={
+                           "plan": "Plan the rows of every shard; one unit per shard.",
+                           "finish": "Manifest, atomic replacement of the published folder, stage record."})
 
     @dg.graph_multi_asset(
         name="shards_and_manifest",
@@ -140,8 +123,7 @@ def shards_asset(fan_out: int = 1) -> dg.AssetsDefinition:
         can_subset=False,
     )
     def shards_and_manifest(scrubbed, dedup):
-        plan = plan_op(scrubbed=scrubbed, dedup=dedup)
-        shards, manifest = finish_op(plan=plan, **wire_groups(write_ops, plan))
+        shards, manifest = graph(scrubbed=scrubbed, dedup=dedup)
         return {"shards": shards, "manifest": manifest}
 
     return shards_and_manifest

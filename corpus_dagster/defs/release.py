@@ -30,10 +30,9 @@ def release(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.Mater
     """Bucket the published documents by token length (segments for long ones, caps per source) with a card."""
     with corpus_failure("release"):
         settings, layout = corpus.load()
-        if not settings.release.enabled:
-            context.log.info("release.enabled is false: nothing built")
-            return dg.MaterializeResult(metadata={"enabled": False})
         stats = driver.run_release_stage(layout, settings, log=context.log.info)
+    if stats.get("enabled") is False:
+        return dg.MaterializeResult(metadata={"enabled": False})
     out = layout.release(driver.release_name(settings))
     buckets = [[k, v] for k, v in sorted(stats.get("docs_per_bucket", {}).items())]
     card = out / "README.md"

@@ -1,4 +1,5 @@
-"""The IO manager of every job: the values passed between steps (small plan dicts) as JSON, checked when loaded.
+"""The IO manager of every job: the values passed between steps (the plans, `core.units.Plan.to_json`) as JSON,
+checked when loaded.
 
 Dagster's default IO manager pickles step outputs under the instance's storage folder, and unpickling runs
 whatever code the bytes name: a value is untrusted input (the artifacts store is shared), so this manager

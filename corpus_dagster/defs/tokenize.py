@@ -1,11 +1,13 @@
 """Dagster layer of the token streams (data.07): the `token_streams` asset and its checks. Logic lives in
 corpus_dagster.tokenize; this file reads the config, calls it and reports."""
 
-import time
 from typing import Any
 
 import dagster as dg
 
+from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.units import Plan
 from corpus_dagster.defs.common import (
     check_result,
     corpus_failure,
@@ -15,14 +17,7 @@ from corpus_dagster.defs.common import (
     when_inputs_change,
 )
 from corpus_dagster.defs.resources import CorpusConfig
-from corpus_dagster.defs.units import (
-    after_groups,
-    group_ops,
-    plan_value,
-    seconds_since_plan,
-    versioned_output,
-    wire_groups,
-)
+from corpus_dagster.defs.units import unit_graph
 from corpus_dagster.tokenize import driver
 from corpus_dagster.tokenize.checks import stream_counts
 
@@ -34,12 +29,13 @@ def _splits_table(manifest: dict[str, Any]) -> dg.MetadataValue:
     ], {"streams": "Megatron .bin/.idx pairs", "bytes": "bytes of the .bin files"})
 
 
-def streams_metadata(context: dg.OpExecutionContext, layout, run: driver.StreamsRun, own_seconds: float = 0.0) -> dict:
+def streams_metadata(context: dg.OpExecutionContext, layout: Layout, run: driver.TokensResult,
+                     own_seconds: float = 0.0) -> dict:
     """What the UI shows of a token-streams run; the splits appear once, as a table. `own_seconds`: this run's
     time, the `seconds` of a run that reused the build."""
-    result, m, cached, key = run
+    result, m, cached = run.build, run.manifest, run.cached
     if result is None:  # unchanged inputs and settings: nothing was rebuilt
-        context.log.info(f"token streams unchanged (key {key}); nothing rebuilt")
+        context.log.info(f"token streams unchanged (key {run.key}); nothing rebuilt")
         return {**table_metadata(m["n_docs"]), "path": dg.MetadataValue.path(str(layout.tokens)), "cached": True,
                 "n_docs": m["n_docs"], "n_tokens": m["n_tokens"], "tokenizer": m["tokenizer"]["name"],
                 **stream_counts(m), "split_counts": _splits_table(m), "seconds": timing(own_seconds)}
@@ -72,27 +68,17 @@ def streams_metadata(context: dg.OpExecutionContext, layout, run: driver.Streams
     }
 
 
+def report(context: dg.OpExecutionContext, layout: Layout, settings: Settings, result: driver.TokensResult,
+           plan: Plan, seconds: float) -> dict:
+    return streams_metadata(context, layout, result, seconds)
+
+
 def token_streams_asset(fan_out: int = 1) -> dg.AssetsDefinition:
-    """Token streams as a graph: plan (one unit per row group of each published shard), tokenizing spread over `fan_out` steps,
-    finish (per-split .bin/.idx files in shard order, counts, _TOKENS.json, record)."""
-
-    @dg.op(name="token_streams_plan", ins={"manifest": dg.In(dg.Nothing)},
-           description="Check the shards' manifest; one unit per row group of each published shard.")
-    def plan_op(context: dg.OpExecutionContext, corpus: CorpusConfig) -> dict:
-        started = time.time()
-        with corpus_failure("token_streams"):  # bad input or an unloadable tokenizer: the message says what to do
-            settings, layout = corpus.load()
-            return plan_value(driver.plan_token_streams(layout, settings, log=context.log.info), started)
-
-    encode_ops = group_ops("token_streams", "encode", driver.run_token_unit, fan_out)
-
-    @dg.op(name="token_streams_finish", ins={"plan": dg.In(dict), **after_groups(fan_out)}, out=dg.Out(dg.Nothing),
-           description="Per-split Megatron files in shard order, token counts, _TOKENS.json, stage record.")
-    def finish_op(context: dg.OpExecutionContext, corpus: CorpusConfig, plan: dict):
-        with corpus_failure("token_streams"):
-            settings, layout = corpus.load()
-            run = driver.finish_token_streams(layout, settings, plan["key"], log=context.log.info)
-        return versioned_output(streams_metadata(context, layout, run, seconds_since_plan(plan)), run.key)
+    """Token streams as a graph: plan (one unit per row group of each published shard), tokenizing spread over
+    `fan_out` steps, finish (per-split .bin/.idx files in shard order, counts, _TOKENS.json, record)."""
+    graph = unit_graph(driver.TOKENS_UNITS, fan_out, ins=("manifest",), report=report, descriptions={
+        "plan": "Check the shards' manifest; one unit per row group of each published shard.",
+        "finish": "Per-split Megatron files in shard order, token counts, _TOKENS.json, stage record."})
 
     @dg.graph_asset(
         name="token_streams",
@@ -104,8 +90,7 @@ def token_streams_asset(fan_out: int = 1) -> dg.AssetsDefinition:
         description="Megatron-LM .bin/.idx token streams per split, with per-document token counts, from the shards.",
     )
     def token_streams(manifest):
-        plan = plan_op(manifest=manifest)
-        return finish_op(plan=plan, **wire_groups(encode_ops, plan))
+        return graph(manifest=manifest)
 
     return token_streams
 

@@ -17,7 +17,7 @@ from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.progress import Log
 from corpus_dagster.core.settings import Settings, as_settings
-from corpus_dagster.core.stage import Outputs, Stage, run_cached
+from corpus_dagster.core.stage import Outputs, Stage, is_current, run_cached
 from corpus_dagster.minhash.signatures import SIGNATURE_SETTINGS, compute_signatures
 from corpus_dagster.minhash.signatures import (
     signature_settings as signature_settings,  # a signature file's reader
@@ -59,7 +59,7 @@ def run_signatures(layout: Layout, resolved: Settings | Mapping[str, Any], sourc
 
 def signatures_current(layout: Layout, source_id: str, resolved: Settings | Mapping[str, Any]) -> bool:
     """Whether the source's signatures are recorded under the key its clean output and settings give now."""
-    return records.cached(layout.stage(SIGNATURES, source_id), signature_key(layout, source_id, resolved)[0]) is not None
+    return is_current(layout.stage(SIGNATURES, source_id), signature_key(layout, source_id, resolved)[0])
 
 
 def signature_file(layout: Layout, source_id: str) -> Path:

@@ -5,12 +5,12 @@ in `stages/publish/` and is keyed by the dedup, scrub and clean keys of every so
 (the manifest's `ledger_ref`) and the output config (the manifest's `config_sha256`): an unchanged rerun
 writes nothing.
 
-Publishing splits into units, one per shard, that any executor can run (`core.units`):
-`plan_publish` sorts every id, decides the shard boundaries and writes each shard's job into a work folder
-`corpus/<dataset>/.<version>.work-<key>/` (`core.work.WorkFolder`) beside the published folder, so
-finishing links the shards in on one file system; `run_publish_unit` writes one shard and its manifest
-entry there; `finish_publish` swaps the shards and the manifest into the published folder and commits the
-record. `run_publish` runs the three in one process. The work folder:
+Publishing is a unit stage (`core.units.UnitStage`, `PublishStage`), one unit per shard, that any executor
+can run: its plan sorts every id, decides the shard boundaries and writes each shard's job into a work
+folder `corpus/<dataset>/.<version>.work-<key>/` (`core.work.WorkFolder`) beside the published folder, so
+finishing links the shards in on one file system; a unit writes one shard and its manifest entry there; the
+finish swaps the shards and the manifest into the published folder and commits the record. `run_publish`
+runs the three in one process. The work folder:
 
     plan.json                the plan, written last (a work folder without it is incomplete and replanned):
                              input files (relative to the artifacts root), sources, units and their shards,
@@ -29,10 +29,10 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from corpus_dagster.clean.driver import clean_record, filter_and_repair_counts
 from corpus_dagster.core import records
@@ -42,11 +42,11 @@ from corpus_dagster.core.config import config_sha256, output_settings
 from corpus_dagster.core.errors import UpstreamMissing
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import ledger_sha256, load_ledger
-from corpus_dagster.core.progress import Log, Progress, heartbeat, interval_of
+from corpus_dagster.core.progress import Log, Progress, interval_of
 from corpus_dagster.core.records import StageRecord
-from corpus_dagster.core.settings import Settings, as_settings
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.core.stage import Outputs, Stage, commit_outputs
-from corpus_dagster.core.units import Plan, done_elsewhere, run_units
+from corpus_dagster.core.units import Plan, UnitStage, run_stage
 from corpus_dagster.core.work import WorkFolder, remove_all_work_folders
 from corpus_dagster.dedup.driver import clusters, dedup_record, dedup_sources, dedup_stats
 from corpus_dagster.ingest.driver import selection_counts
@@ -73,9 +73,10 @@ PUBLISH = Stage(STAGE, CODE_VERSION)
 MANIFEST = "_MANIFEST.json"
 
 
-@dataclass
+@dataclass(frozen=True)
 class PublishResult:
-    """Manifest dict and shard stats of one publish; `cached` when nothing had to be written."""
+    """Manifest dict and shard stats of one publish; `cached` when nothing had to be written,
+    `shards_rewritten` false when only the manifest was."""
 
     manifest: dict[str, Any]
     shards: ShardsResult
@@ -92,7 +93,7 @@ def shard_settings(settings: Settings) -> dict[str, Any]:
             "publish": output_settings(resolved, "publish")}
 
 
-def publish_key(layout: Layout, resolved: Settings | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def publish_key(layout: Layout, settings: Settings) -> tuple[str, dict[str, Any]]:
     """(key, inputs) of the published folder."""
     sids = dedup_sources(layout)
     inputs = {
@@ -101,7 +102,7 @@ def publish_key(layout: Layout, resolved: Settings | Mapping[str, Any]) -> tuple
         "ledger_ref": ledger_ref_of(layout.ledger, layout.root),  # the manifest names it
         "ledger_sha256": ledger_sha256(layout.ledger),
     }
-    return PUBLISH.key(inputs, {"config_sha256": config_sha256(as_settings(resolved).resolved)}), inputs
+    return PUBLISH.key(inputs, {"config_sha256": config_sha256(settings.resolved)}), inputs
 
 
 def manifest_for(layout: Layout, settings: Settings, shards: list[dict[str, Any]], source_ids: list[str]) -> dict[str, Any]:
@@ -121,7 +122,7 @@ def manifest_for(layout: Layout, settings: Settings, shards: list[dict[str, Any]
 def work_folder(layout: Layout, key: str) -> WorkFolder:
     """`corpus/<dataset>/.<version>.work-<key>/`: the plan and unit outputs of one publish key, beside the
     published folder."""
-    return WorkFolder(layout.shards.parent, key, "shards", "plan_publish", "run_publish_unit",
+    return WorkFolder(layout.shards.parent, key, "shards", "shards_plan (or run_publish)", "shards_write",
                       prefix=_work_prefix(layout), error=PublishUnitError)
 
 
@@ -171,67 +172,68 @@ def manifest_only(layout: Layout, settings: Settings, inputs: dict[str, Any]) ->
     return shards_key, None
 
 
-@records.locked(lambda a: "publish")
-def plan_publish(layout: Layout, resolved: Settings | Mapping[str, Any], log: Log | None = None) -> Plan:
-    """Decide the publish key; when something must be written, plan the shards into the key's work folder.
+class PublishStage(UnitStage[PublishResult]):
+    """The published folder as a unit stage: plan (every shard's rows), one unit per shard, finish."""
 
-    Cached, or only the manifest to rewrite: no units. Otherwise one unit per shard; a complete plan of this
-    key already on disk is kept with its finished units (resume), work folders of other keys are removed.
-    """
-    settings = as_settings(resolved)
-    key, inputs = publish_key(layout, settings)
-    folder = layout.stage(STAGE)
-    done = records.cached(folder, key)
-    if done is not None:
-        remove_all_work_folders(layout.shards.parent, _work_prefix(layout))
-        return Plan(key, (), cached={"sources": done.stats["sources"], "n_docs": done.stats["n_docs"]})
-    records.begin(folder)
-    records.begin(layout.shards.parent)  # temps of a killed plan or finish; never a work folder's content
-    shards_key, previous = manifest_only(layout, settings, inputs)
-    if previous is not None:
-        remove_all_work_folders(layout.shards.parent, _work_prefix(layout))
-        return Plan(key, (), info={"manifest_only": True})
-    work = work_folder(layout, key)
-    plan = work.start()  # a complete plan of this key is kept with its finished units; else planned afresh
-    if plan is None:
-        plan = write_plan(layout, settings, work, shards_key, heal=True)
-    units = tuple(u["unit"] for u in plan["units"])
-    if log is not None:
-        finished = len(units) - len(work.pending(units))
-        log(f"shards: {plan['n_docs']:,} documents planned into {len(plan['units'])} shards"
-            + (f", {finished} already written" if finished else ""))
-    return Plan(key, units, info={"work": str(work.path), "n_docs": plan["n_docs"]})
+    name: ClassVar[str] = "shards"
+    lock: ClassVar[str] = "publish"
+    phases: ClassVar[tuple[str, ...]] = ("write",)
 
+    def folder(self, layout: Layout) -> Path:
+        return layout.stage(STAGE)
 
-@done_elsewhere(lambda layout: layout.stage(STAGE))
-def run_publish_unit(layout: Layout, resolved: Settings | Mapping[str, Any], key: str, unit: str) -> None:
-    """Write one shard of the plan of `key` (and its manifest entry) into the work folder; idempotent.
+    def key(self, layout: Layout, settings: Settings) -> str:
+        return publish_key(layout, settings)[0]
 
-    Takes no lock: units of one plan write different files, each atomically, and finish_publish checks them.
-    """
-    write_planned_unit(layout.root, work_folder(layout, key), unit)
+    def plan(self, layout: Layout, settings: Settings, key: str, log: Log | None) -> Plan:
+        """Only the manifest to rewrite: no units. Otherwise one unit per shard; a complete plan of this key
+        already on disk is kept with its finished units (resume), work folders of other keys are removed."""
+        _key, inputs = publish_key(layout, settings)
+        records.begin(self.folder(layout))
+        records.begin(layout.shards.parent)  # temps of a killed plan or finish; never a work folder's content
+        shards_key, previous = manifest_only(layout, settings, inputs)
+        if previous is not None:
+            remove_all_work_folders(layout.shards.parent, _work_prefix(layout))
+            return Plan(key, (), info={"manifest_only": True})
+        work = work_folder(layout, key)
+        plan = work.start()  # a complete plan of this key is kept with its finished units; else planned afresh
+        if plan is None:
+            plan = write_plan(layout, settings, work, shards_key, heal=True)
+        units = tuple(u["unit"] for u in plan["units"])
+        if log is not None:
+            finished = len(units) - len(work.pending(units))
+            log(f"shards: {plan['n_docs']:,} documents planned into {len(plan['units'])} shards"
+                + (f", {finished} already written" if finished else ""))
+        return Plan(key, units, info={"work": str(work.path), "n_docs": plan["n_docs"]})
 
+    def run_unit(self, layout: Layout, settings: Settings, key: str, unit: str) -> None:
+        """Write one shard of the plan of `key` (and its manifest entry) into the work folder; idempotent.
+        Units of one plan write different files, each atomically, and the finish checks them."""
+        write_planned_unit(layout.root, work_folder(layout, key), unit)
 
-@records.locked(lambda a: "publish")
-def finish_publish(layout: Layout, resolved: Settings | Mapping[str, Any], key: str,
-                   log: Log | None = None) -> PublishResult:
-    """Publish what the plan of `key` decided: the cached result, a rewritten manifest, or the units' shards
-    swapped into the published folder whole; commit the record and remove the work folder."""
-    settings = as_settings(resolved)
-    current, inputs = publish_key(layout, settings)
-    if current != key:
-        raise PublishUnitError(
-            f"the publish inputs or settings changed since plan_publish planned key {key} (now {current}); "
-            f"run plan_publish again, then its units and finish_publish"
-        )
-    folder = layout.stage(STAGE)
-    done = records.cached(folder, key)
-    if done is not None:
+    def finish(self, layout: Layout, settings: Settings, plan: Plan, log: Log | None) -> PublishResult:
+        """Publish what the plan decided: a rewritten manifest, or the units' shards swapped into the
+        published folder whole; commit the record and remove the work folder."""
+        return _finish(layout, settings, plan.key, log)
+
+    def reuse(self, layout: Layout, settings: Settings, key: str, record: StageRecord) -> PublishResult:
         remove_all_work_folders(layout.shards.parent, _work_prefix(layout))
         manifest = read_manifest(layout)
         return PublishResult(manifest, ShardsResult(shards=manifest["shards"], n_docs=manifest["n_docs"],
-                                                    seconds=float(done.stats.get("seconds", 0.0))),
-                             done.stats["sources"], cached=True, key=key)
+                                                    seconds=float(record.stats.get("seconds", 0.0))),
+                             record.stats["sources"], cached=True, key=key)
+
+
+PUBLISH_UNITS = PublishStage()
+
+
+def _finish(layout: Layout, settings: Settings, key: str, log: Log | None) -> PublishResult:
+    current, inputs = publish_key(layout, settings)
+    if current != key:
+        raise PublishUnitError(
+            f"the publish inputs or settings changed since the shards plan planned key {key} (now {current}); "
+            f"run shards_plan again (or run_publish), then its units and shards_finish"
+        )
     shards_key, previous = manifest_only(layout, settings, inputs)
     if previous is not None:
         # Only settings outside the shards changed (the manifest's config_sha256): rewrite the manifest alone.
@@ -261,7 +263,7 @@ def finish_publish(layout: Layout, resolved: Settings | Mapping[str, Any], key: 
             raise PublishUnitError(
                 f"{len(damaged)} shard(s) in {work.units_dir} changed since their unit wrote them "
                 f"({', '.join(damaged[:5])}: sha256 differs from the unit's done-marker); run those units again "
-                f"(run_publish_unit or run_publish), then finish_publish"
+                f"(shards_write, or run_publish), then shards_finish"
             )
     # rounded as the record keeps it, so this build and a later reuse of it report the same figure
     seconds = round(plan["seconds"] + sum(e.get("seconds", 0.0) for e in entries), 3)
@@ -287,18 +289,13 @@ def commit_publish(layout: Layout, settings: Settings, result: PublishResult, in
                    output_dir=os.path.relpath(layout.shards, folder), described=outputs)
 
 
-@records.locked(lambda a: "publish")
-def run_publish(layout: Layout, resolved: Settings | Mapping[str, Any], log: Log | None = None) -> PublishResult:
+def run_publish(layout: Layout, settings: Settings, log: Log | None = None) -> PublishResult:
     """Publish into corpus/<dataset>/<version>/ (replaced whole and atomically) unless the key is unchanged:
     plan, every unit through a pool of `workers` processes, finish.
 
     `log` (a callable taking a line) hears a heartbeat every `progress.interval_s` seconds and a closing line.
     """
-    settings = as_settings(resolved)
-    with heartbeat(log, "shards", interval_of(settings.resolved)):
-        plan = plan_publish(layout, settings, log)
-        run_units(run_publish_unit, (layout, settings, plan.key), plan.units, settings.workers)
-    return finish_publish(layout, settings, plan.key, log)
+    return run_stage(PUBLISH_UNITS, layout, settings, log)
 
 
 def read_manifest(layout: Layout) -> dict[str, Any]:
@@ -322,14 +319,13 @@ def verified_shards(layout: Layout) -> list[Path]:
 
 # --- Checks (each returns a CheckReport; the Dagster layer only translates it) ------------------------------
 
-def check_no_pii(layout: Layout, resolved: Settings | Mapping[str, Any]) -> CheckReport:
+def check_no_pii(layout: Layout, settings: Settings) -> CheckReport:
     """Every published text is the scrub's output byte for byte (all documents, by sha256), and no PII
     detector fires on a seeded sample of `publish.pii_check_docs` documents within `publish.pii_check_chars`
     characters (seeded by the publish key, so each new build scans others; 0 scans every document, what a
     scheduled full check runs)."""
     paths = published_shards(layout)
     scrubbed = [p for sid in dedup_sources(layout) for p in scrubbed_files(layout, sid)]
-    settings = as_settings(resolved)
     sample, budget = int(settings.publish.pii_check_docs), int(settings.publish.pii_check_chars)
     seed = records.require_record(layout.stage(STAGE), "shards").key
     text = checks.check_published_text_scrubbed(paths, scrubbed)
@@ -337,7 +333,7 @@ def check_no_pii(layout: Layout, resolved: Settings | Mapping[str, Any]) -> Chec
     return CheckReport(metadata=pii.metadata).extend(text.problems + pii.problems)
 
 
-def check_rebuild(layout: Layout, resolved: Settings | Mapping[str, Any]) -> CheckReport:
+def check_rebuild(layout: Layout, settings: Settings) -> CheckReport:
     """Rebuild with another worker count into a temporary folder and compare bytes.
 
     The whole plan (every id sorted across sources, clusters, shard boundaries) is recomputed into a temporary
@@ -347,7 +343,6 @@ def check_rebuild(layout: Layout, resolved: Settings | Mapping[str, Any]) -> Che
     new build draws anew) is rewritten and compared; 0 rebuilds every shard and the manifest (what a
     scheduled full check runs).
     """
-    settings = as_settings(resolved)
     other_workers = 2 if settings.workers == 1 else 1
     sample = int(settings.publish.rebuild_check_shards)
     seed = records.require_record(layout.stage(STAGE), "shards").key
@@ -379,9 +374,9 @@ CHECKS: dict[str, Callable[[Layout, Settings], CheckReport]] = {
 }
 
 
-def publish_check(layout: Layout, resolved: Settings | Mapping[str, Any], name: str) -> CheckReport:
+def publish_check(layout: Layout, settings: Settings, name: str) -> CheckReport:
     """One blocking check of the published folder (a name of CHECKS, the asset check's name), computed alone."""
-    return CHECKS[name](layout, as_settings(resolved))
+    return CHECKS[name](layout, settings)
 
 
 def check_scope(layout: Layout) -> dict[str, Any]:

@@ -83,7 +83,7 @@ def write_planned_unit(root: Path, work: WorkFolder, unit: str) -> None:
     try:
         job = np.load(job_path)
     except (OSError, ValueError) as exc:
-        raise PublishUnitError(f"cannot read the job of unit {unit!r} at {job_path} ({exc}); run plan_publish again") from exc
+        raise PublishUnitError(f"cannot read the job of unit {unit!r} at {job_path} ({exc}); run shards_plan again") from exc
     files = [Path(root) / f for f in plan["files"]]
     result = write_shard(files, job[0].astype(np.int32), job[1], job[2], work.unit_path(unit, SHARD),
                          plan["val_permille"], plan["row_group_max_bytes"], plan["zstd_level"])

@@ -175,11 +175,16 @@ def units_path(layout: Layout, key: str) -> Path:
 @records.locked(lambda a: "release")
 def run_release_stage(layout: Layout, resolved: Settings | Mapping[str, Any],
                       log: Log | None = None) -> dict[str, Any]:
-    """Build the release folder unless its key is unchanged; returns build_release's stats plus cached and key.
+    """Build the release folder unless its key is unchanged; returns build_release's stats plus cached and key,
+    or `{"enabled": False}` when `release.enabled` is false (nothing is built or read).
 
     The record lives in the stage folder, the release folder it describes is published beside the corpus
     (output_dir points there); a cached run also needs the build's units, which the rebuild check reads."""
     settings = as_settings(resolved)
+    if not settings.release.enabled:
+        if log:
+            log("release.enabled is false: nothing built")
+        return {"enabled": False}
     key, inputs = release_key(layout, settings)
     folder = layout.stage(STAGE)
     out = layout.release(release_name(settings))

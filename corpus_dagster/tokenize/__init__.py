@@ -3,12 +3,7 @@
 from corpus_dagster.core.errors import TokenizerLoadError, TokenStreamError
 from corpus_dagster.lib.tokenizers import LoadedTokenizer, load_tokenizer
 from corpus_dagster.tokenize.checks import CheckReport, check_counts, check_decode_sample, check_rebuild
-from corpus_dagster.tokenize.driver import (
-    finish_token_streams,
-    plan_token_streams,
-    run_token_streams,
-    run_token_unit,
-)
+from corpus_dagster.tokenize.driver import TOKENS_UNITS, TokensResult, run_token_streams
 from corpus_dagster.tokenize.indexed import SplitWriter, encode_index, read_index, token_dtype
 from corpus_dagster.tokenize.manifest import COUNTS_NAME, MANIFEST_NAME, read_manifest
 from corpus_dagster.tokenize.streams import BuildResult, build_token_streams
@@ -20,19 +15,18 @@ __all__ = [
     "CheckReport",
     "LoadedTokenizer",
     "SplitWriter",
+    "TOKENS_UNITS",
     "TokenStreamError",
     "TokenizerLoadError",
+    "TokensResult",
     "build_token_streams",
     "check_counts",
     "check_decode_sample",
     "check_rebuild",
     "encode_index",
-    "finish_token_streams",
     "load_tokenizer",
-    "plan_token_streams",
     "read_index",
     "read_manifest",
     "run_token_streams",
-    "run_token_unit",
     "token_dtype",
 ]

@@ -1,7 +1,7 @@
 """The tokenize stage's driver: published shards -> per-split Megatron datasets, token counts, _TOKENS.json.
 
-A row group of a shard is the unit of work. The stage runs as plan / units / finish (`core.units`) in one
-work folder per key (`core.work.WorkFolder`): the plan writes the shard list (names, sha256, rows, rows per
+A row group of a shard is the unit of work. The stage is a unit stage (`core.units.UnitStage`,
+`TokensStage`): plan / units / finish in one work folder per key (`core.work.WorkFolder`): the plan writes the shard list (names, sha256, rows, rows per
 row group) and the tokenizer's identity; each unit reads one shard (checking its sha256), encodes one of
 its row groups and writes its token arrays per split, in any process on any machine that mounts the
 artifacts root; the finish step streams the units' arrays strictly in shard, row-group order through the
@@ -22,9 +22,9 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -36,9 +36,10 @@ from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.hashing import sha256_hex
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.progress import Log, Progress, heartbeat
-from corpus_dagster.core.settings import Settings, TokenizeSettings, as_settings
+from corpus_dagster.core.records import StageRecord
+from corpus_dagster.core.settings import Settings, TokenizeSettings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
-from corpus_dagster.core.units import Plan, done_elsewhere, run_units
+from corpus_dagster.core.units import Plan, UnitStage, run_stage
 from corpus_dagster.core.work import WorkFolder, remove_all_work_folders
 from corpus_dagster.lib.tokenizers import LoadedTokenizer, TokenizerInfo, load_tokenizer
 from corpus_dagster.tokenize import checks
@@ -61,25 +62,36 @@ TOKENS = Stage(STAGE, CODE_VERSION)
 # tokenize keys that never change an output byte live in config.EXECUTION_KEYS; the rest decide the files.
 
 
-def tokens_key(layout: Layout, resolved: Settings | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def tokens_key(layout: Layout, settings: Settings) -> tuple[str, dict[str, Any]]:
     """(key, inputs) of the token streams: the shards manifest's content hash and the tokenize settings."""
     _manifest, raw = read_shards_manifest(layout.shards)
     inputs = {"shards_manifest_sha256": sha256_hex(raw)}
-    return TOKENS.key(inputs, output_settings(as_settings(resolved).resolved, "tokenize")), inputs
+    return TOKENS.key(inputs, output_settings(settings.resolved, "tokenize")), inputs
 
 
-class StreamsRun(NamedTuple):
-    """One materialization of the stage: the build (None when the key was unchanged), the manifest, the key."""
+@dataclass(frozen=True)
+class TokensResult:
+    """One materialization of the stage: the build (None when the key was unchanged, `cached`), the
+    streams' manifest (_TOKENS.json), the key."""
 
-    result: BuildResult | None
+    build: BuildResult | None
     manifest: dict[str, Any]
     cached: bool
     key: str
 
+    @property
+    def n_docs(self) -> int:
+        return int(self.manifest["n_docs"])
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.manifest["n_tokens"])
+
 
 def work_folder(layout: Layout, key: str) -> WorkFolder:
     """The work folder of one tokens key: the plan and every unit's token arrays."""
-    return WorkFolder(layout.stage(STAGE), key, "token_streams", "plan_token_streams", "run_token_unit",
+    return WorkFolder(layout.stage(STAGE), key, "token_streams", "token_streams_plan (or run_token_streams)",
+                      "token_streams_encode",
                       error=TokenStreamError)
 
 
@@ -104,20 +116,56 @@ def _cached_manifest(layout: Layout) -> dict[str, Any]:
     return json.loads((layout.tokens / MANIFEST_NAME).read_text(encoding="utf-8"))
 
 
-@records.locked(lambda a: "tokens")
-def plan_token_streams(layout: Layout, resolved: Settings | Mapping[str, Any], log: Log | None = None) -> Plan:
-    """Decide the tokens key; cached: the manifest and no units. Else write the plan (the shard list with
-    sha256 and rows, the tokenizer's identity and dtype) into the key's work folder and name the units still
-    to run, one per row group of each shard (`shard-00000-rg0000`, ...). A complete plan of the same key is
-    reused with every unit output already written (resume); work folders of other keys are removed."""
-    settings = as_settings(resolved)
-    key, _inputs = tokens_key(layout, settings)
+class TokensStage(UnitStage[TokensResult]):
+    """The token streams as a unit stage: plan (the shard list), one unit per row group, finish (the split
+    files in shard, row-group order)."""
+
+    name: ClassVar[str] = "token_streams"
+    lock: ClassVar[str] = "tokens"
+    phases: ClassVar[tuple[str, ...]] = ("encode",)
+
+    def folder(self, layout: Layout) -> Path:
+        return layout.stage(STAGE)
+
+    def key(self, layout: Layout, settings: Settings) -> str:
+        return tokens_key(layout, settings)[0]
+
+    def plan(self, layout: Layout, settings: Settings, key: str, log: Log | None) -> Plan:
+        """Write the plan (the shard list with sha256 and rows, the tokenizer's identity and dtype) into the
+        key's work folder and name the units still to run, one per row group of each shard
+        (`shard-00000-rg0000`, ...). A complete plan of the same key is reused with every unit output already
+        written (resume); work folders of other keys are removed."""
+        return _plan(layout, settings, key, log)
+
+    def run_unit(self, layout: Layout, settings: Settings, key: str, unit: str) -> None:
+        """Tokenize one row group of a shard into its unit files (atomically; nothing to do when already
+        complete). It writes only its own files in the key's work folder, so any process on any machine that
+        mounts the artifacts root can run it, and two runs of one unit write the same bytes."""
+        _run_unit(layout, settings, key, unit)
+
+    def finish(self, layout: Layout, settings: Settings, plan: Plan, log: Log | None) -> TokensResult:
+        """Assemble the units' arrays in shard order into tokens/<dataset>/<version>/ (replaced whole,
+        atomically), commit the stage record and remove the work folder."""
+        return _finish(layout, settings, plan.key, log)
+
+    def reuse(self, layout: Layout, settings: Settings, key: str, record: StageRecord) -> TokensResult:
+        remove_all_work_folders(self.folder(layout))
+        return TokensResult(None, _cached_manifest(layout), True, key)
+
+    def local_workers(self, settings: Settings, plan: Plan) -> tuple[int, Settings]:
+        """`workers` processes of `threads` encode threads each (`resolve_parallelism`): the units of an
+        in-process run get this run's thread budget."""
+        workers, threads = resolve_parallelism(settings.tokenize, settings.workers,
+                                               int(plan.info.get("n_units", len(plan.units))))
+        return workers, dataclasses.replace(
+            settings, tokenize=dataclasses.replace(settings.tokenize, threads_per_worker=threads))
+
+
+TOKENS_UNITS = TokensStage()
+
+
+def _plan(layout: Layout, settings: Settings, key: str, log: Log | None) -> Plan:
     folder = layout.stage(STAGE)
-    if records.cached(folder, key) is not None:
-        remove_all_work_folders(folder)
-        manifest = _cached_manifest(layout)
-        return Plan(key, (), cached={"manifest": manifest, "n_docs": manifest["n_docs"],
-                                     "n_tokens": manifest["n_tokens"]})
     records.begin(folder)
     work = work_folder(layout, key)
     plan = work.start()
@@ -184,14 +232,7 @@ def _save_docs(path: Path, res: ShardTokens) -> None:
             os.fsync(fh.fileno())
 
 
-@done_elsewhere(lambda layout: layout.stage(STAGE))
-def run_token_unit(layout: Layout, resolved: Settings | Mapping[str, Any], key: str, unit: str) -> None:
-    """Tokenize one row group of a shard of a plan into its unit files (atomically; nothing to do when already
-    complete).
-
-    Takes no lock: it writes only its own files in the key's work folder, so any process on any machine
-    that mounts the artifacts root can run it, and two runs of one unit write the same bytes.
-    """
+def _run_unit(layout: Layout, settings: Settings, key: str, unit: str) -> None:
     work = work_folder(layout, key)
     plan = work.read_plan()
     entry = next((u for u in plan_units(plan) if u["unit"] == unit), None)
@@ -199,12 +240,11 @@ def run_token_unit(layout: Layout, resolved: Settings | Mapping[str, Any], key: 
         raise TokenStreamError(f"{work.path}: unit {unit!r} is not in {work.plan_path().name}")
     if work.done(unit) is not None:
         return
-    settings = as_settings(resolved)
     current, _inputs = tokens_key(layout, settings)
     if current != key:
         raise TokenStreamError(
             f"{work.path}: planned for key {key}, but the shards and tokenize settings here give "
-            f"{current}; run plan_token_streams again with this config"
+            f"{current}; run token_streams_plan again with this config"
         )
     tok_cfg = settings.tokenize
     threads = unit_threads(tok_cfg)
@@ -243,13 +283,8 @@ def _load_unit(work: WorkFolder, unit: str, marker: dict[str, Any], rows: int) -
     )
 
 
-@records.locked(lambda a: "tokens")
-def finish_token_streams(layout: Layout, resolved: Settings | Mapping[str, Any], key: str,
-                         log: Log | None = None) -> StreamsRun:
-    """Assemble the units' arrays in shard order into tokens/<dataset>/<version>/ (replaced whole,
-    atomically), commit the stage record and remove the work folder. Cached: the published result."""
+def _finish(layout: Layout, settings: Settings, key: str, log: Log | None) -> TokensResult:
     start = time.perf_counter()
-    settings = as_settings(resolved)
     folder = layout.stage(STAGE)
     work = work_folder(layout, key)
     current, inputs = tokens_key(layout, settings)
@@ -261,7 +296,7 @@ def finish_token_streams(layout: Layout, resolved: Settings | Mapping[str, Any],
         if current != key or hashlib.sha256(shards_raw).hexdigest() != plan["shards_manifest_sha256"]:
             raise TokenStreamError(
                 f"{work.path}: planned for key {key}, but the shards and tokenize settings now give {current}; "
-                f"run plan_token_streams again"
+                f"run token_streams_plan again"
             )
         all_units = plan_units(plan)
         markers = work.require_done([u["unit"] for u in all_units])
@@ -284,8 +319,7 @@ def finish_token_streams(layout: Layout, resolved: Settings | Mapping[str, Any],
     run = run_cached(folder, TOKENS, inputs, output_settings(settings.resolved, "tokenize"), assemble, key=key,
                      clear=[layout.tokens.parent], output_dir=os.path.relpath(layout.tokens, folder))
     if run.cached:
-        remove_all_work_folders(folder)
-        return StreamsRun(None, _cached_manifest(layout), True, key)
+        return TOKENS_UNITS.reuse(layout, settings, key, run.record)
     work.remove()
     workers, threads = resolve_parallelism(settings.tokenize, settings.workers, built["n_units"])
     # standalone (units run elsewhere): the time since the first unit started, on the units' clocks
@@ -293,31 +327,17 @@ def finish_token_streams(layout: Layout, resolved: Settings | Mapping[str, Any],
     elapsed = max(time.time() - first, 0.0) if first is not None else time.perf_counter() - start
     result = BuildResult(layout.tokens, built["manifest"], built["plan"]["engine"], workers, threads, elapsed,
                          built["text_bytes"])
-    return StreamsRun(result, built["manifest"], False, key)
+    return TokensResult(result, built["manifest"], False, key)
 
 
-@records.locked(lambda a: "tokens")
-def run_token_streams(layout: Layout, resolved: Settings | Mapping[str, Any], log: Log | None = None) -> StreamsRun:
+def run_token_streams(layout: Layout, settings: Settings, log: Log | None = None) -> TokensResult:
     """Build tokens/<dataset>/<version>/ unless its key is unchanged: plan, every unit through a pool of
-    `workers` processes, finish. The lock is held throughout, so a concurrent run waits and finds it cached.
+    `workers` processes (`TokensStage.local_workers`), finish. The lock is held throughout, so a concurrent
+    run waits and finds it cached.
 
     `log` (a callable taking a line) hears a heartbeat every `progress.interval_s` seconds and a closing line.
     """
-    start = time.perf_counter()
-    settings = as_settings(resolved)
-    plan = plan_token_streams(layout, settings, log)
-    if plan.cached is not None:
-        return StreamsRun(None, plan.cached["manifest"], True, plan.key)
-    workers, threads = resolve_parallelism(settings.tokenize, settings.workers, plan.info["n_units"])
-    # the units get this run's thread budget: `threads` encode threads in each of `workers` processes
-    budget = dataclasses.replace(settings, tokenize=dataclasses.replace(settings.tokenize, threads_per_worker=threads))
-    with heartbeat(log, "token_streams", float(settings.progress.interval_s), f"{len(plan.units)} shard(s) to tokenize"):
-        run_units(run_token_unit, (layout, budget, plan.key), plan.units, workers)
-    run = finish_token_streams(layout, settings, plan.key, log)
-    assert run.result is not None  # the lock is held: nobody committed the key in between
-    result = dataclasses.replace(run.result, workers=workers, threads=threads,
-                                 elapsed_s=time.perf_counter() - start)
-    return run._replace(result=result)
+    return run_stage(TOKENS_UNITS, layout, settings, log)
 
 
 def token_counts_file(layout: Layout) -> Path:
@@ -334,15 +354,14 @@ def check_streams_counts(layout: Layout) -> CheckReport:
     return checks.check_counts(layout.tokens)
 
 
-def check_streams_decode(layout: Layout, resolved: Settings | Mapping[str, Any]) -> CheckReport:
+def check_streams_decode(layout: Layout, settings: Settings) -> CheckReport:
     """A sample of documents decodes back to exactly their shard text."""
-    return checks.check_decode_sample(layout.shards, layout.tokens, as_settings(resolved).tokenize)
+    return checks.check_decode_sample(layout.shards, layout.tokens, settings.tokenize)
 
 
-def check_streams_rebuild(layout: Layout, resolved: Settings | Mapping[str, Any]) -> CheckReport:
+def check_streams_rebuild(layout: Layout, settings: Settings) -> CheckReport:
     """A rebuild with another worker count gives the same streams: a seeded sample of document batches
     (`tokenize.rebuild_check_batches`, seeded by the stage key) or, with 0, every file byte for byte."""
-    settings = as_settings(resolved)
     sample = int(settings.tokenize.rebuild_check_batches)
     if not sample:
         return checks.check_rebuild(layout.shards, layout.tokens, settings.tokenize, settings.workers)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dedup_factory import configs, make_sources, mutate, random_doc
+from dedup_factory import make_sources, mutate, random_doc, sections
 
 from corpus_dagster.analysis import AnalysisError, corpus_from_sources, run_analysis
 from corpus_dagster.core.config import load_config
@@ -35,7 +35,7 @@ def _texts(seed: int) -> list[str]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[Path, list, dict]:
     root = tmp_path_factory.mktemp("graph")
-    cfg, near = configs()
+    cfg, near = sections()
     sources = make_sources(root, {"a": _texts(1), "b": _texts(2)}, near)
     stats = run_dedup(sources, cfg, root / "dedup", near=near)
     return root, sources, stats
@@ -123,7 +123,7 @@ def test_the_graph_holds_pairs_of_decontaminated_documents_that_dedup_never_merg
     protected = " ".join(base.split(" ")[50:70])
     eval_file = tmp_path / "eval.jsonl"
     eval_file.write_text(json.dumps({"text": protected}) + "\n")
-    cfg, near = configs(protected_sets=[{"name": "ev", "path": str(eval_file)}])
+    cfg, near = sections(protected_sets=[{"name": "ev", "path": str(eval_file)}])
     sources = make_sources(tmp_path, {"s": [base, twin, random_doc(rng, 100)]}, near)
     stats = run_dedup(sources, cfg, tmp_path / "out", near=near)
     pairs = pq.read_table(tmp_path / "out" / "pairs.parquet").to_pylist()
@@ -135,7 +135,7 @@ def test_the_graph_holds_pairs_of_decontaminated_documents_that_dedup_never_merg
 def test_the_agreement_filter_sets_aside_only_pairs_below_the_threshold(tmp_path: Path, monkeypatch) -> None:
     import corpus_dagster.lib.near_graph as near_graph
 
-    cfg, near = configs()
+    cfg, near = sections()
     sources = make_sources(tmp_path, {"a": _texts(3), "b": _texts(4)}, near)
     filtered = run_dedup(sources, cfg, tmp_path / "filtered", near=near)
     monkeypatch.setattr(near_graph, "AGREEMENT_MISS", 0.0)  # floor 0: every candidate scored

@@ -13,7 +13,7 @@ import pytest
 from corpus_dagster.core.step_values import StepValueError, StepValues, decode, runs_to_remove
 
 PLAN = {"key": "0123456789abcdef", "units": ["lsh-band-000", "verify-00001", "shard-00000-rg0000"],
-        "cached": None, "info": {"sources": ["alpha", "beta.v2"], "waiting": []}, "started": 1767225600.5}
+        "cached": False, "info": {"sources": ["alpha", "beta.v2"], "waiting": []}, "started": 1767225600.5}
 RUN = "4a09e5ba-b935-495f-8e01-fbfd78bee250"
 IDENT = [RUN, "dedup.dedup_plan", "result"]
 
@@ -56,6 +56,7 @@ def test_a_planted_pickle_runs_nothing_and_fails_with_one_line(values, tmp_path)
     ({"info": {"sources": ["/abs"]}}, "$.info.sources[0]", "pattern"),
     ({"info": {"command": "rm -rf /"}}, "$.info", "additionalProperties"),
     ({"started": "soon"}, "$.started", "type"),
+    ({"cached": {"docs": 3}}, "$.cached", "type"),  # whether the stage is built, never its stats
 ])
 def test_a_value_that_breaks_the_schema_is_refused_naming_the_rule_not_the_content(values, change, path, rule):
     data = json.dumps({**PLAN, **change}).encode()

@@ -14,9 +14,10 @@ import pytest
 from dedup_factory import mutate, plant_clean, random_doc
 
 from corpus_dagster.core import records
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.dedup.blocks import (
     BLOCKS,
     Block,
@@ -27,7 +28,7 @@ from corpus_dagster.dedup.blocks import (
     reused_parts,
     write_blocks,
 )
-from corpus_dagster.dedup.driver import run_global_dedup
+from corpus_dagster.dedup.driver import DedupResult, run_global_dedup
 from corpus_dagster.dedup.exact import exact_duplicates
 from corpus_dagster.dedup.key import DEDUP, TABLES
 from corpus_dagster.dedup.near import store_jaccard
@@ -59,9 +60,9 @@ def block_corpus(seed: int = 11) -> dict[str, list[str]]:
     return corpus
 
 
-def root_with(path: Path, corpus: dict[str, list[str]]) -> tuple[Layout, dict]:
-    resolved = load_config(overrides={"paths": {"artifacts": str(path / "artifacts")}, "workers": 1})
-    layout = Layout.from_config(resolved)
+def root_with(path: Path, corpus: dict[str, list[str]]) -> tuple[Layout, Settings]:
+    resolved = load_settings(overrides={"paths": {"artifacts": str(path / "artifacts")}, "workers": 1})
+    layout = Layout.from_config(resolved.resolved)
     for sid, texts in corpus.items():
         plant_clean(layout, sid, texts)
     return layout, resolved
@@ -77,7 +78,7 @@ def block_files(layout: Layout) -> list[Path]:
     return sorted((layout.stage(DEDUP) / BLOCKS).glob("*.parquet"))
 
 
-def scratch(tmp_path: Path, corpus: dict[str, list[str]]) -> tuple[Layout, dict]:
+def scratch(tmp_path: Path, corpus: dict[str, list[str]]) -> tuple[Layout, DedupResult]:
     layout, resolved = root_with(tmp_path / "scratch", corpus)
     stats = run_global_dedup(layout, resolved, sorted(corpus))
     return layout, stats
@@ -96,23 +97,23 @@ def pairs_involving(layout: Layout, source_id: str) -> int:
 def test_adding_a_source_reuses_every_block_between_the_others(tmp_path: Path) -> None:
     corpus = block_corpus()
     ref, ref_stats = scratch(tmp_path, corpus)
-    assert ref_stats["blocks"] == {"computed": 10, "reused": 0}
-    assert ref_stats["near_dropped"] > 0 and ref_stats["exact_dropped"] > 0
+    assert ref_stats.blocks == {"computed": 10, "reused": 0}
+    assert ref_stats.near_dropped > 0 and ref_stats.exact_dropped > 0
 
     layout, resolved = root_with(tmp_path / "inc", {k: v for k, v in corpus.items() if k != "aardvark"})
     first = run_global_dedup(layout, resolved, ["alpha", "beta", "gamma"])
-    assert first["blocks"] == {"computed": 6, "reused": 0}
+    assert first.blocks == {"computed": 6, "reused": 0}
     plant_clean(layout, "aardvark", corpus["aardvark"])
     stats = run_global_dedup(layout, resolved, sorted(corpus))
 
     assert table_hashes(layout) == table_hashes(ref)
-    assert stats["blocks"] == {"computed": 4, "reused": 6}
+    assert stats.blocks == {"computed": 4, "reused": 6}
     involving = pairs_involving(ref, "aardvark")
-    assert involving > 0 and stats["block_pairs"] == involving
-    assert stats["generated_pairs"] < ref_stats["generated_pairs"]
-    assert stats["scored_this_build"] <= involving < ref_stats["scored_pairs"]
+    assert involving > 0 and stats.stats["block_pairs"] == involving
+    assert stats.stats["generated_pairs"] < ref_stats.stats["generated_pairs"]
+    assert stats.stats["scored_this_build"] <= involving < ref_stats.stats["scored_pairs"]
     for key in ("candidate_pairs", "scored_pairs", "near_dropped", "exact_dropped", "pairs_rows"):
-        assert stats[key] == ref_stats[key], key
+        assert stats.stats[key] == ref_stats.stats[key], key
     assert sorted(p.name for p in block_files(layout)) == sorted(p.name for p in block_files(ref))
 
 
@@ -127,7 +128,7 @@ def test_a_changed_source_recomputes_only_its_blocks_and_old_blocks_are_removed(
 
     ref, _ = scratch(tmp_path, changed)
     assert table_hashes(layout) == table_hashes(ref)
-    assert stats["blocks"] == {"computed": 4, "reused": 6}
+    assert stats.blocks == {"computed": 4, "reused": 6}
     after = {p.name for p in block_files(layout)}
     assert len(after) == 10 and len(before & after) == 6  # beta's four old blocks are gone
 
@@ -139,8 +140,8 @@ def test_removing_a_source_generates_no_pair(tmp_path: Path) -> None:
     stats = run_global_dedup(layout, resolved, ["alpha", "beta", "gamma"])
     ref, _ = scratch(tmp_path, {k: v for k, v in corpus.items() if k != "aardvark"})
     assert table_hashes(layout) == table_hashes(ref)
-    assert stats["blocks"] == {"computed": 0, "reused": 6}
-    assert stats["generated_pairs"] == stats["scored_this_build"] == stats["shingled_docs"] == 0
+    assert stats.blocks == {"computed": 0, "reused": 6}
+    assert stats.stats["generated_pairs"] == stats.stats["scored_this_build"] == stats.stats["shingled_docs"] == 0
 
 
 def test_sources_without_documents_last_in_order_have_blocks_too(tmp_path: Path) -> None:
@@ -148,11 +149,11 @@ def test_sources_without_documents_last_in_order_have_blocks_too(tmp_path: Path)
     corpus = dict(block_corpus(), yak=[], zebu=[])
     layout, resolved = root_with(tmp_path / "inc", corpus)
     stats = run_global_dedup(layout, resolved, sorted(corpus))
-    assert stats["blocks"] == {"computed": 21, "reused": 0}
+    assert stats.blocks == {"computed": 21, "reused": 0}
     ref, _ = scratch(tmp_path, {k: v for k, v in corpus.items() if v})
     assert table_hashes(layout) == table_hashes(ref)
     plant_clean(layout, "zebu", corpus["alpha"][:3])  # the empty source gets documents: its blocks only
-    assert run_global_dedup(layout, resolved, sorted(corpus))["blocks"] == {"computed": 6, "reused": 15}
+    assert run_global_dedup(layout, resolved, sorted(corpus)).blocks == {"computed": 6, "reused": 15}
 
 
 def test_a_damaged_block_is_computed_again(tmp_path: Path) -> None:
@@ -165,7 +166,7 @@ def test_a_damaged_block_is_computed_again(tmp_path: Path) -> None:
     stats = run_global_dedup(layout, resolved, sorted(corpus))
     ref, _ = scratch(tmp_path, corpus)
     assert table_hashes(layout) == table_hashes(ref)
-    assert stats["blocks"] == {"computed": 5, "reused": 5}
+    assert stats.blocks == {"computed": 5, "reused": 5}
 
 
 def test_band_pairs_of_dirty_documents_are_the_pairs_that_involve_one() -> None:

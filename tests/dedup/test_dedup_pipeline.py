@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from dedup_factory import configs, make_sources, mutate, random_doc, true_jaccard, write_clean_docs
+from dedup_factory import make_sources, mutate, random_doc, sections, true_jaccard, write_clean_docs
 
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.dedup import (
@@ -59,7 +60,7 @@ def read(out: Path, name: str) -> list[dict]:
 def planted_run(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("planted")
     corpus, planted = planted_corpus()
-    cfg, near = configs()
+    cfg, near = sections()
     stats = run_dedup(make_sources(root, corpus, near, files_per_source=3), cfg, root / "out", near=near)
     return root, corpus, planted, stats
 
@@ -126,7 +127,7 @@ def test_order_of_operations_and_byte_order_keeper(tmp_path: Path) -> None:
     texts[3] = mutate(rng, a, 1) + " " + "protected words " * 7  # near duplicate, but contaminated
     eval_file = tmp_path / "eval.txt"
     eval_file.write_text("protected words " * 7 + "\n", encoding="utf-8")
-    cfg, near = configs(protected_sets=[{"name": "ev", "path": str(eval_file)}])
+    cfg, near = sections(protected_sets=[{"name": "ev", "path": str(eval_file)}])
     stats = run_dedup(make_sources(tmp_path, {"s": texts}, near), cfg, tmp_path / "out", near=near)
     rows = {r["id"]: r for r in read(tmp_path / "out", "dropped")}
     assert set(rows) == {"s:3", "s:9", "s:11"}
@@ -148,7 +149,7 @@ def test_order_of_operations_and_byte_order_keeper(tmp_path: Path) -> None:
 
 def test_keep_mode_annotates_without_dropping(tmp_path: Path) -> None:
     corpus, _ = planted_corpus(seed=1, families=40)
-    (drop_cfg, near), (keep_cfg, _) = configs(), configs(action="keep")
+    (drop_cfg, near), (keep_cfg, _) = sections(), sections(action="keep")
     sources = make_sources(tmp_path, corpus, near)
     kept = run_dedup(sources, keep_cfg, tmp_path / "keep")
     dropped = run_dedup(sources, drop_cfg, tmp_path / "drop")
@@ -166,7 +167,7 @@ def test_short_documents_are_counted_and_only_exact_deduped(tmp_path: Path) -> N
         "five words are now here",
     ]
     texts += ["five words are now here", "five words are now there"]
-    cfg, near = configs()
+    cfg, near = sections()
     stats = run_dedup(make_sources(tmp_path, {"s": texts}, near), cfg, tmp_path / "out", near=near)
     assert stats["no_signature"] == 3  # the 4-word documents have no 5-word shingle
     rows = {r["id"]: (r["reason"], r["matched_id"]) for r in read(tmp_path / "out", "dropped")}
@@ -180,7 +181,7 @@ def test_verification_blocks_lsh_false_merges(tmp_path: Path) -> None:
     texts = [base, mutate(rng, base, 14)]  # true Jaccard about 0.5
     assert true_jaccard(*texts) < 0.7
     loose = dict(num_perm=64, bands=64)  # one row per band: almost any overlap is a candidate
-    (on, near), (off, _) = configs(**loose), configs(**loose, verify=False)
+    (on, near), (off, _) = sections(**loose), sections(**loose, verify=False)
     sources = make_sources(tmp_path, {"s": texts}, near)
     with_verify = run_dedup(sources, on, tmp_path / "on", near=near)
     without = run_dedup(sources, off, tmp_path / "off", near=near)
@@ -203,7 +204,7 @@ def test_chained_cluster_reports_exact_jaccard_to_the_kept_document(tmp_path: Pa
     assert true_jaccard(left, middle) >= 0.8 and true_jaccard(middle, right) >= 0.8 > true_jaccard(
         left, right
     )
-    cfg, near = configs(bands=32)
+    cfg, near = sections(bands=32)
     stats = run_dedup(make_sources(tmp_path, {"s": texts}, near), cfg, tmp_path / "out", near=near)
     rows = {r["id"]: r for r in read(tmp_path / "out", "dropped")}
     assert set(rows) == {"s:1", "s:2"} and {r["matched_id"] for r in rows.values()} == {"s:0"}
@@ -213,7 +214,7 @@ def test_chained_cluster_reports_exact_jaccard_to_the_kept_document(tmp_path: Pa
 
 def test_byte_identical_across_workers_and_source_order(tmp_path: Path) -> None:
     corpus, _ = planted_corpus(seed=2, families=60)
-    cfg, near = configs(verify_batch_shingles=2048, batch_bytes=65536)
+    cfg, near = sections(verify_batch_shingles=2048, batch_bytes=65536)
     sources = make_sources(tmp_path, corpus, near, files_per_source=2)
     run_dedup(sources, cfg, tmp_path / "w1", workers=1, near=near)
     run_dedup(list(reversed(sources)), cfg, tmp_path / "w2", workers=2, near=near)
@@ -226,14 +227,14 @@ def test_byte_identical_across_workers_and_source_order(tmp_path: Path) -> None:
 def test_stale_or_mismatched_signature_files_are_refused(tmp_path: Path) -> None:
     rng = random.Random(1)
     texts = [random_doc(rng, 20) for _ in range(5)]
-    cfg, near = configs()
+    cfg, near = sections()
     (src,) = make_sources(tmp_path, {"s": texts}, near)
     write_clean_docs(src.doc_files[0], "s", texts + [random_doc(rng, 20)])  # a document was added since
     with pytest.raises(DedupInputError, match="does not match its clean documents|has 5 rows"):
         run_dedup([src], cfg, tmp_path / "out", near=near)
     write_clean_docs(src.doc_files[0], "s", texts)
     with pytest.raises(DedupInputError, match="was computed with .*recompute it"):
-        run_dedup([src], cfg, tmp_path / "out", near=configs(seed=2)[1])
+        run_dedup([src], cfg, tmp_path / "out", near=sections(seed=2)[1])
     with pytest.raises(DedupInputError, match="signature file .* does not exist"):
         run_dedup([DedupSource("s", src.doc_files, tmp_path / "none.parquet")], cfg, tmp_path / "out", near=near)
     with pytest.raises(DedupInputError, match="listed twice"):
@@ -242,7 +243,7 @@ def test_stale_or_mismatched_signature_files_are_refused(tmp_path: Path) -> None
 
 
 def test_duplicate_document_ids_are_refused(tmp_path: Path) -> None:
-    cfg, near = configs()
+    cfg, near = sections()
     one = write_clean_docs(tmp_path / "a.parquet", "s", ["x y z w v u"])
     two = write_clean_docs(tmp_path / "b.parquet", "s", ["a b c d e f"])
     compute_signatures([one, two], tmp_path / "sig.parquet", near)
@@ -251,7 +252,7 @@ def test_duplicate_document_ids_are_refused(tmp_path: Path) -> None:
 
 
 def test_empty_corpus_writes_empty_tables(tmp_path: Path) -> None:
-    cfg, near = configs()
+    cfg, near = sections()
     stats = run_dedup(make_sources(tmp_path, {"s": []}, near), cfg, tmp_path / "out", near=near)
     assert (
         stats["docs"] == 0
@@ -262,8 +263,8 @@ def test_empty_corpus_writes_empty_tables(tmp_path: Path) -> None:
 
 def test_batch_sizes_change_no_output_byte_and_report_examples_limits_the_report(tmp_path: Path) -> None:
     corpus, _ = planted_corpus(seed=3, families=50)
-    big, near = configs()
-    small, small_near = configs(batch_bytes=65536, verify_batch_shingles=1024, report_examples=1)
+    big, near = sections()
+    small, small_near = sections(batch_bytes=65536, verify_batch_shingles=1024, report_examples=1)
     sources = make_sources(tmp_path, corpus, near)
     run_dedup(sources, big, tmp_path / "big", near=near)
     stats = run_dedup(sources, small, tmp_path / "small", near=small_near)
@@ -277,7 +278,7 @@ def test_batch_sizes_change_no_output_byte_and_report_examples_limits_the_report
 def test_bad_clean_inputs_are_refused_with_the_file_named(tmp_path: Path) -> None:
     import pyarrow as pa
 
-    cfg, near = configs()
+    cfg, near = sections()
     (src,) = make_sources(tmp_path, {"s": ["one two three four five six"]}, near)
     gone = DedupSource("s", [tmp_path / "gone.parquet"], src.signature_file)
     with pytest.raises(
@@ -295,7 +296,7 @@ def test_bad_clean_inputs_are_refused_with_the_file_named(tmp_path: Path) -> Non
     with pytest.raises(DedupInputError, match="nullsha.parquet: row group 0 has null sha256"):
         run_dedup([DedupSource("s", [null_sha], src.signature_file)], cfg, tmp_path / "out", near=near)
     with pytest.raises(DedupInputError, match=r"bands x rows \(7 x 20\) exceeds near_dup.num_perm \(128\)"):
-        run_dedup([src], cfg, tmp_path / "out", near={**near, "bands": 7, "rows": 20})
+        run_dedup([src], cfg, tmp_path / "out", near=dataclasses.replace(near, bands=7, rows=20))
 
 
 
@@ -313,7 +314,7 @@ def test_the_graph_names_each_texts_first_document_and_the_kept_copy_follows_the
     table = pq.read_table(path)
     urls = pa.array([f"https://example.org/alpha/{99 - k}" for k in range(len(texts))], pa.string())
     pq.write_table(table.set_column(table.schema.get_field_index("url"), "url", urls), path)
-    cfg, near = configs()
+    cfg, near = sections()
     sig = tmp_path / "sig" / "alpha.parquet"
     compute_signatures([path], sig, near)
     run_dedup([DedupSource("alpha", [path], sig, keys=urls.to_pylist())], cfg, tmp_path / "out", near=near)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
@@ -11,16 +12,35 @@ import pytest
 from dedup_factory import NEAR_KEYS, mutate, plant_clean, random_doc
 
 from corpus_dagster.core import records
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.units import Plan, finish_stage, plan_next_stage, plan_stage, run_stage_unit
 from corpus_dagster.core.work import WorkFolder
 from corpus_dagster.dedup import units
-from corpus_dagster.dedup.driver import run_global_dedup
+from corpus_dagster.dedup.driver import DedupResult, run_global_dedup
 from corpus_dagster.dedup.key import DEDUP, TABLES
-from corpus_dagster.dedup.units import finish_dedup, plan_dedup, plan_verify, run_dedup_unit
+from corpus_dagster.dedup.units import DEDUP_UNITS, DedupStage
 
 SOURCES = ("alpha", "beta")
+
+
+# The stage's steps one by one, as the Dagster graph runs them (core.units with the dedup's stage object).
+def plan_dedup(layout: Layout, settings: Settings, sources: list[str]) -> Plan:
+    return plan_stage(DedupStage(tuple(sorted(sources))), layout, settings)
+
+
+def run_dedup_unit(layout: Layout, settings: Settings, key: str, unit: str) -> None:
+    run_stage_unit(DEDUP_UNITS, layout, settings, key, unit)
+
+
+def plan_verify(layout: Layout, settings: Settings, key: str) -> Plan:
+    return plan_next_stage(DEDUP_UNITS, layout, settings, Plan(key))
+
+
+def finish_dedup(layout: Layout, settings: Settings, key: str) -> DedupResult:
+    return finish_stage(DEDUP_UNITS, layout, settings, Plan(key))
 
 
 def units_corpus(seed: int = 5) -> tuple[dict[str, list[str]], list[str]]:
@@ -44,23 +64,23 @@ def units_corpus(seed: int = 5) -> tuple[dict[str, list[str]], list[str]]:
     return corpus, protected
 
 
-def build_root(root: Path, workers: int = 1, **dedup) -> tuple[Layout, dict]:
-    """An artifacts root holding the clean stage of the units corpus; (layout, resolved config)."""
+def build_root(root: Path, workers: int = 1, **dedup) -> tuple[Layout, Settings]:
+    """An artifacts root holding the clean stage of the units corpus; (layout, settings)."""
     corpus, protected = units_corpus()
     eval_file = root / "eval.jsonl"
     root.mkdir(parents=True, exist_ok=True)
     eval_file.write_text("".join(json.dumps({"text": t}) + "\n" for t in protected), encoding="utf-8")
-    resolved = load_config(overrides={
+    settings = load_settings(overrides={
         "paths": {"artifacts": str(root / "artifacts")},
         "workers": workers,
         "dedup": {"protected_sets": [{"name": "evalset", "path": str(eval_file)}],
                   **{k: v for k, v in dedup.items() if k not in NEAR_KEYS}},
         "near_dup": {k: v for k, v in dedup.items() if k in NEAR_KEYS},
     })
-    layout = Layout.from_config(resolved)
+    layout = Layout.from_config(settings.resolved)
     for sid, texts in corpus.items():
         plant_clean(layout, sid, texts)
-    return layout, resolved
+    return layout, settings
 
 
 def table_hashes(layout: Layout) -> dict[str, str]:
@@ -75,22 +95,22 @@ def table_hashes(layout: Layout) -> dict[str, str]:
     return out
 
 
-def stable_stats(stats: dict) -> dict:
-    """Stats without the per-process timings."""
-    return {k: v for k, v in stats.items() if k not in ("seconds", "peak_rss_mb", "key")}
+def stable_stats(result: DedupResult) -> dict:
+    """The record's stats without the per-process timings."""
+    return {k: v for k, v in result.stats.items() if k not in ("seconds", "peak_rss_mb")}
 
 
-def reference(root: Path, workers: int, **dedup) -> tuple[dict[str, str], dict]:
+def reference(root: Path, workers: int, **dedup) -> tuple[dict[str, str], DedupResult]:
     """Table hashes and stats of `run_global_dedup` on a fresh root."""
     layout, resolved = build_root(root, workers, **dedup)
     stats = run_global_dedup(layout, resolved, list(SOURCES))
     return table_hashes(layout), stats
 
 
-def run_by_hand(layout: Layout, resolved: dict, units_order=reversed) -> dict:
+def run_by_hand(layout: Layout, resolved: Settings, units_order=reversed) -> DedupResult:
     """plan, every LSH unit in its own call, verification plan, every verification unit, finish."""
     plan = plan_dedup(layout, resolved, list(SOURCES))
-    assert plan.cached is None and plan.units == tuple(f"lsh-band-{b:03d}" for b in range(32))  # banded for 0.7
+    assert plan.cached is False and plan.units == tuple(f"lsh-band-{b:03d}" for b in range(32))  # banded for 0.7
     for unit in units_order(plan.units):
         run_dedup_unit(layout, resolved, plan.key, unit)
     verify = plan_verify(layout, resolved, plan.key)
@@ -108,11 +128,11 @@ def test_units_in_reversed_order_write_the_bytes_of_run_global_dedup(tmp_path: P
     layout, resolved = build_root(tmp_path / "units", workers, **CHUNK)
     stats = run_by_hand(layout, resolved)
     assert table_hashes(layout) == want
-    assert stable_stats(stats) == stable_stats(want_stats) and stats["cached"] is False
-    assert want_stats["decontaminated"] == 2 and want_stats["exact_dropped"] > 0 and want_stats["near_dropped"] > 0
-    assert sorted(stats["seconds"]) == ["blocks", "components", "decontaminate", "exact", "lsh", "verify", "write"]
+    assert stable_stats(stats) == stable_stats(want_stats) and stats.cached is False
+    assert want_stats.decontaminated == 2 and want_stats.exact_dropped > 0 and want_stats.near_dropped > 0
+    assert sorted(stats.seconds) == ["blocks", "components", "decontaminate", "exact", "lsh", "verify", "write"]
     assert not list(layout.stage(DEDUP).glob(".work-*"))  # the finish removed its work folder
-    assert run_global_dedup(layout, resolved, list(SOURCES))["cached"] is True
+    assert run_global_dedup(layout, resolved, list(SOURCES)).cached is True
 
 
 def _lsh_outputs(work: WorkFolder) -> list[Path]:
@@ -172,9 +192,9 @@ def test_a_unit_or_step_without_its_plan_names_the_work_folder(tmp_path: Path) -
         with pytest.raises(CorpusError, match=str(work)):
             call()
     plan = plan_dedup(layout, resolved, list(SOURCES))
-    with pytest.raises(units.DedupWorkError, match=r"verify\.json.*plan_verify"):
+    with pytest.raises(units.DedupWorkError, match=r"verify\.json.*dedup_verify_plan"):
         run_dedup_unit(layout, resolved, plan.key, "verify-00000")
-    with pytest.raises(units.DedupWorkError, match="lsh-band-000.*run_dedup_unit"):
+    with pytest.raises(units.DedupWorkError, match="lsh-band-000.*run the dedup units"):
         plan_verify(layout, resolved, plan.key)
     with pytest.raises(units.DedupWorkError, match="lsh-band-999"):
         run_dedup_unit(layout, resolved, plan.key, "lsh-band-999")
@@ -192,8 +212,8 @@ def test_a_cached_dedup_plans_no_units(tmp_path: Path) -> None:
         run_dedup_unit(layout, resolved, plan.key, unit)
     stats = finish_dedup(layout, resolved, plan.key)
     cached = plan_dedup(layout, resolved, list(SOURCES))
-    assert cached.units == () and cached.key == plan.key
-    assert cached.cached == {**stats, "cached": True, "key": plan.key}
+    assert cached.units == () and cached.key == plan.key and cached.cached is True
+    assert finish_dedup(layout, resolved, plan.key) == dataclasses.replace(stats, cached=True)
     assert not list(layout.stage(DEDUP).glob(".work-*"))
 
 

@@ -15,7 +15,7 @@ from corpus_dagster.core.step_values import StepValues
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.store_io import step_value_io_manager
 
-PLAN = {"key": "0123456789abcdef", "units": ["shard-00000"], "cached": None, "info": {"n_docs": 3}, "started": 1.0}
+PLAN = {"key": "0123456789abcdef", "units": ["shard-00000"], "cached": False, "info": {"n_docs": 3}, "started": 1.0}
 
 
 @dg.op

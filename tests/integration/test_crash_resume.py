@@ -76,10 +76,10 @@ for sid in ids:
     run_clean_source(layout, resolved, sid)
 for sid in ids:
     run_signatures(layout, resolved, sid)
-run_global_dedup(layout, resolved, ids)
+run_global_dedup(layout, Settings.from_resolved(resolved), ids)
 run_scrub(layout, resolved)
-run_publish(layout, resolved)
-run_token_streams(layout, resolved)
+run_publish(layout, Settings.from_resolved(resolved))
+run_token_streams(layout, Settings.from_resolved(resolved))
 print("complete")
 '''
 

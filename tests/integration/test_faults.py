@@ -50,10 +50,10 @@ def pipeline(config: Path) -> dict[str, bool]:
     done = {f"fetch.{s.source_id}": not fetch_source(s, layout, Settings.from_resolved(resolved).ingest, now=NOW).unchanged for s in sources}
     done |= {f"clean.{sid}": not run_clean_source(layout, resolved, sid)["cached"] for sid in ids}
     done |= {f"signatures.{sid}": not run_signatures(layout, resolved, sid)["cached"] for sid in ids}
-    done["dedup"] = not run_global_dedup(layout, resolved, ids)["cached"]
+    done["dedup"] = not run_global_dedup(layout, Settings.from_resolved(resolved), ids).cached
     done |= {f"scrub.{sid}": not r["cached"] for sid, r in run_scrub(layout, resolved).items()}
-    done["publish"] = not run_publish(layout, resolved).cached
-    done["tokens"] = not run_token_streams(layout, resolved)[2]
+    done["publish"] = not run_publish(layout, Settings.from_resolved(resolved)).cached
+    done["tokens"] = not run_token_streams(layout, Settings.from_resolved(resolved)).cached
     return done
 
 

@@ -12,6 +12,7 @@ from corpus_dagster.clean import driver as clean_driver
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.records import RECORD
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.dedup import driver as dedup_driver
 
 
@@ -61,8 +62,8 @@ def test_changing_the_signature_scheme_recomputes_signatures_and_dedup_succeeds(
     resolved = load_config(built)
     layout = Layout.from_config(resolved)
     assert run_all(built)["minhash"]
-    stats = dedup_driver.run_global_dedup(layout, resolved, ["alpha", "beta", "gamma"])
-    assert stats["cached"] is True  # run_all already ran it with the new signatures
+    stats = dedup_driver.run_global_dedup(layout, Settings.from_resolved(resolved), ["alpha", "beta", "gamma"])
+    assert stats.cached is True  # run_all already ran it with the new signatures
 
 
 def test_touching_every_raw_file_or_refetching_unchanged_bytes_recomputes_nothing(built: Path) -> None:

@@ -8,6 +8,8 @@ import pytest
 from corpus_factory import write_setup
 
 from corpus_dagster.core.errors import CorpusError
+from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.units import finish_stage, plan_next_stage, plan_stage, run_stage, run_stage_unit
 from corpus_dagster.dedup import units as dedup
 from corpus_dagster.dedup.driver import run_global_dedup
 from corpus_dagster.defs.resources import CorpusConfig
@@ -22,39 +24,37 @@ def sources(tmp_path_factory):
     corpus = CorpusConfig(config_path=str(write_setup(tmp_path_factory.mktemp("units"))))
     materialize_sources(corpus, dg.DagsterInstance.ephemeral())
     layout = corpus.layout()
-    resolved = corpus.resolved()
-    return resolved, layout, [s for s in ("alpha", "beta", "gamma")]
+    return Settings.from_resolved(corpus.resolved()), layout, [s for s in ("alpha", "beta", "gamma")]
 
 
 def test_units_of_a_plan_whose_key_another_run_finished_do_nothing(sources):
     resolved, layout, ids = sources
     # Run B plans dedup, then run A (the whole stage) finishes the same key and removes the work folder.
-    plan_b = dedup.plan_dedup(layout, resolved, ids)
+    stage = dedup.DedupStage(tuple(ids))
+    plan_b = plan_stage(stage, layout, resolved)
     assert plan_b.units and dedup.work_folder(layout, plan_b.key).path.exists()
     run_global_dedup(layout, resolved, ids)
     assert not dedup.work_folder(layout, plan_b.key).path.exists()
     for unit in plan_b.units:  # B's units: nothing to do, no error
-        dedup.run_dedup_unit(layout, resolved, plan_b.key, unit)
-    assert dedup.plan_verify(layout, resolved, plan_b.key).cached is not None
-    assert dedup.finish_dedup(layout, resolved, plan_b.key)["cached"]
+        run_stage_unit(stage, layout, resolved, plan_b.key, unit)
+    assert plan_next_stage(stage, layout, resolved, plan_b).cached is True
+    assert finish_stage(stage, layout, resolved, plan_b).cached
 
     run_scrub(layout, resolved)
-    # the same race for the stages whose plan, whole run, unit and finish take (layout, resolved)
-    for plan, whole, run_unit, finish in (
-        (publish.plan_publish, publish.run_publish, publish.run_publish_unit, publish.finish_publish),
-        (tokens.plan_token_streams, tokens.run_token_streams, tokens.run_token_unit, tokens.finish_token_streams),
-    ):
-        plan_b = plan(layout, resolved)
+    # the same race for the other unit stages
+    for stage in (publish.PUBLISH_UNITS, tokens.TOKENS_UNITS):
+        plan_b = plan_stage(stage, layout, resolved)
         assert plan_b.units
-        whole(layout, resolved)
+        run_stage(stage, layout, resolved)
         for unit in plan_b.units:
-            run_unit(layout, resolved, plan_b.key, unit)
-        assert finish(layout, resolved, plan_b.key).cached
+            run_stage_unit(stage, layout, resolved, plan_b.key, unit)
+        assert finish_stage(stage, layout, resolved, plan_b).cached
 
 
 def test_a_unit_without_a_plan_still_fails_when_the_stage_is_not_committed(sources):
     resolved, layout, ids = sources
-    plan = dedup.plan_dedup(layout, {**resolved, "dedup": {**resolved["dedup"], "jaccard_threshold": 0.55}}, ids)
+    other = Settings.from_resolved({**resolved.resolved, "dedup": {**resolved.resolved["dedup"], "jaccard_threshold": 0.55}})
+    plan = plan_stage(dedup.DedupStage(tuple(ids)), layout, other)
     shutil.rmtree(dedup.work_folder(layout, plan.key).path)
-    with pytest.raises(CorpusError, match="plan_dedup"):
-        dedup.run_dedup_unit(layout, resolved, plan.key, plan.units[0])
+    with pytest.raises(CorpusError, match="dedup_plan"):
+        run_stage_unit(dedup.DEDUP_UNITS, layout, resolved, plan.key, plan.units[0])

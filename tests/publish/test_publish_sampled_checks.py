@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.publish import driver as publish_driver
 from corpus_dagster.tokenize import driver as tokens_driver
 
@@ -20,12 +21,12 @@ def built(setup_dir: Path) -> Path:
     return setup_dir
 
 
-def _resolved(config: Path, **publish) -> tuple[dict, Layout]:
+def _resolved(config: Path, **publish) -> tuple[Settings, Layout]:
     cfg = yaml.safe_load(config.read_text())
     cfg.setdefault("publish", {}).update(publish)
     config.write_text(yaml.safe_dump(cfg))
-    resolved = load_config(config)
-    return resolved, Layout.from_config(resolved)
+    settings = load_settings(config)
+    return settings, Layout.from_config(settings.resolved)
 
 
 def test_sampled_shard_rebuild_passes_on_good_shards_and_catches_a_changed_byte(built: Path) -> None:
@@ -48,8 +49,8 @@ def test_sampled_token_rebuild_catches_a_changed_token(built: Path) -> None:
     cfg = yaml.safe_load(built.read_text())
     cfg.setdefault("tokenize", {})["rebuild_check_batches"] = 1000
     built.write_text(yaml.safe_dump(cfg))
-    resolved = load_config(built)
-    layout = Layout.from_config(resolved)
+    resolved = load_settings(built)
+    layout = Layout.from_config(resolved.resolved)
     assert tokens_driver.check_streams_rebuild(layout, resolved).passed
     stream = layout.tokens / "train.bin"
     data = bytearray(stream.read_bytes())
@@ -153,12 +154,12 @@ def test_analysis_cluster_check_draws_by_the_build_key_within_its_text_budget(se
     run_all(setup_dir)
     built = setup_dir
 
-    def resolved_with(**analysis) -> tuple[dict, Layout]:
+    def resolved_with(**analysis) -> tuple[Settings, Layout]:
         cfg = yaml.safe_load(built.read_text())
         cfg.setdefault("analysis", {}).update(analysis)
         built.write_text(yaml.safe_dump(cfg))
-        resolved = load_config(built)
-        return resolved, Layout.from_config(resolved)
+        resolved = load_settings(built)
+        return resolved, Layout.from_config(resolved.resolved)
 
     resolved, layout = resolved_with(verify_cluster_bytes=1)
     analysis_driver.run_analysis_stage(layout, resolved, [s.source_id for s in load_ledger(layout.ledger)])
@@ -228,8 +229,8 @@ def test_sampled_token_rebuild_of_small_units_catches_a_changed_token(built: Pat
     cfg = yaml.safe_load(built.read_text())
     cfg.setdefault("tokenize", {})["rebuild_check_batches"] = 3
     built.write_text(yaml.safe_dump(cfg))
-    resolved = load_config(built)
-    layout = Layout.from_config(resolved)
+    resolved = load_settings(built)
+    layout = Layout.from_config(resolved.resolved)
     monkeypatch.setattr(token_checks, "CHECK_UNIT_TOKENS", 16)  # many small units
     monkeypatch.setattr(token_checks, "sample_units", lambda n, k, seed: list(range(k)))  # the first units
     good = tokens_driver.check_streams_rebuild(layout, resolved)

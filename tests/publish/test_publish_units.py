@@ -14,11 +14,12 @@ from corpus_factory import write_setup
 
 from corpus_dagster.clean.driver import run_clean_source
 from corpus_dagster.core import records
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.units import Plan, finish_stage, plan_stage, run_stage_unit
 from corpus_dagster.dedup.driver import run_global_dedup
 from corpus_dagster.ingest.driver import fetch_source
 from corpus_dagster.minhash.driver import run_signatures
@@ -28,16 +29,29 @@ from corpus_dagster.scrub.driver import run_scrub
 NOW = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
 
 
+# The stage's steps one by one, as the Dagster graph runs them (core.units with the publish stage object).
+def plan_publish(layout: Layout, settings: Settings) -> Plan:
+    return plan_stage(driver.PUBLISH_UNITS, layout, settings)
+
+
+def run_publish_unit(layout: Layout, settings: Settings, key: str, unit: str) -> None:
+    run_stage_unit(driver.PUBLISH_UNITS, layout, settings, key, unit)
+
+
+def finish_publish(layout: Layout, settings: Settings, key: str) -> driver.PublishResult:
+    return finish_stage(driver.PUBLISH_UNITS, layout, settings, Plan(key))
+
+
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory) -> Path:
     """A corpus scrubbed and ready to publish (built once); returns its config path."""
     root = tmp_path_factory.mktemp("upstream")
     config = write_setup(root, shard_rows=10)
-    resolved = load_config(config)
-    layout = Layout.from_config(resolved)
+    resolved = load_settings(config)
+    layout = Layout.from_config(resolved.resolved)
     ids = []
     for src in load_ledger(layout.ledger):
-        fetch_source(src, layout, Settings.from_resolved(resolved).ingest, now=NOW)
+        fetch_source(src, layout, resolved.ingest, now=NOW)
         ids.append(src.source_id)
     for sid in ids:
         run_clean_source(layout, resolved, sid)
@@ -47,13 +61,13 @@ def upstream(tmp_path_factory) -> Path:
     return config
 
 
-def fresh(upstream: Path, tmp_path: Path, name: str, **overrides) -> tuple[dict, Layout]:
+def fresh(upstream: Path, tmp_path: Path, name: str, **overrides) -> tuple[Settings, Layout]:
     """A private copy of the upstream artifacts root (same document ids), with config overrides."""
-    source = Layout.from_config(load_config(upstream)).root
+    source = Layout.from_config(load_settings(upstream).resolved).root
     art = tmp_path / name
     shutil.copytree(source, art, symlinks=True)
-    resolved = load_config(upstream, overrides={"paths": {"artifacts": str(art)}, **overrides})
-    return resolved, Layout.from_config(resolved)
+    settings = load_settings(upstream, overrides={"paths": {"artifacts": str(art)}, **overrides})
+    return settings, Layout.from_config(settings.resolved)
 
 
 def published(layout: Layout) -> dict[str, bytes]:
@@ -80,15 +94,15 @@ def test_units_in_reversed_order_publish_the_bytes_of_run_publish_with_1_and_2_w
     assert len([n for n in expected[1][0] if n.endswith(".parquet")]) > 3
 
     resolved, layout = fresh(upstream, tmp_path, "units")
-    plan = driver.plan_publish(layout, resolved)
-    assert plan.cached is None and list(plan.units) == sorted(plan.units) and len(plan.units) > 3
+    plan = plan_publish(layout, resolved)
+    assert plan.cached is False and list(plan.units) == sorted(plan.units) and len(plan.units) > 3
     for unit in reversed(plan.units):
-        driver.run_publish_unit(layout, resolved, plan.key, unit)
+        run_publish_unit(layout, resolved, plan.key, unit)
     work = driver.work_folder(layout, plan.key)
     for i, unit in enumerate(plan.units):  # unit times whose float sum is inexact: 0.1 + 0.2 + 0.0 ...
         marker = work.units_dir / f"{unit}.json"
         marker.write_text(json.dumps(json.loads(marker.read_text()) | {"seconds": (0.1, 0.2)[i] if i < 2 else 0.0}))
-    result = driver.finish_publish(layout, resolved, plan.key)
+    result = finish_publish(layout, resolved, plan.key)
     assert published(layout) == expected[1][0]
     reference = expected[1][1]
     assert (result.manifest, result.sources, result.shards.shards, result.shards.n_docs, result.key) == (
@@ -103,47 +117,47 @@ def test_units_in_reversed_order_publish_the_bytes_of_run_publish_with_1_and_2_w
 
 def test_rerunning_a_finished_unit_does_nothing_and_a_damaged_one_is_redone(upstream, tmp_path):
     resolved, layout = fresh(upstream, tmp_path, "a")
-    plan = driver.plan_publish(layout, resolved)
+    plan = plan_publish(layout, resolved)
     unit = plan.units[1]
-    driver.run_publish_unit(layout, resolved, plan.key, unit)
+    run_publish_unit(layout, resolved, plan.key, unit)
     files = unit_files(layout, plan.key, unit)
     before = stats(files)
-    driver.run_publish_unit(layout, resolved, plan.key, unit)
+    run_publish_unit(layout, resolved, plan.key, unit)
     assert stats(files) == before
 
     shard = files[0]
     good = shard.read_bytes()
     shard.write_bytes(good[:100])  # cut short (a full disk, a copy gone wrong): the unit writes it again
-    driver.run_publish_unit(layout, resolved, plan.key, unit)
+    run_publish_unit(layout, resolved, plan.key, unit)
     assert shard.read_bytes() == good
 
     for other in plan.units:
-        driver.run_publish_unit(layout, resolved, plan.key, other)
+        run_publish_unit(layout, resolved, plan.key, other)
     data = bytearray(good)
     data[len(data) // 2] ^= 0xFF  # same size, other bytes: finish catches it before anything is published
     shard.write_bytes(bytes(data))
     with pytest.raises(driver.PublishUnitError, match=unit):
-        driver.finish_publish(layout, resolved, plan.key)
+        finish_publish(layout, resolved, plan.key)
     assert not layout.shards.exists()
-    driver.run_publish_unit(layout, resolved, plan.key, unit)  # its done-marker no longer matches: it is redone
+    run_publish_unit(layout, resolved, plan.key, unit)  # its done-marker no longer matches: it is redone
     assert shard.read_bytes() == good
-    driver.finish_publish(layout, resolved, plan.key)
+    finish_publish(layout, resolved, plan.key)
 
 
 def test_a_new_plan_of_the_same_key_resumes_with_the_finished_units(upstream, tmp_path):
     ref_resolved, ref_layout = fresh(upstream, tmp_path, "ref")
     driver.run_publish(ref_layout, ref_resolved)
     resolved, layout = fresh(upstream, tmp_path, "resume")
-    plan = driver.plan_publish(layout, resolved)
+    plan = plan_publish(layout, resolved)
     half = plan.units[: len(plan.units) // 2]
     for unit in half:
-        driver.run_publish_unit(layout, resolved, plan.key, unit)
+        run_publish_unit(layout, resolved, plan.key, unit)
     finished = [f for unit in half for f in unit_files(layout, plan.key, unit)]
     before = stats(finished)
 
     records.begin(layout.shards.parent)  # what a stage start clears never includes the current work folder
     records.begin(layout.stage("publish"))
-    again = driver.plan_publish(layout, resolved)
+    again = plan_publish(layout, resolved)
     assert (again.key, again.units) == (plan.key, plan.units)
     assert stats(finished) == before
     driver.run_publish(layout, resolved)  # the remaining units, then finish; the finished ones are kept
@@ -152,14 +166,14 @@ def test_a_new_plan_of_the_same_key_resumes_with_the_finished_units(upstream, tm
 
 def test_a_plan_of_another_key_removes_the_old_work_folder(upstream, tmp_path):
     resolved, layout = fresh(upstream, tmp_path, "a")
-    old = driver.plan_publish(layout, resolved)
-    driver.run_publish_unit(layout, resolved, old.key, old.units[0])
-    other = load_config(upstream, overrides={"paths": {"artifacts": str(layout.root)}, "shard_rows": 7})
-    new = driver.plan_publish(layout, other)
+    old = plan_publish(layout, resolved)
+    run_publish_unit(layout, resolved, old.key, old.units[0])
+    other = load_settings(upstream, overrides={"paths": {"artifacts": str(layout.root)}, "shard_rows": 7})
+    new = plan_publish(layout, other)
     assert new.key != old.key and len(new.units) != len(old.units)
     assert not driver.work_folder(layout, old.key).path.exists() and driver.work_folder(layout, new.key).path.is_dir()
-    with pytest.raises(CorpusError, match="plan_publish"):
-        driver.finish_publish(layout, resolved, old.key)  # nothing planned under the old key any more
+    with pytest.raises(CorpusError, match="shards_plan"):
+        finish_publish(layout, resolved, old.key)  # nothing planned under the old key any more
 
 
 def test_a_unit_or_finish_without_a_plan_names_the_work_folder(upstream, tmp_path):
@@ -167,17 +181,17 @@ def test_a_unit_or_finish_without_a_plan_names_the_work_folder(upstream, tmp_pat
     key, _ = driver.publish_key(layout, resolved)
     work = driver.work_folder(layout, key).path
     with pytest.raises(CorpusError) as err:
-        driver.run_publish_unit(layout, resolved, key, "shard-00000")
-    assert str(work) in str(err.value) and "run plan_publish first" in str(err.value)
+        run_publish_unit(layout, resolved, key, "shard-00000")
+    assert str(work) in str(err.value) and "run shards_plan (or run_publish) first" in str(err.value)
     with pytest.raises(CorpusError) as err:
-        driver.finish_publish(layout, resolved, key)
-    assert str(work) in str(err.value) and "plan_publish" in str(err.value)
+        finish_publish(layout, resolved, key)
+    assert str(work) in str(err.value) and "shards_plan" in str(err.value)
 
-    plan = driver.plan_publish(layout, resolved)
-    with pytest.raises(driver.PublishUnitError, match=r"have no complete output.*run run_publish_unit"):
-        driver.finish_publish(layout, resolved, plan.key)  # planned, but no unit ran
+    plan = plan_publish(layout, resolved)
+    with pytest.raises(driver.PublishUnitError, match=r"have no complete output.*run shards_write"):
+        finish_publish(layout, resolved, plan.key)  # planned, but no unit ran
     with pytest.raises(driver.PublishUnitError, match="plans no unit"):
-        driver.run_publish_unit(layout, resolved, plan.key, "shard-99999")
+        run_publish_unit(layout, resolved, plan.key, "shard-99999")
 
 
 def test_cached_and_manifest_only_plans_have_no_units_and_finish_returns_their_result(upstream, tmp_path):
@@ -186,22 +200,22 @@ def test_cached_and_manifest_only_plans_have_no_units_and_finish_returns_their_r
     shards = sorted(layout.shards.glob("shard-*.parquet"))
     before = stats(shards)
 
-    plan = driver.plan_publish(layout, resolved)
-    assert plan.units == () and plan.cached == {"sources": first.sources, "n_docs": first.manifest["n_docs"]}
-    cached = driver.finish_publish(layout, resolved, plan.key)
+    plan = plan_publish(layout, resolved)
+    assert plan.units == () and plan.cached is True
+    cached = finish_publish(layout, resolved, plan.key)
     assert cached.cached and cached.key == first.key and cached.manifest == first.manifest
     assert cached.sources == first.sources and cached.shards.shards == first.manifest["shards"]
 
     # A setting outside the shards (it enters the manifest's config_sha256): only the manifest is rewritten.
-    changed = load_config(upstream, overrides={"paths": {"artifacts": str(layout.root)},
+    changed = load_settings(upstream, overrides={"paths": {"artifacts": str(layout.root)},
                                                "tokenize": {"max_file_bytes": 1 << 20}})
-    plan = driver.plan_publish(layout, changed)
-    assert plan.units == () and plan.cached is None and plan.info == {"manifest_only": True}
-    result = driver.finish_publish(layout, changed, plan.key)
+    plan = plan_publish(layout, changed)
+    assert plan.units == () and plan.cached is False and plan.info == {"manifest_only": True}
+    result = finish_publish(layout, changed, plan.key)
     assert not result.cached and not result.shards_rewritten and result.key == plan.key != first.key
     assert result.manifest["config_sha256"] != first.manifest["config_sha256"]
     assert result.manifest["shards"] == first.manifest["shards"]
     assert json.loads(layout.manifest.read_text()) == result.manifest
     assert stats(shards) == before
-    assert driver.plan_publish(layout, changed).cached is not None
+    assert plan_publish(layout, changed).cached is True
     assert [p.name for p in layout.shards.parent.iterdir()] == [layout.version]

@@ -185,7 +185,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Layout]:
     for source in load_ledger(layout.ledger):
         fetch_source(source, layout, Settings.from_resolved(resolved).ingest)
         run_clean_source(layout, resolved, source.source_id)
-    run_global_dedup(layout, resolved, ["alpha", "beta", "gamma"])
+    run_global_dedup(layout, Settings.from_resolved(resolved), ["alpha", "beta", "gamma"])
     run_scrub(layout, resolved)
     stats = driver.run_review_stage(layout, resolved)
     return {"resolved": resolved, "stats": stats}, layout

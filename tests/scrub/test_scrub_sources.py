@@ -7,6 +7,7 @@ from corpus_factory import write_setup
 
 from corpus_dagster.core import records
 from corpus_dagster.core.hashing import sha256_file
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.dedup import driver as dedup
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import materialize_sources
@@ -20,7 +21,7 @@ def deduped(tmp_path_factory):
     layout = corpus.layout()
     resolved = corpus.resolved()
     ids = ["alpha", "beta", "gamma"]
-    dedup.run_global_dedup(layout, resolved, ids)
+    dedup.run_global_dedup(layout, Settings.from_resolved(resolved), ids)
     return resolved, layout, ids
 
 

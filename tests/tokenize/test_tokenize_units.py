@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 
 from corpus_dagster.core import records
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.errors import CorpusError, TokenStreamError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.settings import Settings, TokenizeSettings
+from corpus_dagster.core.units import Plan, finish_stage, plan_stage, run_stage_unit
 from corpus_dagster.tokenize.driver import (
-    finish_token_streams,
-    plan_token_streams,
+    TOKENS_UNITS,
+    TokensResult,
     run_token_streams,
-    run_token_unit,
     unit_threads,
     work_folder,
 )
@@ -31,6 +31,19 @@ from corpus_dagster.tokenize.sample import sample_texts, train_sample_bpe, write
 
 EXTRA = ["hello <|endoftext|> world", "", "ünïcödé 😀 日本語", "x" * 3000]
 MAX_FILE_BYTES = 2048  # small enough that the train split rolls over into several files
+
+
+# The stage's steps one by one, as the Dagster graph runs them (core.units with the tokens stage object).
+def plan_token_streams(layout: Layout, settings: Settings) -> Plan:
+    return plan_stage(TOKENS_UNITS, layout, settings)
+
+
+def run_token_unit(layout: Layout, settings: Settings, key: str, unit: str) -> None:
+    run_stage_unit(TOKENS_UNITS, layout, settings, key, unit)
+
+
+def finish_token_streams(layout: Layout, settings: Settings, key: str) -> TokensResult:
+    return finish_stage(TOKENS_UNITS, layout, settings, Plan(key))
 
 
 @pytest.fixture(scope="module")
@@ -47,14 +60,14 @@ def shards(tmp_path_factory) -> Path:
     return folder
 
 
-def setup(root: Path, shards: Path, bpe_file: Path, workers: int = 1, **tokenize) -> tuple[Layout, dict]:
-    """An artifacts root holding a copy of the shards, and its resolved config."""
+def setup(root: Path, shards: Path, bpe_file: Path, workers: int = 1, **tokenize) -> tuple[Layout, Settings]:
+    """An artifacts root holding a copy of the shards, and its settings."""
     shutil.copytree(shards, root / "corpus" / "demo" / "v1")
     tok = {"kind": "huggingface", "path": str(bpe_file), "max_file_bytes": MAX_FILE_BYTES, "batch_docs": 4,
            **tokenize}
-    resolved = load_config(None, {"dataset": "demo", "version": "v1", "workers": workers,
-                                  "paths": {"artifacts": str(root)}, "tokenize": tok})
-    return Layout.from_config(resolved), resolved
+    settings = load_settings(None, {"dataset": "demo", "version": "v1", "workers": workers,
+                                    "paths": {"artifacts": str(root)}, "tokenize": tok})
+    return Layout.from_config(settings.resolved), settings
 
 
 def file_hashes(folder: Path) -> dict[str, str]:
@@ -69,11 +82,11 @@ def stats(folder: Path) -> dict[str, tuple[int, int]]:
 def test_units_in_reversed_order_write_the_bytes_of_run_token_streams(shards, bpe_file, tmp_path, workers):
     ref_layout, ref_resolved = setup(tmp_path / "ref", shards, bpe_file, workers=workers)
     ref = run_token_streams(ref_layout, ref_resolved)
-    assert ref.result is not None and ref.result.workers == workers
+    assert ref.build is not None and ref.build.workers == workers
 
     layout, resolved = setup(tmp_path / "units", shards, bpe_file, workers=workers)
     plan = plan_token_streams(layout, resolved)
-    assert plan.key == ref.key and plan.cached is None
+    assert plan.key == ref.key and plan.cached is False
     assert plan.units == tuple(f"shard-{i:05d}-rg0000" for i in range(5))
     for unit in reversed(plan.units):
         run_token_unit(layout, resolved, plan.key, unit)
@@ -83,7 +96,7 @@ def test_units_in_reversed_order_write_the_bytes_of_run_token_streams(shards, bp
     assert len(run.manifest["splits"]["train"]["files"]) >= 2
     assert run.manifest["splits"]["val"]["n_docs"] > 0
     assert file_hashes(layout.tokens) == file_hashes(ref_layout.tokens)
-    assert run.result is not None and run.result.text_bytes == ref.result.text_bytes
+    assert run.build is not None and run.build.text_bytes == ref.build.text_bytes
     assert records.read_record(layout.stage("tokens")).key == plan.key
     assert not work_folder(layout, plan.key).path.exists()
 
@@ -144,12 +157,12 @@ def test_a_plan_of_another_key_removes_the_old_work_folder(shards, bpe_file, tmp
     layout, resolved = setup(tmp_path, shards, bpe_file)
     old = plan_token_streams(layout, resolved)
     run_token_unit(layout, resolved, old.key, "shard-00000-rg0000")
-    changed = load_config(None, {**{k: resolved[k] for k in ("dataset", "version", "paths")},
-                                 "tokenize": {**resolved["tokenize"], "max_file_bytes": 4096}})
+    changed = load_settings(None, {**{k: resolved.resolved[k] for k in ("dataset", "version", "paths")},
+                                   "tokenize": {**resolved.resolved["tokenize"], "max_file_bytes": 4096}})
     new = plan_token_streams(layout, changed)
     assert new.key != old.key and len(new.units) == 5
     assert not work_folder(layout, old.key).path.exists() and work_folder(layout, new.key).path.is_dir()
-    with pytest.raises(TokenStreamError, match="run plan_token_streams again"):
+    with pytest.raises(TokenStreamError, match="run token_streams_plan again"):
         finish_token_streams(layout, resolved, new.key)
 
 
@@ -157,9 +170,9 @@ def test_a_unit_without_a_plan_names_the_work_folder(shards, bpe_file, tmp_path)
     layout, resolved = setup(tmp_path, shards, bpe_file)
     key = "0123456789abcdef"
     folder = work_folder(layout, key).path
-    with pytest.raises(CorpusError, match=re.escape(str(folder)) + ".*run plan_token_streams first"):
+    with pytest.raises(CorpusError, match=re.escape(str(folder)) + r".*run token_streams_plan \(or run_token_streams\) first"):
         run_token_unit(layout, resolved, key, "shard-00000-rg0000")
-    with pytest.raises(CorpusError, match=re.escape(str(folder)) + ".*run plan_token_streams first"):
+    with pytest.raises(CorpusError, match=re.escape(str(folder)) + r".*run token_streams_plan \(or run_token_streams\) first"):
         finish_token_streams(layout, resolved, key)
 
 
@@ -176,10 +189,10 @@ def test_cached_streams_plan_no_units_and_finish_returns_the_cached_result(shard
     before = stats(layout.tokens)
     plan = plan_token_streams(layout, resolved)
     assert plan.key == built.key and plan.units == ()
-    assert plan.cached is not None and plan.cached["manifest"] == built.manifest
-    assert plan.cached["n_tokens"] == built.manifest["n_tokens"]
+    assert plan.cached is True
     run = finish_token_streams(layout, resolved, plan.key)
-    assert run.cached and run.result is None and run.manifest == built.manifest and run.key == built.key
+    assert run.cached and run.build is None and run.manifest == built.manifest and run.key == built.key
+    assert run.n_tokens == built.manifest["n_tokens"]
     assert stats(layout.tokens) == before
     assert [p.name for p in layout.stage("tokens").iterdir() if p.name.startswith(".work-")] == []
 
@@ -207,7 +220,7 @@ def test_a_unit_per_row_group_writes_the_bytes_of_whole_shards(bpe_file, tmp_pat
     for unit in reversed(plan.units):
         run_token_unit(layout, resolved, plan.key, unit)
     run = finish_token_streams(layout, resolved, plan.key)
-    whole = build_token_streams(folder, tmp_path / "whole", Settings.from_resolved(resolved).tokenize, workers=1)
+    whole = build_token_streams(folder, tmp_path / "whole", resolved.tokenize, workers=1)
     assert file_hashes(layout.tokens) == file_hashes(tmp_path / "whole")
     assert run.manifest == whole.manifest and run.manifest["n_docs"] == 30
 
@@ -220,7 +233,7 @@ def test_a_row_group_unit_checks_its_rows(bpe_file, tmp_path):
     manifest = write_sample_shards(sample_texts(10), folder, shard_rows=10, row_group_rows=4)
     entry = manifest["shards"][0]
     _layout, resolved = setup(tmp_path / "root", folder, bpe_file)
-    tok = load_tokenizer(Settings.from_resolved(resolved).tokenize)
+    tok = load_tokenizer(resolved.tokenize)
     task = ShardTask(0, folder / entry["name"], entry["sha256"], 4, row_group=1)
     assert len(tokenize_shard(task, tok, np.dtype("uint16"), 3).ids) == 4
     with pytest.raises(TokenStreamError, match="2 rows in row group 2, the plan says 4"):
