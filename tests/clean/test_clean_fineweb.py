@@ -6,16 +6,13 @@ import pytest
 
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.fineweb import fineweb_quality
-from corpus_dagster.core.config import load_config
-from corpus_dagster.core.settings import CleanFinewebSettings
+from corpus_dagster.core.config import load_config, load_settings
 
 WORDS = [a + b + c + d + "ing" for a in "bcdfghklm" for b in "aeiou" for c in "lmnprst" for d in "aeiou"]
 
 
 def run(texts: list[str], **overrides: object) -> list[tuple[str | None, float | None]]:
-    section = load_config()["clean"]["fineweb"]
-    section.update(overrides)
-    v = fineweb_quality(DocBatch(texts), CleanFinewebSettings.from_dict(section))
+    v = fineweb_quality(DocBatch(texts), load_settings(None, {"clean": {"fineweb": overrides}}).clean.fineweb)
     return [(r, None if r is None else float(x)) for r, x in zip(v.reason.tolist(), v.value.tolist(), strict=True)]
 
 
