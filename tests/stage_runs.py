@@ -26,7 +26,7 @@ def run_all(config_path: Path) -> dict[str, bool]:
     ran = dict.fromkeys(STAGES, False)
     for src in sources:
         ran["ingest"] |= not ingest_driver.fetch_source(src, layout, Settings.from_resolved(resolved).ingest).unchanged
-        ran["clean"] |= not clean_driver.run_clean_source(layout, resolved, src.source_id)["cached"]
+        ran["clean"] |= not clean_driver.run_clean_source(layout, Settings.from_resolved(resolved), src.source_id)["cached"]
         ran["minhash"] |= not minhash_driver.run_signatures(layout, resolved, src.source_id)["cached"]
     ran["dedup"] = not dedup_driver.run_global_dedup(layout, resolved, [s.source_id for s in sources])["cached"]
     ran["scrub"] = any(not s["cached"] for s in scrub_driver.run_scrub(layout, resolved).values())
