@@ -6,6 +6,7 @@ fineweb_short_lines  share of lines of at most `short_line_chars` characters at 
 fineweb_dup_line_chars  characters of repeated lines (copies after the first) at least
                      `min_dup_line_char_ratio` of the text without newlines
 fineweb_newline_ratio   newlines per word over `max_newline_word_ratio`
+fineweb_long_line    a non-blank line of over `max_line_chars` characters (no default: off)
 """
 
 from __future__ import annotations
@@ -56,6 +57,13 @@ class FinewebMeasures(Measures):
     def newline_ratio(self) -> np.ndarray:
         return ratio(self.n_newlines, self.batch.words.list.len().to_numpy())
 
+    @cached_property
+    def longest_line(self) -> np.ndarray:
+        lines = self.batch.lines
+        out = np.zeros(len(self.batch), dtype=np.float64)
+        np.maximum.at(out, lines.doc[self.text_lines], lines.length[self.text_lines])
+        return out
+
 
 FINEWEB = Filter("fineweb", (
     rule("fineweb_line_punct", "share of non-blank lines ending in terminal punctuation",
@@ -65,6 +73,7 @@ FINEWEB = Filter("fineweb", (
     rule("fineweb_dup_line_chars", "share of the characters (newlines left out) in lines repeating an earlier one",
          (">=", "min_dup_line_char_ratio", "dup_line_chars")),
     rule("fineweb_newline_ratio", "newlines per word", (">", "max_newline_word_ratio", "newline_ratio")),
+    rule("fineweb_long_line", "characters of the longest non-blank line", (">", "max_line_chars", "longest_line")),
 ), measures=FinewebMeasures, base=False, enabled=False)
 
 

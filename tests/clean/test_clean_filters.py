@@ -61,6 +61,7 @@ def test_run_order_reason_codes_and_manifest_keys_are_pinned() -> None:
         "repetition_dup_9gram", "repetition_dup_10gram",
         "symbol_soup", "table_dump", "repeated", "nav_menu", "non_english",
         "fineweb_line_punct", "fineweb_short_lines", "fineweb_dup_line_chars", "fineweb_newline_ratio",
+        "fineweb_long_line",
         "ppl",
     )
     assert FILTER_KEYS == ["lang", "gopher", "repetition", "ppl", "symbol_soup", "table_dump", "repeated",
