@@ -12,11 +12,14 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from corpus_dagster.clean.verdict import Verdict
+
+if TYPE_CHECKING:  # the batch loads the word tokenizer; a reader of thresholds needs none of it
+    from corpus_dagster.clean.batch import DocBatch
 
 OPS: dict[str, Callable[[Any, Any], Any]] = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
@@ -70,7 +73,7 @@ class Measures:
     """The measurements a filter's limits compare, by name, for one batch: each is computed when a switched-on
     limit first asks for it (a subclass defines them as cached properties, or overrides `__getitem__`)."""
 
-    def __init__(self, batch: Any, cfg: Any, verdict: Verdict):
+    def __init__(self, batch: DocBatch, cfg: Any, verdict: Verdict):
         self.batch = batch
         self.cfg = cfg
         self.verdict = verdict  # the verdict so far: a measurement may skip the documents already dropped
@@ -94,7 +97,7 @@ class Filter:
         """This filter's reason codes, in the order the verdict tries them."""
         return tuple(r.code for r in self.reasons)
 
-    def verdict(self, batch: Any, cfg: Any) -> Verdict:
+    def verdict(self, batch: DocBatch, cfg: Any) -> Verdict:
         """First declared limit that holds per document of `batch` under the filter's section `cfg`."""
         assert self.measures is not None, f"{self.name} is not decided by measurements"
         v = Verdict(len(batch))

@@ -45,6 +45,7 @@ from corpus_dagster.core.atomic import atomic_write_bytes
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.documents import DOCUMENT_FIELDS
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import INTERMEDIATE, head_rows, write_parquet
 from corpus_dagster.core.progress import Log
@@ -210,11 +211,12 @@ def filter_and_repair_counts(
     return {k: filters[k] for k in keys}, {k: repairs[k] for k in REPAIR_KINDS}
 
 
-def corpus_clean_counts(layout: Layout, source_ids: list[str]) -> list[dict[str, Any]]:
-    """Per source with a clean record: documents in, kept, rejected and the reject reasons (largest first),
-    read from the stage records; the sources not cleaned yet are left out."""
+def corpus_clean_counts(layout: Layout, source_ids: list[str] | None = None) -> list[dict[str, Any]]:
+    """Per source with a clean record (of `source_ids`, default every ledger source): documents in, kept,
+    rejected and the reject reasons (largest first), read from the stage records; the sources not cleaned
+    yet are left out."""
     out = []
-    for sid in source_ids:
+    for sid in source_ids if source_ids is not None else [s.source_id for s in load_ledger(layout.ledger)]:
         record = records.read_record(layout.stage(STAGE, sid))
         if record is None:
             continue

@@ -5,7 +5,6 @@ import time
 import dagster as dg
 
 from corpus_dagster.clean import driver
-from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.settings import CleanSettings
 from corpus_dagster.defs.charts import charts_markdown, stacked_bars
 from corpus_dagster.defs.common import (
@@ -90,7 +89,7 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
         own = time.monotonic() - start
         kept = kept_preview(layout, sid)
         rejected = rejected_preview(layout, sid, settings.clean, stats["reasons"])
-        corpus_rows = driver.corpus_clean_counts(layout, [s.source_id for s in load_ledger(layout.ledger)])
+        corpus_rows = driver.corpus_clean_counts(layout)
     version = dg.DataVersion(stats["key"])
     reasons = stats["reasons"]
     chart = stacked_bars({sid: {"kept": stats["kept"], **reasons}}, f"{sid}: kept and dropped per reason")
