@@ -109,7 +109,7 @@ def _filter_batch(batch: DocBatch, langs: LangResult, cfg: CleanSettings, source
         rule_cfg = getattr(cfg, flt.name)
         if not in_scope(rule_cfg, source_id):
             continue
-        if flt.verdict is None:  # lang: decided for the whole batch from its language ID
+        if flt.measures is None:  # lang: decided for the whole batch from its language ID
             verdict.apply(flt.codes[0], lang_dropped(langs, rule_cfg), np.asarray(langs.score, dtype=np.float64))
             continue
         still = np.flatnonzero(verdict.open[index])

@@ -7,9 +7,12 @@ gopher_bullet_lines, gopher_ellipsis_lines, gopher_alpha_words, gopher_stop_word
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from corpus_dagster.clean.batch import DocBatch
+from corpus_dagster.clean.declare import Filter, Measures, rule
 from corpus_dagster.clean.token_stats import token_stats
 from corpus_dagster.clean.verdict import Verdict, char_class, ratio
 from corpus_dagster.core.settings import CleanGopherSettings
@@ -42,30 +45,34 @@ def gopher_stats(batch: DocBatch, cfg: CleanGopherSettings) -> dict[str, np.ndar
     }
 
 
+class GopherMeasures(Measures):
+    """The Gopher statistics, computed together on first use."""
+
+    @cached_property
+    def stats(self) -> dict[str, np.ndarray]:
+        return gopher_stats(self.batch, self.cfg)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.stats[name]
+
+
+GOPHER = Filter("gopher", (
+    rule("gopher_word_count", "words (tokens that are not only punctuation or symbols)",
+         ("<", "min_words", "n_words"), (">", "max_words", "n_words")),
+    rule("gopher_mean_word_length", "mean word length in characters",
+         ("<", "min_mean_word_length", "mean_word_length"), (">", "max_mean_word_length", "mean_word_length")),
+    rule("gopher_symbol_ratio", "`#` per token, or else ellipses per token",
+         (">", "max_symbol_word_ratio", "hash_ratio"), (">", "max_symbol_word_ratio", "ellipsis_ratio")),
+    rule("gopher_bullet_lines", "share of lines starting with a bullet", (">", "max_bullet_lines_ratio", "bullet_lines"),
+         also=("bullet_chars",)),
+    rule("gopher_ellipsis_lines", "share of lines ending in an ellipsis",
+         (">", "max_ellipsis_lines_ratio", "ellipsis_lines")),
+    rule("gopher_alpha_words", "share of tokens holding a letter", ("<", "min_alpha_words_ratio", "alpha_words")),
+    rule("gopher_stop_words", "distinct stop words among the tokens", ("<", "min_stop_words", "stop_words"),
+         also=("stop_words",)),
+), measures=GopherMeasures, base=True, enabled=True)
+
+
 def gopher_quality(batch: DocBatch, cfg: CleanGopherSettings) -> Verdict:
     """First failing Gopher quality rule per document (reason None when all pass)."""
-    st = gopher_stats(batch, cfg)
-    v = Verdict(len(batch))
-    n_words = st["n_words"]
-    if cfg.min_words is not None:
-        v.apply("gopher_word_count", n_words < cfg.min_words, n_words)
-    if cfg.max_words is not None:
-        v.apply("gopher_word_count", n_words > cfg.max_words, n_words)
-    mean = st["mean_word_length"]
-    if cfg.min_mean_word_length is not None:
-        v.apply("gopher_mean_word_length", mean < cfg.min_mean_word_length, mean)
-    if cfg.max_mean_word_length is not None:
-        v.apply("gopher_mean_word_length", mean > cfg.max_mean_word_length, mean)
-    if cfg.max_symbol_word_ratio is not None:
-        v.apply("gopher_symbol_ratio", st["hash_ratio"] > cfg.max_symbol_word_ratio, st["hash_ratio"])
-        v.apply("gopher_symbol_ratio", st["ellipsis_ratio"] > cfg.max_symbol_word_ratio, st["ellipsis_ratio"])
-    if cfg.max_bullet_lines_ratio is not None:
-        v.apply("gopher_bullet_lines", st["bullet_lines"] > cfg.max_bullet_lines_ratio, st["bullet_lines"])
-    if cfg.max_ellipsis_lines_ratio is not None:
-        v.apply("gopher_ellipsis_lines", st["ellipsis_lines"] > cfg.max_ellipsis_lines_ratio,
-                st["ellipsis_lines"])
-    if cfg.min_alpha_words_ratio is not None:
-        v.apply("gopher_alpha_words", st["alpha_words"] < cfg.min_alpha_words_ratio, st["alpha_words"])
-    if cfg.min_stop_words is not None:
-        v.apply("gopher_stop_words", st["stop_words"] < cfg.min_stop_words, st["stop_words"])
-    return v
+    return GOPHER.verdict(batch, cfg)

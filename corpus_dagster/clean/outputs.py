@@ -7,14 +7,14 @@ and quality filters; a damaged file is rebuilt through the driver, imported when
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from corpus_dagster.clean.declare import Threshold
 from corpus_dagster.core import records
 from corpus_dagster.core.doc_keys import stable_keys
 from corpus_dagster.core.documents import INFO_DOC_ID
@@ -22,7 +22,7 @@ from corpus_dagster.core.errors import StageOutputError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
 from corpus_dagster.core.records import StageRecord
-from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.settings import CleanSettings, Settings
 
 STAGE = "clean"
 
@@ -32,32 +32,47 @@ def clean_record(layout: Layout, source_id: str) -> StageRecord:
     return records.require_record(layout.stage(STAGE, source_id), "clean_documents", source_id)
 
 
-def clean_doc_files(layout: Layout, source_id: str, resolved: Settings | Mapping[str, Any] | None = None) -> list[Path]:
+def clean_doc_files(layout: Layout, source_id: str, settings: Settings | None = None) -> list[Path]:
     """The clean document files of one source, in k order (schema CLEAN_DOC_SCHEMA), checked against the
-    clean record. With `resolved`, a damaged file is rebuilt here (the clean stage reruns for that source)."""
+    clean record. With `settings`, a damaged file is rebuilt here (the clean stage reruns for that source)."""
     return records.record_files(layout.stage(STAGE, source_id), clean_record(layout, source_id), "docs",
-                                _rebuild(layout, source_id, resolved))
+                                _rebuild(layout, source_id, settings))
 
 
-def reject_files(layout: Layout, source_id: str, resolved: Settings | Mapping[str, Any] | None = None) -> list[Path]:
-    """The rejects files of one source, in k order (schema REJECT_SCHEMA); `resolved` as in clean_doc_files."""
+def reject_files(layout: Layout, source_id: str, settings: Settings | None = None) -> list[Path]:
+    """The rejects files of one source, in k order (schema REJECT_SCHEMA); `settings` as in clean_doc_files."""
     return records.record_files(layout.stage(STAGE, source_id), clean_record(layout, source_id), "rejects",
-                                _rebuild(layout, source_id, resolved))
+                                _rebuild(layout, source_id, settings))
 
 
-def _rebuild(layout: Layout, source_id: str, resolved: Settings | Mapping[str, Any] | None) -> Callable[[], None] | None:
+def _rebuild(layout: Layout, source_id: str, settings: Settings | None) -> Callable[[], None] | None:
     """The clean stage of one source as a rebuild for `records.record_files`, when its key is unchanged (a
     changed raw input or config is not this reader's to rebuild: the damage is refused instead)."""
-    if resolved is None:
+    if settings is None:
         return None
 
     def rebuild() -> None:
         from corpus_dagster.clean.driver import clean_key, run_clean_source  # the cleaner, only to rebuild
 
-        if clean_key(layout, source_id, resolved)[0] == clean_record(layout, source_id).key:
-            run_clean_source(layout, resolved, source_id)
+        if clean_key(layout, source_id, settings)[0] == clean_record(layout, source_id).key:
+            run_clean_source(layout, settings, source_id)
 
     return rebuild
+
+
+def threshold_text(reason: str, clean: CleanSettings) -> str:
+    """What a clean reason code's recorded value was compared with under these settings, as text (the
+    review page and explain read it here; the filter declarations are loaded on first use)."""
+    from corpus_dagster.clean.filters import threshold_text as text
+
+    return text(reason, clean)
+
+
+def reason_threshold(reason: str, clean: CleanSettings) -> Threshold | None:
+    """The configured limits of a clean reason code as its filter declares them (None for an unknown code)."""
+    from corpus_dagster.clean.filters import reason_threshold as threshold
+
+    return threshold(reason, clean)
 
 
 def document_keys(layout: Layout, source: Source) -> pa.Table:

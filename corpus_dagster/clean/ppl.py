@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from corpus_dagster.clean.batch import DocBatch
+from corpus_dagster.clean.declare import Filter, Measures, rule
 from corpus_dagster.clean.verdict import Verdict
 from corpus_dagster.core.errors import PerplexityModelError
 from corpus_dagster.core.settings import CleanPplSettings
 
 _DIGITS = re.compile(r"\d")
 _MODELS: dict[str, Any] = {}
-
 
 
 def load_model(path: str | None) -> Any:
@@ -66,11 +67,20 @@ def doc_perplexity(text: str, model: Any, normalize: bool = True) -> float | Non
     return float(10.0 ** (-log_score / length))
 
 
+class PplMeasures(Measures):
+    @cached_property
+    def perplexity(self) -> np.ndarray:
+        """Perplexity per document, NaN for a document without words (which no limit drops)."""
+        model = load_model(self.cfg.model_path)
+        values = [doc_perplexity(t, model, self.cfg.normalize) for t in self.batch.texts]
+        return np.array([np.nan if x is None else x for x in values], dtype=np.float64)
+
+
+PPL = Filter("ppl", (
+    rule("ppl", "perplexity over the non-blank lines", (">", "max_perplexity", "perplexity"), also=("normalize",)),
+), measures=PplMeasures, base=True, enabled=False)
+
+
 def perplexity_filter(batch: DocBatch, cfg: CleanPplSettings) -> Verdict:
     """Drop documents whose perplexity is over `max_perplexity`."""
-    model = load_model(cfg.model_path)
-    values = [doc_perplexity(t, model, cfg.normalize) for t in batch.texts]
-    ppl = np.array([np.nan if x is None else x for x in values], dtype=np.float64)
-    v = Verdict(len(batch))
-    v.apply("ppl", ~np.isnan(ppl) & (ppl > cfg.max_perplexity), ppl)
-    return v
+    return PPL.verdict(batch, cfg)

@@ -12,11 +12,13 @@ earlier in the same document.
 from __future__ import annotations
 
 from bisect import bisect_right
+from functools import cached_property
 
 import numpy as np
 import polars as pl
 
 from corpus_dagster.clean.batch import DocBatch, Lines
+from corpus_dagster.clean.declare import Filter, Measures, rule
 from corpus_dagster.clean.groups import Groups
 from corpus_dagster.clean.verdict import Verdict, ratio
 from corpus_dagster.clean.words import flatten
@@ -33,16 +35,6 @@ def duplicate_stats(lists: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarra
     lines = Lines(lists)
     dup = ~lines.first_in_doc(np.ones(len(lines.doc), dtype=bool))
     return np.diff(lines.offsets), lines.per_doc(dup), lines.per_doc(np.where(dup, lines.length, 0))
-
-
-def _apply_dups(v: Verdict, code: str, items: tuple, n_chars: np.ndarray, max_frac, max_char_frac) -> None:
-    n_items, n_dup, dup_chars = items
-    if max_frac is not None:
-        frac = ratio(n_dup, n_items)
-        v.apply(code, frac > max_frac, frac)
-    if max_char_frac is not None:
-        frac = ratio(dup_chars, n_chars)
-        v.apply(f"{code}_chars", frac > max_char_frac, frac)
 
 
 class _Ngrams:
@@ -135,55 +127,97 @@ def _dup_ngram_chars(ng: _Ngrams, pos: np.ndarray, groups: Groups, n_docs: int) 
     return out
 
 
+class RepetitionMeasures(Measures):
+    """Shares of repeated paragraphs, lines and word n-grams. The n-gram measures are asked for in increasing
+    n: each level looks only at positions whose shorter n-gram repeats in a document still open, over the
+    documents the paragraph and line rules kept (every occurrence of a repeated n-gram is among them, so the
+    work shrinks quickly as n grows)."""
+
+    @cached_property
+    def _paras(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        s = self.batch.series
+        return duplicate_stats(s.str.strip_chars().str.replace_all(r"\n{2,}", _SEP).str.split(_SEP))
+
+    @cached_property
+    def _lines(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return duplicate_stats(self.batch.series.str.replace_all(r"\n+", "\n").str.split("\n"))
+
+    @property
+    def dup_para(self) -> np.ndarray:
+        n_items, n_dup, _chars = self._paras
+        return ratio(n_dup, n_items)
+
+    @property
+    def dup_para_chars(self) -> np.ndarray:
+        return ratio(self._paras[2], self.batch.n_chars)
+
+    @property
+    def dup_line(self) -> np.ndarray:
+        n_items, n_dup, _chars = self._lines
+        return ratio(n_dup, n_items)
+
+    @property
+    def dup_line_chars(self) -> np.ndarray:
+        return ratio(self._lines[2], self.batch.n_chars)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        kind, _, n = name.partition(":")
+        return self._ngram_share(kind, int(n)) if n else getattr(self, name)
+
+    @cached_property
+    def _ngram_state(self) -> _NgramScan:
+        return _NgramScan(self.batch, self.verdict.open_index())
+
+    def _ngram_share(self, kind: str, n: int) -> np.ndarray:
+        """Share of characters of the most frequent (`top`) or repeating (`dup`) word n-grams, per document
+        (0 for the documents dropped before the n-gram rules)."""
+        scan = self._ngram_state
+        scan.reach(n, self.verdict.open[scan.index])
+        sub = scan.batch
+        chars = (_top_ngram_chars if kind == "top" else _dup_ngram_chars)(scan.ng, scan.pos, scan.groups, len(sub))
+        out = np.zeros(len(self.batch), dtype=np.float64)
+        out[scan.index] = ratio(chars, sub.n_chars)
+        return out
+
+
+class _NgramScan:
+    """The level-by-level n-gram scan over the documents open when it starts."""
+
+    def __init__(self, batch: DocBatch, index: np.ndarray):
+        self.index = index
+        self.batch = batch.take(index)
+        self.ng = _Ngrams(self.batch)
+        self.pos = np.arange(len(self.ng.tok), dtype=np.int64)
+        self.groups: Groups | None = None
+
+    def reach(self, n: int, still_open: np.ndarray) -> None:
+        """Advance to level n; `still_open` says which of the scan's documents no rule has dropped yet."""
+        ng = self.ng
+        assert n >= ng.n, "n-gram measures are asked for in increasing n"
+        while ng.n < n:
+            if self.groups is not None:
+                self.pos = self.pos[self.groups.sizes() >= 2]
+            ng.advance()
+            pos = self.pos[self.pos < len(ng.hash)]
+            d = ng.doc[pos]
+            self.pos = pos[(ng.pos_in_doc[pos] <= ng.doc_len[d] - ng.n) & still_open[d]]
+            self.groups = Groups(ng.hash[self.pos], ng.doc[self.pos])
+
+
+REPETITION = Filter("repetition", (
+    rule("repetition_dup_para", "share of paragraphs repeating an earlier one", (">", "max_dup_para_ratio", "dup_para")),
+    rule("repetition_dup_para_chars", "share of characters in paragraphs repeating an earlier one",
+         (">", "max_dup_para_char_ratio", "dup_para_chars")),
+    rule("repetition_dup_line", "share of lines repeating an earlier one", (">", "max_dup_line_ratio", "dup_line")),
+    rule("repetition_dup_line_chars", "share of characters in lines repeating an earlier one",
+         (">", "max_dup_line_char_ratio", "dup_line_chars")),
+    *(rule(f"repetition_top_{n}gram", f"share of characters covered by the most frequent word {n}-gram",
+           (">", f"max_top_{n}gram_char_ratio", f"top:{n}")) for n in TOP_NGRAMS),
+    *(rule(f"repetition_dup_{n}gram", f"share of characters in word {n}-grams repeating an earlier one",
+           (">", f"max_dup_{n}gram_char_ratio", f"dup:{n}")) for n in DUP_NGRAMS),
+), measures=RepetitionMeasures, base=True, enabled=True)
+
+
 def gopher_repetition(batch: DocBatch, cfg: CleanRepetitionSettings) -> Verdict:
     """First failing repetition rule per document (reason None when all pass)."""
-    n_docs = len(batch)
-    v = Verdict(n_docs)
-    s = batch.series
-    n_chars = batch.n_chars
-    if cfg.max_dup_para_ratio is not None or cfg.max_dup_para_char_ratio is not None:
-        paras = s.str.strip_chars().str.replace_all(r"\n{2,}", _SEP).str.split(_SEP)
-        _apply_dups(v, "repetition_dup_para", duplicate_stats(paras), n_chars,
-                    cfg.max_dup_para_ratio, cfg.max_dup_para_char_ratio)
-    if cfg.max_dup_line_ratio is not None or cfg.max_dup_line_char_ratio is not None:
-        lines = s.str.replace_all(r"\n+", "\n").str.split("\n")
-        _apply_dups(v, "repetition_dup_line", duplicate_stats(lines), n_chars,
-                    cfg.max_dup_line_ratio, cfg.max_dup_line_char_ratio)
-    thresholds = {n: getattr(cfg, f"max_top_{n}gram_char_ratio") for n in TOP_NGRAMS}
-    thresholds |= {n: getattr(cfg, f"max_dup_{n}gram_char_ratio") for n in DUP_NGRAMS}
-    last = max((n for n, t in thresholds.items() if t is not None), default=0)
-    index = v.open_index()
-    if not last or not len(index):
-        return v
-    sub = batch.take(index)
-    v.merge(index, _ngram_verdict(sub, thresholds, last))
-    return v
-
-
-def _ngram_verdict(batch: DocBatch, thresholds: dict[int, float | None], last: int) -> Verdict:
-    """Top and duplicate word n-gram rules, n = 2 .. last.
-
-    Level n only looks at positions whose (n-1)-gram repeats in its document: every occurrence of a
-    repeated n-gram is among them, so the work shrinks quickly as n grows.
-    """
-    v = Verdict(len(batch))
-    ng = _Ngrams(batch)
-    pos = np.arange(len(ng.tok), dtype=np.int64)
-    while ng.n < last:
-        ng.advance()
-        n = ng.n
-        pos = pos[pos < len(ng.hash)]
-        d = ng.doc[pos]
-        pos = pos[(ng.pos_in_doc[pos] <= ng.doc_len[d] - n) & v.open[d]]
-        groups = Groups(ng.hash[pos], ng.doc[pos])
-        if thresholds.get(n) is not None:
-            if n in TOP_NGRAMS:
-                chars = _top_ngram_chars(ng, pos, groups, len(batch))
-                code = f"repetition_top_{n}gram"
-            else:
-                chars = _dup_ngram_chars(ng, pos, groups, len(batch))
-                code = f"repetition_dup_{n}gram"
-            frac = ratio(chars, batch.n_chars)
-            v.apply(code, frac > thresholds[n], frac)
-        pos = pos[groups.sizes() >= 2]
-    return v
+    return REPETITION.verdict(batch, cfg)

@@ -319,7 +319,8 @@ def stage_lock(root: Path, name: str, resolved: Settings | Mapping[str, Any], wh
 
 
 def locked(unit: Callable[[dict[str, Any]], str]) -> Callable[[F], F]:
-    """Run a stage entry function (arguments `layout` and `resolved`) under the lock of the unit it writes.
+    """Run a stage entry function (arguments `layout` and `settings`, or `resolved`) under the lock of the unit it
+    writes.
 
     `unit` names the unit from the call's arguments, e.g. `lambda a: f"clean.{a['source_id']}"`.
     """
@@ -333,7 +334,8 @@ def locked(unit: Callable[[dict[str, Any]], str]) -> Callable[[F], F]:
             bound.apply_defaults()
             arguments = bound.arguments
             name = unit(arguments)
-            with stage_lock(arguments["layout"].root, name, arguments["resolved"], what=f"{fn.__name__} ({name})"):
+            settings = arguments["settings"] if "settings" in arguments else arguments["resolved"]
+            with stage_lock(arguments["layout"].root, name, settings, what=f"{fn.__name__} ({name})"):
                 return fn(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]

@@ -495,6 +495,10 @@ class CleanFinewebSettings(Section):
     min_dup_line_char_ratio: float | None = 0.01
     #: Drop (fineweb_newline_ratio) when newlines per word are over this. Null switches this rule off.
     max_newline_word_ratio: float | None = 0.3
+    #: Drop (fineweb_long_line) when a non-blank line is longer than this many characters (minified code,
+    #: encoded blobs, text without line breaks; C4 drops lines holding a word of over 1,000 characters). No
+    #: default: off, and left out of the resolved config.
+    max_line_chars: int | None = field(default=None, metadata={"omit_none": True})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CleanFinewebSettings:
@@ -507,6 +511,7 @@ class CleanFinewebSettings(Section):
             "min_short_line_ratio": None,
             "min_dup_line_char_ratio": None,
             "max_newline_word_ratio": None,
+            "max_line_chars": None,
         }))
 
 

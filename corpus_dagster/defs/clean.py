@@ -3,11 +3,8 @@
 import time
 
 import dagster as dg
-import pyarrow.parquet as pq
 
 from corpus_dagster.clean import driver
-from corpus_dagster.core.ledger import load_ledger
-from corpus_dagster.core.parquet import head_rows
 from corpus_dagster.core.settings import CleanSettings
 from corpus_dagster.defs.charts import charts_markdown, stacked_bars
 from corpus_dagster.defs.common import (
@@ -25,9 +22,6 @@ from corpus_dagster.defs.explain_link import explain_link, location_of
 from corpus_dagster.defs.partitions import source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
 
-EXAMPLES_PER_REASON = 3
-REJECT_SCAN_ROWS = 256  # rows decoded at a time while looking for examples
-
 
 def _spec(key: str, description: str) -> dg.AssetSpec:
     return dg.AssetSpec(
@@ -40,21 +34,6 @@ def _spec(key: str, description: str) -> dg.AssetSpec:
         code_version=driver.CODE_VERSION,
         automation_condition=when_inputs_change(),
     )
-
-
-def reason_threshold(reason: str, clean_cfg: CleanSettings) -> str:
-    """The configured limits a reason code's decision reads, as its filter declares them: `key=value` in the
-    section's order for each declared key set to a number (a null threshold is switched off; word lists and
-    switches are shown on the review page); lang names its allowed languages and its score threshold."""
-    try:
-        flt, declared = driver.find_reason(reason)
-    except ValueError:
-        return ""
-    section = getattr(clean_cfg, flt.name).to_dict()
-    if reason == "lang":
-        return f"allowed={','.join(section.get('allowed') or [])}, min_score={section.get('min_score')}"
-    return ", ".join(f"{k}={v}" for k, v in section.items()
-                     if k in declared.keys and isinstance(v, int | float) and not isinstance(v, bool))
 
 
 def corpus_table(rows: list[dict]) -> dg.MetadataValue:
@@ -70,64 +49,23 @@ def corpus_table(rows: list[dict]) -> dg.MetadataValue:
 def kept_preview(layout, source_id: str, rows: int = PREVIEW_ROWS) -> dg.MetadataValue:
     """The first kept documents of a source: id, language, length and the start of the text (its length at the
     end when cut), narrow enough to read without a sideways scroll."""
-    files = driver.clean_doc_files(layout, source_id)
-    head = head_rows(files[0], ["id", "lang", "n_chars", "text"], rows) if files else []
     return table(["id", "lang", "n_chars", "preview"],
-                 [[r["id"], r["lang"], r["n_chars"], preview_text(r["text"])] for r in head],
+                 [[r["id"], r["lang"], r["n_chars"], preview_text(r["text"])]
+                  for r in driver.kept_head(layout, source_id, rows)],
                  {"preview": "the start of the text; a cut text ends in its length"})
 
 
 def explain_first(files: list, location: str) -> dict[str, dg.MetadataValue]:
     """`explain`: a link that explains the first document of these files in one click (none when empty)."""
-    head = head_rows(files[0], ["id"], 1) if files else []
-    return {"explain": explain_link(head[0]["id"], location)} if head else {}
-
-
-def texts_at(path, rows: list[int]) -> list[str | None]:
-    """The `text` of the given rows (ascending) of a Parquet file, reading only the row groups that hold them."""
-    pf = pq.ParquetFile(path)
-    out: list[str | None] = []
-    start = 0
-    for rg in range(pf.metadata.num_row_groups):
-        stop = start + pf.metadata.row_group(rg).num_rows
-        local = [i - start for i in rows if start <= i < stop]
-        if local:
-            out += pf.read_row_group(rg, columns=["text"], use_threads=False).column("text").take(local).to_pylist()
-        start = stop
-    return out
+    doc_id = driver.first_id(files)
+    return {"explain": explain_link(doc_id, location)} if doc_id is not None else {}
 
 
 def rejected_preview(layout, source_id: str, clean_cfg: CleanSettings,
                      reasons: dict[str, int] | None = None) -> dg.MetadataValue:
-    """Up to EXAMPLES_PER_REASON rejected documents per reason, with the measured value and the threshold.
-
-    `reasons` (rejected documents per reason, from the stage's stats) lets the scan stop once every reason
-    has its examples: the rejects of a source can be most of its text, and a preview needs a few rows."""
-    seen: dict[str, int] = {}
-    rows = []
-    wanted = None if reasons is None else {k: min(v, EXAMPLES_PER_REASON) for k, v in reasons.items() if v > 0}
-
-    def complete() -> bool:
-        return wanted is not None and all(seen.get(k, 0) >= v for k, v in wanted.items())
-
-    for path in driver.reject_files(layout, source_id):
-        if complete():
-            break
-        # the small columns pick the examples; only the picked rows' texts are read into Python strings
-        picked: list[tuple[int, dict]] = []
-        offset = 0
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=REJECT_SCAN_ROWS, columns=["id", "reason", "value"],
-                                                       use_threads=False):
-            for j, r in enumerate(batch.to_pylist()):
-                if seen.get(r["reason"], 0) < EXAMPLES_PER_REASON:
-                    seen[r["reason"]] = seen.get(r["reason"], 0) + 1
-                    picked.append((offset + j, r))
-            offset += batch.num_rows
-            if complete():
-                break
-        texts = texts_at(path, [i for i, _ in picked])
-        rows += [[r["id"], r["reason"], measured(r["value"]), reason_threshold(r["reason"], clean_cfg), preview_text(text)]
-                 for (_, r), text in zip(picked, texts, strict=True)]
+    """A few rejected documents per reason (driver.reject_examples), with the measured value and the threshold."""
+    rows = [[r["id"], r["reason"], measured(r["value"]), driver.threshold_text(r["reason"], clean_cfg),
+             preview_text(r["text"])] for r in driver.reject_examples(layout, source_id, reasons)]
     return table(["id", "reason", "value", "threshold", "preview"], sorted(rows, key=lambda r: (r[1], r[0])),
                  {"value": "what the rule measured", "threshold": "the configured limit it broke",
                   "preview": "the start of the text; a cut text ends in its length"})
@@ -151,7 +89,7 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
         own = time.monotonic() - start
         kept = kept_preview(layout, sid)
         rejected = rejected_preview(layout, sid, settings.clean, stats["reasons"])
-        corpus_rows = driver.corpus_clean_counts(layout, [s.source_id for s in load_ledger(layout.ledger)])
+        corpus_rows = driver.corpus_clean_counts(layout)
     version = dg.DataVersion(stats["key"])
     reasons = stats["reasons"]
     chart = stacked_bars({sid: {"kept": stats["kept"], **reasons}}, f"{sid}: kept and dropped per reason")
@@ -162,7 +100,7 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
             # first: the whole corpus so far (every cleaned source), then this source's reasons
             "corpus_kept_and_rejected": corpus_table(corpus_rows),
             "reasons": table(["reason", "documents", "threshold"],
-                             [[k, v, reason_threshold(k, settings.clean)]
+                             [[k, v, driver.threshold_text(k, settings.clean)]
                               for k, v in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])) if v]),
             **table_metadata(stats["kept"], driver.CLEAN_DOC_SCHEMA),
             "documents_in": dg.MetadataValue.int(stats["docs_in"]),
@@ -189,7 +127,7 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
             **table_metadata(stats["rejected"], driver.REJECT_SCHEMA),
             "rejected": dg.MetadataValue.int(stats["rejected"]),
             "by_reason": table(["reason", "documents", "threshold"],
-                               [[k, v, reason_threshold(k, settings.clean)] for k, v in reasons.items()]),
+                               [[k, v, driver.threshold_text(k, settings.clean)] for k, v in reasons.items()]),
             "examples": rejected,
             **explain_first(driver.reject_files(layout, sid), location_of(context)),
         },

@@ -23,6 +23,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from corpus_dagster.clean import driver as clean
+from corpus_dagster.clean.outputs import reason_threshold
 from corpus_dagster.core.errors import CorpusError, UpstreamMissing
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
@@ -42,8 +43,6 @@ PLACEHOLDER = re.compile(r"<([A-Z_]+)>")
 DOC_ID = re.compile(r"^(?P<source>[a-z0-9][a-z0-9._-]*):(?P<k>[0-9]+)$")
 RELEASE_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 STAGES = ("ingest", "clean", "dedup", "scrub", "shards", "tokens", "release")
-
-_OPS = {"<": lambda v, t: v < t, ">": lambda v, t: v > t, "<=": lambda v, t: v <= t, ">=": lambda v, t: v >= t}
 
 
 class DocumentNotFound(CorpusError):
@@ -208,31 +207,24 @@ def _ingest(layout, settings, _doc_id, sid, k):
 
 def rejection(reason: str, value: float | None, clean_cfg: CleanSettings) -> dict[str, Any]:
     """What a clean reject broke: the rule, the measured value, the comparison, the threshold and its key."""
-    try:
-        flt, declared = clean.find_reason(reason)
-    except ValueError:
+    threshold = reason_threshold(reason, clean_cfg)
+    if threshold is None:
         return {"rule": reason, "value": value, "summary": f"rejected by {reason}: {_num(value)}"}
-    section_name = flt.name
-    section = getattr(clean_cfg, section_name).to_dict()
-    # the declared comparisons in order; a code with several names the first one its value breaks
-    limits = [(lim.key, lim.op, section.get(lim.key)) for lim in declared.limits if section.get(lim.key) is not None]
-    broken = [lim for lim in limits if value is not None and _OPS[lim[1]](value, lim[2])]
-    chosen = (broken or limits)[:1]
     out: dict[str, Any] = {"rule": reason, "value": value}
     if reason == "lang":
-        allowed = section.get("allowed") or []
-        out |= {"threshold": section.get("min_score"), "config": f"clean.lang.min_score, clean.lang.allowed={allowed}"}
-        min_score = section.get("min_score")
+        allowed = list(clean_cfg.lang.allowed or [])
+        min_score = clean_cfg.lang.min_score
+        out |= {"threshold": min_score, "config": f"clean.lang.min_score, clean.lang.allowed={allowed}"}
         if value is not None and min_score is not None and value < min_score:  # undetermined: no evidence
             out["summary"] = f"rejected by lang: undetermined language (score {_num(value)}), allowed {allowed}"
         else:
             out["summary"] = (f"rejected by lang: score {_num(value)} >= {_num(min_score)} (clean.lang.min_score) "
                               f"for a language outside allowed {allowed}")
         return out
-    if chosen:
-        key, op, limit = chosen[0]
-        out |= {"op": op, "threshold": limit, "config": f"clean.{section_name}.{key}"}
-        out["summary"] = f"rejected by {reason}: {_num(value)} {op} {_num(limit)} (clean.{section_name}.{key})"
+    bound = threshold.broken(value)  # a code with several limits names the first one its value breaks
+    if bound is not None:
+        out |= {"op": bound.op, "threshold": bound.limit, "config": bound.config}
+        out["summary"] = f"rejected by {reason}: {_num(value)} {bound.op} {_num(bound.limit)} ({bound.config})"
     else:
         out["summary"] = f"rejected by {reason}: {_num(value)}"
     return out

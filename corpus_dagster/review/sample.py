@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from corpus_dagster.clean.driver import find_reason
+from corpus_dagster.clean.outputs import threshold_text
 from corpus_dagster.core.settings import CleanSettings, DedupSettings, PiiSettings
 
 # Strata in page order: clean drops (reason = clean reason code), dedup drops (exact, near, decontaminated),
@@ -140,38 +140,10 @@ def _order(column: str, order: Sequence[str]) -> pl.Expr:
 
 # --- What a reviewer reads beside each document: the threshold the measured value was compared with ----------
 
-_SHORT_LIST = 8  # list values (stop words, menu words) longer than this are shown by their length
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, list | tuple):
-        if len(value) > _SHORT_LIST:
-            return f"[{len(value)} values]"
-        return "[" + ", ".join(str(v) for v in value) + "]"
-    return "null" if value is None else str(value)
-
-
 def clean_threshold(reason: str, clean_cfg: CleanSettings) -> str:
-    """The config key(s) and value(s) a clean reason code's measured value was compared with, as text, read
-    from the filter's declaration (the recorded value is what its comparisons read)."""
-    try:
-        flt, declared = find_reason(reason)
-    except ValueError:
-        return f"no threshold known for reason code {reason!r}"
-    section = flt.name
-    cfg = getattr(clean_cfg, section)
-    fired = [f"value {limit.op} clean.{section}.{limit.key} = {_show(getattr(cfg, limit.key))}"
-             for limit in declared.limits if getattr(cfg, limit.key) is not None]
-    text = " or ".join(fired) if fired else "threshold switched off (null)"
-    if reason == "lang":
-        return (f"dropped when the label is not in clean.lang.allowed = {_show(cfg.allowed)} and {text}"
-                " (value = the label's score), or there is no language evidence (und)")
-    if declared.also:
-        extra = ", ".join(f"clean.{section}.{k} = {_show(getattr(cfg, k))}" for k in declared.also)
-        text += f"; also depends on {extra}"
-        if not declared.single:
-            text = "no single threshold: " + text
-    return text
+    """The config key(s) and value(s) a clean reason code's measured value was compared with, as text (the
+    filter declarations' one threshold text)."""
+    return threshold_text(reason, clean_cfg)
 
 
 def dedup_threshold(reason: str, dedup_cfg: DedupSettings) -> str:

@@ -3,8 +3,12 @@ and the one source of the threshold texts the Dagster UI, the review and explain
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from corpus_dagster.clean import driver, filters
@@ -21,10 +25,10 @@ from corpus_dagster.clean.filters import (
     Reason,
     filter_key,
     find_reason,
+    threshold_text,
 )
-from corpus_dagster.core.config import load_config, load_schema
-from corpus_dagster.core.settings import CleanSettings, Settings
-from corpus_dagster.defs.clean import reason_threshold
+from corpus_dagster.clean.verdict import Verdict
+from corpus_dagster.core.config import load_schema, load_settings
 from corpus_dagster.explain import rejection
 from corpus_dagster.publish import manifest
 from corpus_dagster.review.sample import clean_threshold
@@ -57,6 +61,7 @@ def test_run_order_reason_codes_and_manifest_keys_are_pinned() -> None:
         "repetition_dup_9gram", "repetition_dup_10gram",
         "symbol_soup", "table_dump", "repeated", "nav_menu", "non_english",
         "fineweb_line_punct", "fineweb_short_lines", "fineweb_dup_line_chars", "fineweb_newline_ratio",
+        "fineweb_long_line",
         "ppl",
     )
     assert FILTER_KEYS == ["lang", "gopher", "repetition", "ppl", "symbol_soup", "table_dump", "repeated",
@@ -71,6 +76,7 @@ def test_the_manifest_schema_requires_exactly_the_base_keys() -> None:
 
 def test_other_stages_read_the_declarations_through_the_clean_driver() -> None:
     assert driver.FILTERS is FILTERS and driver.REASON_CODES is REASON_CODES and driver.FILTER_KEYS is FILTER_KEYS
+    assert driver.threshold_text is threshold_text
     assert manifest.BASE_FILTER_KEYS is driver.BASE_FILTER_KEYS is BASE_FILTER_KEYS
 
 
@@ -98,8 +104,10 @@ def test_every_declared_key_is_in_the_schema_with_a_default(flt: Filter, reason:
     props = CLEAN_SCHEMA[flt.name]["properties"]
     assert reason.value and reason.limits
     for key in reason.keys:
-        assert key in props and "default" in props[key] and props[key].get("description"), (reason.code, key)
-    for limit in reason.limits:
+        assert key in props and props[key].get("description"), (reason.code, key)
+        # a default, or a threshold with none: switched off and left out of the resolved config
+        assert "default" in props[key] or "null" in props[key]["type"], (reason.code, key)
+    for limit in (*reason.limits, *reason.requires):
         assert limit.op in ("<", "<=", ">", ">=")
         types = props[limit.key]["type"]
         assert {"number", "integer"} & set(types if isinstance(types, list) else [types]), limit.key
@@ -107,65 +115,94 @@ def test_every_declared_key_is_in_the_schema_with_a_default(flt: Filter, reason:
         assert all("null" in props[limit.key]["type"] for limit in reason.limits), reason.code
 
 
-def _fire_only(flt: Filter, reason: Reason, tmp_path: Path) -> dict:
-    """The filter's default section with `reason`'s thresholds set so that it fires on any value and every
-    other reason of the filter switched off."""
-    section = load_config()["clean"][flt.name]
-    for other in flt.reasons:
-        for limit in other.limits:
-            section[limit.key] = None
-    for limit in reason.limits:
-        section[limit.key] = 1e12 if limit.op in ("<", "<=") else -1.0
+def _fire_only(flt: Filter, reason: Reason, tmp_path: Path) -> Any:
+    """The filter's default settings with `reason`'s thresholds set so that it fires on any value and every
+    other reason of the filter switched off (values the schema would refuse, so set on the typed section)."""
+    changes: dict[str, Any] = {limit.key: None for other in flt.reasons for limit in other.limits}
+    changes |= {limit.key: 1e12 if limit.op in ("<", "<=") else -1.0 for limit in reason.limits}
     if flt.name == "ppl":
         pytest.importorskip("kenlm")
         model = tmp_path / "tiny.arpa"
         model.write_text(TINY_ARPA)
-        section["model_path"] = str(model)
-    return section
+        changes["model_path"] = str(model)
+    return dataclasses.replace(getattr(load_settings(None).clean, flt.name), **changes)
 
 
-@pytest.mark.parametrize(("flt", "reason"), [(f, r) for f, r in REASONS if f.verdict is not None],
-                         ids=[r.code for f, r in REASONS if f.verdict is not None])
+MEASURED = [(f, r) for f, r in REASONS if f.measures is not None]
+
+
+@pytest.mark.parametrize(("flt", "reason"), MEASURED, ids=[r.code for _, r in MEASURED])
 def test_each_verdict_records_the_declared_code_its_thresholds_decide(flt: Filter, reason: Reason,
                                                                     tmp_path: Path) -> None:
-    section = type(getattr(CleanSettings(), flt.name)).from_dict(_fire_only(flt, reason, tmp_path))
+    section = _fire_only(flt, reason, tmp_path)
     verdict = flt.verdict(DocBatch(TEXTS), section)
     assert set(verdict.reason.tolist()) - {None} == {reason.code}
 
 
+@pytest.mark.parametrize(("flt", "reason"), MEASURED, ids=[r.code for _, r in MEASURED])
+def test_each_limit_records_the_measure_it_compares(flt: Filter, reason: Reason, tmp_path: Path) -> None:
+    section = _fire_only(flt, reason, tmp_path)
+    batch = DocBatch(TEXTS)
+    verdict = flt.verdict(batch, section)
+    measured = flt.measures(batch, section, Verdict(len(batch)))
+    expected = measured[reason.limits[0].measure]
+    hit = verdict.reason == reason.code
+    assert hit.any()
+    np.testing.assert_array_equal(verdict.value[hit], np.asarray(expected, dtype=np.float64)[hit])
+
+
+def test_a_null_threshold_switches_its_limit_off_and_measures_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    gopher = filters.GOPHER
+    section = load_settings(None, {"clean": {"gopher": {lim.key: None for r in gopher.reasons for lim in r.limits}}})
+    asked: list[str] = []
+    real = gopher.measures.__getitem__
+    monkeypatch.setattr(gopher.measures, "__getitem__", lambda self, name: asked.append(name) or real(self, name))
+    verdict = gopher.verdict(DocBatch(TEXTS), section.clean.gopher)
+    assert verdict.reason.tolist() == [None] * len(TEXTS) and asked == []
+
+
+def test_a_further_condition_must_hold_too() -> None:
+    table_dump = filters.TABLE_DUMP
+    assert not table_dump.reasons[0].single
+    fires = {"min_numeric_word_ratio": -1.0, "min_short_line_ratio": -1.0, "min_lines": 0}  # below the schema's 0
+    default = load_settings(None).clean.table_dump
+    cfg = dataclasses.replace(default, **fires)
+    assert set(table_dump.verdict(DocBatch(TEXTS), cfg).reason.tolist()) == {"table_dump"}
+    cfg = dataclasses.replace(default, **{**fires, "min_lines": 10**6})
+    assert set(table_dump.verdict(DocBatch(TEXTS), cfg).reason.tolist()) == {None}
+
+
 def test_lang_is_decided_from_language_id() -> None:
-    assert [f for f in FILTERS if f.verdict is None] == [filters.LANG]
+    assert [f for f in FILTERS if f.measures is None] == [filters.LANG]
     only_lang = {f.name: {"enabled": f is filters.LANG} for f in FILTERS}
-    cfg = Settings.from_resolved(load_config(overrides={"clean": only_lang})).clean
+    cfg = load_settings(None, {"clean": only_lang}).clean
     assert clean_texts([FR], cfg, "s").reason == list(filters.LANG.codes)
 
 
 @pytest.mark.parametrize(("flt", "reason"), REASONS, ids=[r.code for _, r in REASONS])
 def test_threshold_texts_name_the_declared_keys_and_comparisons(flt: Filter, reason: Reason) -> None:
-    cfg = load_config()["clean"]
     values = {limit.key: 0.125 + i for i, limit in enumerate(reason.limits)}
-    cfg[flt.name].update(values)
-    typed = CleanSettings.from_dict(cfg)
-    review = clean_threshold(reason.code, typed)
-    ui = reason_threshold(reason.code, typed)
+    clean = load_settings(None).clean  # values the schema's integer keys refuse, so set on the typed sections
+    typed = dataclasses.replace(clean, **{flt.name: dataclasses.replace(getattr(clean, flt.name), **values)})
+    text = threshold_text(reason.code, typed)
     explained = rejection(reason.code, None, typed)
+    assert clean_threshold(reason.code, typed) == text  # the review page shows the declarations' text
     for limit in reason.limits:
-        assert f"value {limit.op} clean.{flt.name}.{limit.key} = {values[limit.key]}" in review
-        assert f"{limit.key}={values[limit.key]}" in ui
+        assert f"value {limit.op} clean.{flt.name}.{limit.key} = {values[limit.key]}" in text
     first = reason.limits[0]
     assert explained["config"].startswith(f"clean.{flt.name}.{first.key}")
     if reason.code != "lang":
         assert explained["op"] == first.op and explained["threshold"] == values[first.key]
-    keys_shown = {part.split("=")[0] for part in ui.split(", ")}
-    assert keys_shown <= set(reason.keys), ui  # nothing but the keys the reason's decision reads
+    keys_shown = set(re.findall(rf"clean\.{flt.name}\.(\w+)", text))
+    assert keys_shown <= set(reason.keys), text  # nothing but the keys the reason's decision reads
 
 
 def test_texts_follow_a_changed_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
     gopher, word_count = find_reason("gopher_word_count")
-    moved = Reason(word_count.code, word_count.value, (Limit(">=", "max_mean_word_length"),))
+    moved = Reason(word_count.code, word_count.value, (Limit(">=", "max_mean_word_length", "n_words"),))
     monkeypatch.setitem(filters._BY_CODE, word_count.code, (gopher, moved))
-    typed = Settings.from_resolved(load_config()).clean
-    assert reason_threshold("gopher_word_count", typed) == "max_mean_word_length=10"
+    typed = load_settings(None).clean
+    assert threshold_text("gopher_word_count", typed) == "value >= clean.gopher.max_mean_word_length = 10"
     assert clean_threshold("gopher_word_count", typed) == "value >= clean.gopher.max_mean_word_length = 10"
     explained = rejection("gopher_word_count", 12.0, typed)
     assert explained["summary"] == "rejected by gopher_word_count: 12 >= 10 (clean.gopher.max_mean_word_length)"

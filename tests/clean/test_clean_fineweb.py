@@ -6,16 +6,13 @@ import pytest
 
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.fineweb import fineweb_quality
-from corpus_dagster.core.config import load_config
-from corpus_dagster.core.settings import CleanFinewebSettings
+from corpus_dagster.core.config import load_config, load_settings
 
 WORDS = [a + b + c + d + "ing" for a in "bcdfghklm" for b in "aeiou" for c in "lmnprst" for d in "aeiou"]
 
 
 def run(texts: list[str], **overrides: object) -> list[tuple[str | None, float | None]]:
-    section = load_config()["clean"]["fineweb"]
-    section.update(overrides)
-    v = fineweb_quality(DocBatch(texts), CleanFinewebSettings.from_dict(section))
+    v = fineweb_quality(DocBatch(texts), load_settings(None, {"clean": {"fineweb": overrides}}).clean.fineweb)
     return [(r, None if r is None else float(x)) for r, x in zip(v.reason.tolist(), v.value.tolist(), strict=True)]
 
 
@@ -70,3 +67,12 @@ def test_null_switches_and_order() -> None:
     off = {k: None for k in ("max_line_punct_ratio", "min_short_line_ratio", "min_dup_line_char_ratio",
                              "max_newline_word_ratio")}
     assert run([doc], **off) == [(None, None)]
+
+
+def test_long_line_over_and_off_without_a_default() -> None:
+    assert "max_line_chars" not in load_config()["clean"]["fineweb"]  # no default: off, not in the resolved config
+    prose = [long_line(i) for i in range(6)]  # punctuated, long lines: no other rule fires
+    at = "\n".join([*prose, "y" * 99 + "."])  # the longest line has 100 characters: kept
+    over = "\n".join([*prose, "y" * 100 + "."])  # 101: dropped
+    assert run([at, over]) == [(None, None), (None, None)]
+    assert run([at, over], max_line_chars=100) == [(None, None), ("fineweb_long_line", 101.0)]

@@ -6,7 +6,7 @@ import pytest
 
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.gopher import gopher_quality
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.settings import CleanGopherSettings
 
 # distinct five-letter words: no stop words among them
@@ -14,9 +14,7 @@ WORDS = [a + b + c + "ed" for a in "bcdfg" for b in "aeiou" for c in "lmnprst"][
 
 
 def cfg(**overrides: object) -> CleanGopherSettings:
-    section = load_config()["clean"]["gopher"]
-    section.update(overrides)
-    return CleanGopherSettings.from_dict(section)
+    return load_settings(None, {"clean": {"gopher": overrides}}).clean.gopher
 
 
 def run(texts: list[str], section: CleanGopherSettings | None = None) -> list[tuple[str | None, float | None]]:

@@ -12,8 +12,8 @@ import pytest
 from corpus_dagster.clean import clean_texts
 from corpus_dagster.clean.lang_sample import prose_samples
 from corpus_dagster.clean.langid import LangResult, detect_languages, lang_dropped, language_samples
-from corpus_dagster.core.config import load_config
-from corpus_dagster.core.settings import CleanLangSettings, Settings
+from corpus_dagster.core.config import load_settings
+from corpus_dagster.core.settings import CleanLangSettings
 
 FR = ("Le chat dort sur le canapé pendant que la pluie tombe doucement sur la ville. Les enfants rentrent de "
       "l'école et racontent leur journée à leurs parents, qui préparent le dîner dans la cuisine.")
@@ -62,9 +62,7 @@ GNU coreutils 9.1                 September 2022                          LS(1)
 
 
 def lang_cfg(**overrides: object) -> CleanLangSettings:
-    section = load_config()["clean"]["lang"]
-    section.update(overrides)
-    return CleanLangSettings.from_dict(section)
+    return load_settings(None, {"clean": {"lang": overrides}}).clean.lang
 
 
 def samples_of(text: str, **overrides: object) -> list[str]:
@@ -72,7 +70,7 @@ def samples_of(text: str, **overrides: object) -> list[str]:
 
 
 def test_fr_de_zh_detected_and_dropped_by_default() -> None:
-    cfg = Settings.from_resolved(load_config()).clean
+    cfg = load_settings(None).clean
     out = clean_texts([FR, DE, ZH, EN], cfg, "src")
     assert out.lang == ["fr", "de", "zh", "en"]
     assert out.reason == ["lang", "lang", "lang", None]
@@ -82,7 +80,7 @@ def test_fr_de_zh_detected_and_dropped_by_default() -> None:
 
 
 def test_outcome_records_label_score_and_sample_size() -> None:
-    out = clean_texts([EN, "12345 67890 42"], Settings.from_resolved(load_config()).clean, "src")
+    out = clean_texts([EN, "12345 67890 42"], load_settings(None).clean, "src")
     assert out.lang == ["en", "und"]
     assert out.lang_score[0] > 0.9 and out.lang_score[1] == 0.0
     assert out.lang_sample_chars == [len(EN), 0]
@@ -99,7 +97,7 @@ def test_english_man_page_is_english_and_kept() -> None:
     """The issue's case: flags, synopsis and examples must not make an English page `und` or foreign."""
     result = detect_languages([MAN_PAGE], lang_cfg())
     assert result.lang == ["en"]
-    assert clean_texts([MAN_PAGE], Settings.from_resolved(load_config()).clean, "s").reason != ["lang"]
+    assert clean_texts([MAN_PAGE], load_settings(None).clean, "s").reason != ["lang"]
     sample = " ".join(samples_of(MAN_PAGE))
     assert "List information about the FILEs" in " ".join(sample.split())
     for noise in ("--all", "--almost-all", "ls -la", "LS_COLORS", "SYNOPSIS", "[OPTION]", "User Commands", "9.1"):
@@ -169,19 +167,19 @@ def test_decision_rule_strong_evidence_drops_weak_keeps() -> None:
 
 
 def test_min_score_boundary_is_inclusive() -> None:
-    clean = Settings.from_resolved(load_config()).clean
+    clean = load_settings(None).clean
     score = detect_languages([FR], clean.lang).score[0]
-    at = Settings.from_resolved(load_config(overrides={"clean": {"lang": {"min_score": score}}})).clean
-    above = Settings.from_resolved(load_config(overrides={"clean": {"lang": {"min_score": min(1.0, score + 1e-6)}}})).clean
+    at = load_settings(None, {"clean": {"lang": {"min_score": score}}}).clean
+    above = load_settings(None, {"clean": {"lang": {"min_score": min(1.0, score + 1e-6)}}}).clean
     assert clean_texts([FR], at, "s").reason == ["lang"]
     out = clean_texts([FR], above, "s")
     assert out.reason != ["lang"] and out.lang == ["fr"]  # weak evidence: kept, with its label
 
 
 def test_allowed_languages() -> None:
-    base = Settings.from_resolved(load_config()).clean
-    keep_fr = Settings.from_resolved(load_config(overrides={"clean": {"lang": {"allowed": ["en", "fr"]}}})).clean
-    keep_all = Settings.from_resolved(load_config(overrides={"clean": {"lang": {"allowed": None}}})).clean
+    base = load_settings(None).clean
+    keep_fr = load_settings(None, {"clean": {"lang": {"allowed": ["en", "fr"]}}}).clean
+    keep_all = load_settings(None, {"clean": {"lang": {"allowed": None}}}).clean
     assert clean_texts([FR], base, "s").reason == ["lang"]
     assert clean_texts([FR], keep_fr, "s").reason != ["lang"]
     out = clean_texts([ZH, "12345 67890 42"], keep_all, "s")
@@ -189,8 +187,8 @@ def test_allowed_languages() -> None:
 
 
 def test_und_dropped_unless_allowed() -> None:
-    with_und = Settings.from_resolved(load_config(overrides={"clean": {"lang": {"allowed": ["en", "und"]}}})).clean
-    assert clean_texts(["12345 67890 42"], Settings.from_resolved(load_config()).clean, "s").reason == ["lang"]
+    with_und = load_settings(None, {"clean": {"lang": {"allowed": ["en", "und"]}}}).clean
+    assert clean_texts(["12345 67890 42"], load_settings(None).clean, "s").reason == ["lang"]
     assert clean_texts(["12345 67890 42"], with_und, "s").reason != ["lang"]
 
 
@@ -212,7 +210,7 @@ def test_labeled_evaluation_meets_the_targets() -> None:
     path = Path(__file__).parents[1] / "data" / "langid" / "langid.jsonl.gz"
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         docs = [json.loads(line) for line in fh]
-    cfg = Settings.from_resolved(load_config()).clean
+    cfg = load_settings(None).clean
     result = detect_languages([d["text"] for d in docs], cfg.lang)
     dropped = lang_dropped(result, cfg.lang)
     for lang, want in (("en", 0.98), ("fr", 0.97), ("de", 0.97), ("es", 0.97)):

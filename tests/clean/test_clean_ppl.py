@@ -9,8 +9,8 @@ import pytest
 
 from corpus_dagster.clean import clean_texts, ppl
 from corpus_dagster.clean.batch import DocBatch
-from corpus_dagster.core.config import load_config
-from corpus_dagster.core.settings import CleanPplSettings, Settings
+from corpus_dagster.core.config import load_settings
+from corpus_dagster.core.settings import CleanPplSettings
 
 pytest.importorskip("kenlm")
 
@@ -44,9 +44,7 @@ def model_path(tmp_path: Path) -> str:
 
 
 def section(model_path: str | None, **overrides: object) -> CleanPplSettings:
-    cfg = load_config()["clean"]["ppl"]
-    cfg.update({"enabled": True, "model_path": model_path, **overrides})
-    return CleanPplSettings.from_dict(cfg)
+    return load_settings(None, {"clean": {"ppl": {"enabled": True, "model_path": model_path, **overrides}}}).clean.ppl
 
 
 def test_hand_computed_perplexity(model_path: str) -> None:
@@ -77,13 +75,12 @@ def test_filter_drops_over_max(model_path: str) -> None:
 
 
 def test_off_by_default_and_reported_as_ppl(model_path: str) -> None:
-    cfg = Settings.from_resolved(load_config()).clean
+    cfg = load_settings(None).clean
     assert cfg.ppl.enabled is False and cfg.ppl.model_path is None
-    on = Settings.from_resolved(load_config(overrides={"clean": {"ppl": {"enabled": True, "model_path": model_path,
-                                                  "max_perplexity": 1.0},
-                                          **{k: {"enabled": False} for k in (
-                                              "lang", "gopher", "repetition", "symbol_soup", "table_dump",
-                                              "repeated", "nav_menu", "non_english")}}})).clean
+    on = load_settings(None, {"clean": {"ppl": {"enabled": True, "model_path": model_path, "max_perplexity": 1.0},
+                                        **{k: {"enabled": False} for k in (
+                                            "lang", "gopher", "repetition", "symbol_soup", "table_dump",
+                                            "repeated", "nav_menu", "non_english")}}}).clean
     out = clean_texts(["a b a b", "\n"], on, "src")
     assert out.reason == ["ppl", None]
 
@@ -91,10 +88,10 @@ def test_off_by_default_and_reported_as_ppl(model_path: str) -> None:
 def test_missing_model_path_is_a_clear_error() -> None:
     with pytest.raises(ppl.PerplexityModelError, match="model_path is not set"):
         ppl.perplexity_filter(DocBatch(["x"]), section(None))
-    on = Settings.from_resolved(load_config(overrides={"clean": {"ppl": {"enabled": True}}})).clean
+    on = load_settings(None, {"clean": {"ppl": {"enabled": True}}}).clean
     with pytest.raises(ppl.PerplexityModelError, match="model_path is not set"):
         clean_texts([], on, "src")  # fails up front, even before any document reaches the rule
-    assert clean_texts([], Settings.from_resolved(load_config(overrides={"clean": {"ppl": {"enabled": True, "sources": ["x"]}}})).clean, "src").reason == []  # out of scope: no model needed
+    assert clean_texts([], load_settings(None, {"clean": {"ppl": {"enabled": True, "sources": ["x"]}}}).clean, "src").reason == []  # out of scope: no model needed
 
 
 def test_missing_model_file_is_a_clear_error(tmp_path: Path) -> None:

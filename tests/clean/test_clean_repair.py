@@ -9,9 +9,10 @@ import pytest
 
 from corpus_dagster.clean import repair
 from corpus_dagster.clean.repair import REPAIR_KINDS, repair_texts
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.settings import CleanRepairSettings
 
-ON = CleanRepairSettings(mojibake=True)
+ON = load_settings(None, {"clean": {"repair": {"mojibake": True}}}).clean.repair
 
 
 def fix(texts: list[str], cfg: CleanRepairSettings = ON) -> tuple[list[str], list[list[str]]]:
@@ -47,7 +48,7 @@ def test_mojibake_fixture_repaired_by_ftfy() -> None:
 
 def test_mojibake_switch() -> None:
     broken = "It’s fine".encode().decode("cp1252")
-    assert fix([broken], CleanRepairSettings(mojibake=False)) == ([broken], [[]])
+    assert fix([broken], load_settings(None, {"clean": {"repair": {"mojibake": False}}}).clean.repair) == ([broken], [[]])
 
 
 def test_correct_text_untouched_and_ftfy_not_called(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,6 +3,7 @@ vectorized statistics with a plain per-document port of datatrove's algorithm on
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections import Counter
@@ -12,7 +13,7 @@ import pytest
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.filters import REPETITION
 from corpus_dagster.clean.repetition import DUP_NGRAMS, TOP_NGRAMS, gopher_repetition
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.settings import CleanRepetitionSettings
 
 RATIO_KEYS = (["max_dup_para_ratio", "max_dup_para_char_ratio", "max_dup_line_ratio", "max_dup_line_char_ratio"]
@@ -23,9 +24,8 @@ CODE_OF = {r.limits[0].key: r.code for r in REPETITION.reasons}
 
 def cfg(**overrides: float | None) -> CleanRepetitionSettings:
     """The default repetition section with some thresholds replaced."""
-    section = load_config()["clean"]["repetition"]
-    section.update(overrides)
-    return CleanRepetitionSettings.from_dict(section)
+    # on the typed section: a negative threshold (every document reports its value) is outside the schema
+    return dataclasses.replace(load_settings(None).clean.repetition, **overrides)
 
 
 def only(key: str, value: float) -> dict:

@@ -6,14 +6,11 @@ import pytest
 
 from corpus_dagster.clean import rules
 from corpus_dagster.clean.batch import DocBatch
-from corpus_dagster.core.config import load_config
-from corpus_dagster.core.settings import CleanSettings
+from corpus_dagster.core.config import load_settings
 
 
 def run(rule: str, texts: list[str], **overrides: object) -> list[tuple[str | None, float | None]]:
-    section = load_config()["clean"][rule]
-    section.update(overrides)
-    v = getattr(rules, rule)(DocBatch(texts), type(getattr(CleanSettings(), rule)).from_dict(section))
+    v = getattr(rules, rule)(DocBatch(texts), getattr(load_settings(None, {"clean": {rule: overrides}}).clean, rule))
     return [(r, None if r is None else float(x)) for r, x in zip(v.reason.tolist(), v.value.tolist(), strict=True)]
 
 

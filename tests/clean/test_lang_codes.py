@@ -17,8 +17,8 @@ from iso639 import Lang
 from corpus_dagster.clean import clean_texts
 from corpus_dagster.clean.driver import clean_doc_files
 from corpus_dagster.clean.langid import LangResult, iso639_1, lang_dropped
-from corpus_dagster.core.config import load_config, load_schema
-from corpus_dagster.core.settings import CleanLangSettings, Settings
+from corpus_dagster.core.config import load_schema, load_settings
+from corpus_dagster.core.settings import CleanLangSettings
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import materialize_global, materialize_sources
 from corpus_dagster.publish.manifest import ledger_ref_of, manifest_violations
@@ -35,9 +35,7 @@ EN = ("The cat sleeps on the sofa while the rain falls softly on the city. The c
 
 
 def lang_cfg(**overrides: object) -> CleanLangSettings:
-    section = load_config()["clean"]["lang"]
-    section.update(overrides)
-    return CleanLangSettings.from_dict(section)
+    return load_settings(None, {"clean": {"lang": overrides}}).clean.lang
 
 
 def model_labels() -> list[str]:
@@ -104,7 +102,7 @@ def test_allowed_matches_the_639_1_code_or_the_label() -> None:
 
 
 def test_clean_outcome_has_code_and_label() -> None:
-    cfg = Settings.from_resolved(load_config(overrides={"clean": {"lang": {"allowed": None}}})).clean
+    cfg = load_settings(None, {"clean": {"lang": {"allowed": None}}}).clean
     out = clean_texts([EN, YUE, CEB], cfg, "x")
     assert out.lang_label == ["en", "yue", "ceb"]
     assert out.lang == ["en", "zh", "und"]

@@ -73,7 +73,7 @@ ids = [s.source_id for s in sources]
 for s in sources:
     fetch_source(s, layout, Settings.from_resolved(resolved).ingest, now=dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
 for sid in ids:
-    run_clean_source(layout, resolved, sid)
+    run_clean_source(layout, Settings.from_resolved(resolved), sid)
 for sid in ids:
     run_signatures(layout, resolved, sid)
 run_global_dedup(layout, Settings.from_resolved(resolved), ids)

@@ -48,7 +48,7 @@ def pipeline(config: Path) -> dict[str, bool]:
     sources = load_ledger(layout.ledger)
     ids = [s.source_id for s in sources]
     done = {f"fetch.{s.source_id}": not fetch_source(s, layout, Settings.from_resolved(resolved).ingest, now=NOW).unchanged for s in sources}
-    done |= {f"clean.{sid}": not run_clean_source(layout, resolved, sid)["cached"] for sid in ids}
+    done |= {f"clean.{sid}": not run_clean_source(layout, Settings.from_resolved(resolved), sid)["cached"] for sid in ids}
     done |= {f"signatures.{sid}": not run_signatures(layout, resolved, sid)["cached"] for sid in ids}
     done["dedup"] = not run_global_dedup(layout, Settings.from_resolved(resolved), ids).cached
     done |= {f"scrub.{sid}": not r["cached"] for sid, r in run_scrub(layout, resolved).items()}

@@ -101,11 +101,11 @@ def test_damaged_raw_part_is_refetched(env, damage):
     else:
         paths[1].write_bytes(good[:-8] + bytes(b ^ 0xFF for b in good[-8:]))
     with pytest.raises(StageOutputError, match="part-00001.jsonl.zst.*rerun that stage"):
-        run_clean_source(layout, resolved, "a")  # the damaged part is never read
+        run_clean_source(layout, Settings.from_resolved(resolved), "a")  # the damaged part is never read
     res = fetch(layout, resolved, source)  # what the error says to do
     assert res.unchanged is False and res.docs == 7
     assert paths[1].read_bytes() == good
-    again = run_clean_source(layout, resolved, "a")  # the refetched part is read: every document accounted for
+    again = run_clean_source(layout, Settings.from_resolved(resolved), "a")  # the refetched part is read: every document accounted for
     assert again["docs_in"] == 7 and again["kept"] + again["rejected"] == 7
 
 

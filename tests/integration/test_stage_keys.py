@@ -101,8 +101,8 @@ def test_a_damaged_stage_output_is_recomputed_not_trusted(built: Path) -> None:
     layout = Layout.from_config(resolved)
     docs = clean_driver.clean_doc_files(layout, "beta")[0]
     docs.write_bytes(docs.read_bytes()[:100])  # truncated by a crash or a full disk
-    assert not clean_driver.run_clean_source(layout, resolved, "beta")["cached"]
-    assert clean_driver.run_clean_source(layout, resolved, "beta")["cached"]
+    assert not clean_driver.run_clean_source(layout, Settings.from_resolved(resolved), "beta")["cached"]
+    assert clean_driver.run_clean_source(layout, Settings.from_resolved(resolved), "beta")["cached"]
 
 
 def test_temp_leftovers_of_a_killed_run_are_cleared_when_the_stage_starts(built: Path) -> None:
@@ -112,5 +112,5 @@ def test_temp_leftovers_of_a_killed_run_are_cleared_when_the_stage_starts(built:
     leftover = folder / ".docs-00000.tmp-deadbeef.parquet"
     leftover.write_bytes(b"half")
     edit_config(built, "clean", "repetition", {"enabled": False})
-    clean_driver.run_clean_source(layout, load_config(built), "alpha")
+    clean_driver.run_clean_source(layout, Settings.from_resolved(load_config(built)), "alpha")
     assert not leftover.exists()

@@ -184,7 +184,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Layout]:
     layout = Layout.from_config(resolved)
     for source in load_ledger(layout.ledger):
         fetch_source(source, layout, Settings.from_resolved(resolved).ingest)
-        run_clean_source(layout, resolved, source.source_id)
+        run_clean_source(layout, Settings.from_resolved(resolved), source.source_id)
     run_global_dedup(layout, Settings.from_resolved(resolved), ["alpha", "beta", "gamma"])
     run_scrub(layout, resolved)
     stats = driver.run_review_stage(layout, resolved)
