@@ -17,7 +17,7 @@ from corpus_dagster.clean.driver import REASON_CODES, clean_doc_files, run_clean
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
-from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.settings import ReviewSettings, Settings
 from corpus_dagster.dedup.driver import dedup_tables, run_global_dedup
 from corpus_dagster.defs import ASSETS
 from corpus_dagster.defs.resources import CorpusConfig
@@ -139,7 +139,7 @@ def test_html_escapes_document_text_and_marks_cuts() -> None:
     ]
     strata = [{"source_id": "s", "stratum": r["stratum"], "reason": r["reason"], "available": 9, "sampled": 1}
               for r in rows]
-    page = render_page(rows, strata, "Review <sample>", {"seed": 0})
+    page = render_page(rows, strata, "Review <sample>", ReviewSettings(seed=0, per_stratum=3))
     assert "<script" not in page and "<img" not in page and "<b>" not in page and "<i>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; mail &lt;EMAIL&gt; &amp; more" in page
     assert "javascript:alert(1)&quot;&gt;&lt;script&gt;" in page
@@ -147,7 +147,8 @@ def test_html_escapes_document_text_and_marks_cuts() -> None:
     assert "<mark>&lt;EMAIL&gt;</mark>" in page and "<mark>a@b.io</mark>" in page
     assert "&lt;b&gt;dropped&lt;/b&gt;" in page and "&lt;i&gt;kept&lt;/i&gt;" in page
     assert 'href="#g1"' in page and 'id="g1"' in page  # the table of contents links every group
-    assert page == render_page(rows, strata, "Review <sample>", {"seed": 0})
+    assert "per_stratum = 3, pii_context_chars = " in page and "seed = 0" in page  # the sample's settings
+    assert page == render_page(rows, strata, "Review <sample>", ReviewSettings(seed=0, per_stratum=3))
 
 
 # --- the stage on a generated corpus -----------------------------------------------------------------------
