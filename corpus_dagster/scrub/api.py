@@ -1,8 +1,8 @@
 """PII scrub entry points: find, scrub and count typed PII in batches of texts, deterministically.
 
 The scrub driver calls `scrub_texts` per file (in worker processes); the publish checks call `find_pii_batch`
-for the blocking "no detector fires on published shards" check, and the evaluation scores it against labels. `cfg` is always the resolved `pii` section of the corpus
-config (`load_config()["pii"]`): every threshold comes from the schema, none from here.
+for the blocking "no detector fires on published shards" check, and the evaluation scores it against labels. `cfg` is always the `pii` section of the corpus
+settings (`Settings.pii`): every threshold comes from the schema, none from here.
 """
 
 from __future__ import annotations
