@@ -7,7 +7,7 @@ import pytest
 from corpus_dagster.cli.settings_gen import TARGET, class_name, render
 from corpus_dagster.core import sections
 from corpus_dagster.core import settings as settings_module
-from corpus_dagster.core.config import config_sha256, load_config, load_schema
+from corpus_dagster.core.config import config_sha256, load_config, load_schema, load_settings
 from corpus_dagster.core.settings import CleanGopherSettings, ReleaseSettings, Settings
 
 
@@ -52,7 +52,7 @@ def test_empty_config_round_trips():
 
 
 def test_sections_are_typed_and_read_only():
-    settings = Settings.from_resolved(load_config(None, {"release": {"per_source_cap": {"web": 3}}}))
+    settings = load_settings(None, {"release": {"per_source_cap": {"web": 3}}})
     assert isinstance(settings.clean.gopher.stop_words, tuple)
     assert isinstance(settings.release.per_source_cap, Mapping)
     with pytest.raises(TypeError):
@@ -77,7 +77,7 @@ def test_optional_subsection_without_defaults_round_trips():
 
 
 def test_replace_recomputes_the_resolved_dict():
-    settings = Settings.from_resolved(load_config(None))
+    settings = load_settings(None)
     assert dataclasses.replace(settings, shard_rows=5).resolved["shard_rows"] == 5
 
 
