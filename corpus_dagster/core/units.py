@@ -28,6 +28,7 @@ from corpus_dagster.core import records
 from corpus_dagster.core.atomic import is_temp_name
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.parallel import ordered_map
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.core.storage import push_all
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -82,7 +83,7 @@ def run_units(run_unit: Callable[..., Any], args: tuple[Any, ...], units: Sequen
 
 
 def done_elsewhere(stage_folder: Callable[[Any], Path]) -> Callable[[F], F]:
-    """Decorate a unit runner `(layout, resolved, key, unit)`: when it fails because its work folder is gone
+    """Decorate a unit runner `(layout, settings, key, unit)`: when it fails because its work folder is gone
     or incomplete and the stage is meanwhile committed under the same key, there is nothing left to do.
 
     Two runs of one key share the work folder; the first to finish removes it, and the other run's units
@@ -91,9 +92,9 @@ def done_elsewhere(stage_folder: Callable[[Any], Path]) -> Callable[[F], F]:
 
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
-        def wrapper(layout: Any, resolved: dict[str, Any], key: str, unit: str) -> Any:
+        def wrapper(layout: Any, settings: Settings, key: str, unit: str) -> Any:
             try:
-                return fn(layout, resolved, key, unit)
+                return fn(layout, settings, key, unit)
             except (CorpusError, OSError):
                 if records.cached(stage_folder(layout), key) is not None:
                     return None
