@@ -22,8 +22,7 @@ import pyarrow.parquet as pq
 from corpus_dagster.analysis import corpus_from_dir, run_analysis
 from corpus_dagster.analysis.costs import BASE_MEMORY_BYTES
 from corpus_dagster.analysis.planted import jaccard, planted_corpus, reference_shingles
-from corpus_dagster.core.config import load_config
-from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.config import load_settings
 
 DUPLICATE_STEPS = ("exact", "candidates", "jaccard", "duplicates", "clusters")
 
@@ -50,7 +49,7 @@ def bench(n: int, workers: int, tokenizers: list[str], keep: bool) -> None:
         text_bytes = sum(len(t.encode()) for t in p.table.column("text").to_pylist())
         print(f"\n## {n:,} documents, {text_bytes / 2**20:.0f} MiB text, {len(p.near_pairs):,} planted near pairs "
               f"(generated in {time.monotonic() - t0:.0f} s), workers={workers}")
-        cfg = Settings.from_resolved(load_config(None, {"analysis": {"tokenizers": tokenizers}})).analysis
+        cfg = load_settings(None, {"analysis": {"tokenizers": tokenizers}}).analysis
         out = tmp / "out"
         # A fresh (spawned) process, so its peak RSS is the analysis' own and not the generator's.
         with mp.get_context("spawn").Pool(1) as pool:

@@ -207,7 +207,7 @@ def child_part(checkout: str, config: str, part: str, sources: list[str]) -> Non
     extra: dict[str, Any] = {}
     if part == "minhash":
         def run() -> Any:
-            return [minhash.run_signatures(layout, resolved, s) for s in sids]
+            return [minhash.run_signatures(layout, settings, s) for s in sids]
     elif part == "dedup":
         def run() -> Any:
             return dedup.run_global_dedup(layout, settings, sids)

@@ -48,7 +48,8 @@ import code_identifiers  # noqa: E402
 import make_labeled as gen  # noqa: E402
 import polars as pl  # noqa: E402
 
-from corpus_dagster.scrub import PII_TYPES, default_pii_config, find_pii_batch, scrub_texts  # noqa: E402
+from corpus_dagster.core.config import load_settings  # noqa: E402
+from corpus_dagster.scrub import PII_TYPES, find_pii_batch, scrub_texts  # noqa: E402
 from corpus_dagster.scrub.api import _plan  # noqa: E402
 from corpus_dagster.scrub.evaluate import LabeledDoc, TypeScore, evaluate, load_labeled, score_doc  # noqa: E402
 from corpus_dagster.scrub.phones import single_number_ok  # noqa: E402
@@ -348,7 +349,7 @@ def main() -> None:
     ap.add_argument("--compare", action="store_true", help="also run datatrove and detect-secrets")
     ap.add_argument("--quality-only", action="store_true", help="labeled set and cue/code tables, no speed runs")
     args = ap.parse_args()
-    cfg = default_pii_config()
+    cfg = load_settings().pii
 
     labeled = load_labeled(LABELED)
     scores = evaluate(labeled, cfg)

@@ -271,11 +271,17 @@ def absent_in_checkout(exc: BaseException) -> str | None:
     return None
 
 
-def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> dict[str, Any]:
-    """stage name -> (run, input (docs, bytes) measured after the run), in graph order. A stage module the
-    checkout lacks only fails the stages that use it (see _Absent)."""
-    from corpus_dagster.core.ledger import load_ledger
+def settings_of(resolved: dict[str, Any]) -> Any:
+    """The typed settings the stage drivers take (`Settings.from_resolved`, which a --before checkout has too)."""
     from corpus_dagster.core.settings import Settings
+
+    return Settings.from_resolved(resolved)
+
+
+def stage_functions(layout: Any, settings: Any, sids: list[str]) -> dict[str, Any]:
+    """stage name -> (run, input (docs, bytes) measured after the run), in graph order. A stage module the
+    checkout lacks only fails the stages that use it (see _Absent). `settings`: the config's Settings."""
+    from corpus_dagster.core.ledger import load_ledger
 
     analysis = _stage_module("corpus_dagster.analysis.driver")
     clean = _stage_module("corpus_dagster.clean.driver")
@@ -290,7 +296,6 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
     tokens = _stage_module("corpus_dagster.tokenize.driver")
 
     sources = {s.source_id: s for s in load_ledger(layout.ledger)}
-    settings = Settings.from_resolved(resolved)
 
     def raw_in() -> tuple[int, int]:
         return -1, -1  # the parent knows the corpus size
@@ -310,11 +315,11 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
         return run
 
     return {
-        "ingest": (lambda: [ingest.fetch_source(sources[s], layout, Settings.from_resolved(resolved).ingest) for s in sids], raw_in),
-        "clean": (lambda: [clean.run_clean_source(layout, resolved, s) for s in sids], raw_in),
-        "minhash": (lambda: [minhash.run_signatures(layout, resolved, s) for s in sids], kept_in),
+        "ingest": (lambda: [ingest.fetch_source(sources[s], layout, settings.ingest) for s in sids], raw_in),
+        "clean": (lambda: [clean.run_clean_source(layout, settings, s) for s in sids], raw_in),
+        "minhash": (lambda: [minhash.run_signatures(layout, settings, s) for s in sids], kept_in),
         "dedup": (lambda: dedup.run_global_dedup(layout, settings, sids), kept_in),
-        "scrub": (lambda: scrub.run_scrub(layout, resolved), kept_in),
+        "scrub": (lambda: scrub.run_scrub(layout, settings), kept_in),
         "publish": (lambda: publish.run_publish(layout, settings), scrubbed_in),
         "publish checks": (checks(("schema", lambda: publish.publish_check(layout, settings, "shard_schema")),
                                   ("manifest", lambda: publish.publish_check(layout, settings, "manifest_consistent")),
@@ -328,15 +333,15 @@ def stage_functions(layout: Any, resolved: dict[str, Any], sids: list[str]) -> d
                                  ("decode", lambda: tokens.check_streams_decode(layout, settings))), shards_in),
         "tokens rebuild check": (checks(("rebuild", lambda: tokens.check_streams_rebuild(layout, settings))),
                                  shards_in),
-        "analysis": (lambda: analysis.run_analysis_stage(layout, resolved, sids), kept_in),
-        "analysis checks": (checks(*[(w, lambda w=w: analysis.verify_analysis(layout, resolved, w))
+        "analysis": (lambda: analysis.run_analysis_stage(layout, settings, sids), kept_in),
+        "analysis checks": (checks(*[(w, lambda w=w: analysis.verify_analysis(layout, settings, w))
                                      for w in ("clusters", "exact_groups", "duplicates_sample")]), kept_in),
-        "release": (lambda: release.run_release_stage(layout, resolved), shards_in),
+        "release": (lambda: release.run_release_stage(layout, settings), shards_in),
         "release checks": (lambda: [name for name in release_checks.RELEASE_CHECKS
-                                    if not _check(release.release_check(layout, resolved, name))], shards_in),
-        "release rebuild check": (checks(("rebuild", lambda: release.release_rebuild_check(layout, resolved))),
+                                    if not _check(release.release_check(layout, settings, name))], shards_in),
+        "release rebuild check": (checks(("rebuild", lambda: release.release_rebuild_check(layout, settings))),
                                   shards_in),
-        "review": (lambda: review.run_review_stage(layout, resolved), kept_in),
+        "review": (lambda: review.run_review_stage(layout, settings), kept_in),
     }
 
 
@@ -375,7 +380,7 @@ def child_stage(config: str, stage: str, profile: str | None) -> None:
     resolved = load_config(config)
     layout = Layout.from_config(resolved)
     sids = [s.source_id for s in load_ledger(layout.ledger)]
-    run, inputs = stage_functions(layout, resolved, sids)[stage]
+    run, inputs = stage_functions(layout, settings_of(resolved), sids)[stage]
     cpu0, wall0 = _cpu(), time.monotonic()
     try:
         if profile:
@@ -440,7 +445,7 @@ def child_stages(config: str, stages: str, profile_prefix: str | None) -> None:
     resolved = load_config(config)
     layout = Layout.from_config(resolved)
     sids = [s.source_id for s in load_ledger(layout.ledger)]
-    functions = stage_functions(layout, resolved, sids)
+    functions = stage_functions(layout, settings_of(resolved), sids)
     names = stages.split("|")
     results = []
     for i, stage in enumerate(names):

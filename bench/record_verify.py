@@ -54,7 +54,7 @@ def build(mb: int, workers: int, filters_on: bool) -> tuple[Path, float]:
     resolved = load_config(config)
     layout = Layout.from_config(resolved)
     sids = [s.source_id for s in load_ledger(layout.ledger)]
-    stages = pipeline.stage_functions(layout, resolved, sids)
+    stages = pipeline.stage_functions(layout, pipeline.settings_of(resolved), sids)
     start = time.monotonic()
     for name in ("ingest", "clean", "minhash", "dedup", "scrub", "publish", "tokens", "analysis", "release", "review"):
         t0 = time.monotonic()

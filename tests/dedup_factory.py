@@ -93,7 +93,8 @@ def make_sources(
                 )
             )
         sig = root / "sig" / f"{sid}.parquet"
-        compute_signatures(files, sig, near if near is not None else {}, workers=workers)
+        typed = near if isinstance(near, NearDupSettings) else NearDupSettings.from_dict(near or {})
+        compute_signatures(files, sig, typed, workers=workers)
         sources.append(DedupSource(sid, files, sig))
     return sources
 

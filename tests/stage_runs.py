@@ -19,17 +19,17 @@ STAGES = ("ingest", "clean", "minhash", "dedup", "scrub", "publish", "tokens")
 
 def run_all(config_path: Path) -> dict[str, bool]:
     """Run every stage driver in graph order; returns, per stage, whether any unit of it was recomputed."""
-    resolved = load_settings(config_path)
-    layout = Layout.from_config(resolved.resolved)
+    settings = load_settings(config_path)
+    layout = Layout.from_config(settings.resolved)
     sources = load_ledger(layout.ledger)
     ran = dict.fromkeys(STAGES, False)
     for src in sources:
-        ran["ingest"] |= not ingest_driver.fetch_source(src, layout, resolved.ingest).unchanged
-        ran["clean"] |= not clean_driver.run_clean_source(layout, resolved, src.source_id)["cached"]
-        ran["minhash"] |= not minhash_driver.run_signatures(layout, resolved, src.source_id)["cached"]
-    ran["dedup"] = not dedup_driver.run_global_dedup(layout, resolved, [s.source_id for s in sources]).cached
-    ran["scrub"] = any(not s["cached"] for s in scrub_driver.run_scrub(layout, resolved).values())
-    published = publish_driver.run_publish(layout, resolved)
+        ran["ingest"] |= not ingest_driver.fetch_source(src, layout, settings.ingest).unchanged
+        ran["clean"] |= not clean_driver.run_clean_source(layout, settings, src.source_id)["cached"]
+        ran["minhash"] |= not minhash_driver.run_signatures(layout, settings, src.source_id)["cached"]
+    ran["dedup"] = not dedup_driver.run_global_dedup(layout, settings, [s.source_id for s in sources]).cached
+    ran["scrub"] = any(not s["cached"] for s in scrub_driver.run_scrub(layout, settings).values())
+    published = publish_driver.run_publish(layout, settings)
     ran["publish"] = not published.cached and published.shards_rewritten
-    ran["tokens"] = not tokens_driver.run_token_streams(layout, resolved).cached
+    ran["tokens"] = not tokens_driver.run_token_streams(layout, settings).cached
     return ran

@@ -10,9 +10,8 @@ from pathlib import Path
 from corpus_dagster.analysis.inputs import corpus_from_dir
 from corpus_dagster.analysis.runner import plan_analysis, run_analysis
 from corpus_dagster.analysis.steps import STEPS
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.errors import CorpusError
-from corpus_dagster.core.settings import Settings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         overrides = {"analysis": {"tokenizers": args.tokenizer}} if args.tokenizer else None
-        settings = Settings.from_resolved(load_config(args.config, overrides))
+        settings = load_settings(args.config, overrides)
         cfg, near = settings.analysis, settings.near_dup
         corpus = corpus_from_dir(args.corpus_dir, exclude=args.out_dir, text_column=args.text_column)
         if args.dry_run:

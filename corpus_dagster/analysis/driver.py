@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from corpus_dagster.core.errors import AnalysisError, CorpusError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.progress import Log
-from corpus_dagster.core.settings import Settings, as_settings
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.dedup.driver import dedup_record, near_graph
 from corpus_dagster.lib.near_graph import GraphSpec
@@ -87,14 +86,13 @@ def _shared_graph(layout: Layout, settings: Settings, source_ids: list[str],
 
 
 @records.locked(lambda a: "analysis")
-def run_analysis_stage(layout: Layout, resolved: Settings | Mapping[str, Any], source_ids: list[str],
+def run_analysis_stage(layout: Layout, settings: Settings, source_ids: list[str],
                        log: Log | None = None) -> dict[str, Any]:
     """Analyse the clean (pre-dedup) documents of `source_ids` and the published shards into analysis/<ds>/<ver>/.
 
     Cached under a key of the clean keys, the shard hashes, the token counts and the `analysis` settings.
     """
 
-    settings = as_settings(resolved)
     documents, lengths, signatures, counts, inputs = _graph_inputs(layout, source_ids)
     graph = _shared_graph(layout, settings, source_ids, log)
     if graph is not None:
@@ -134,7 +132,7 @@ def _verify_module(name: str) -> Any:
         raise AnalysisError(f"the independent verification scripts (verify/{name}.py) are not importable: {exc}") from exc
 
 
-def verify_analysis(layout: Layout, resolved: Settings | Mapping[str, Any], which: str) -> Any:
+def verify_analysis(layout: Layout, settings: Settings, which: str) -> Any:
     """Run one independent verification of the last analysis: `clusters`, `exact_groups` or `duplicates_sample`.
 
     The samples (clusters recomputed within `verify_cluster_bytes`, records re-scored) are seeded by
@@ -142,7 +140,7 @@ def verify_analysis(layout: Layout, resolved: Settings | Mapping[str, Any], whic
 
     record = analysis_record(layout)
     files = [p for sid in record.stats["sources"] for p in clean_doc_files(layout, sid)]
-    cfg = as_settings(resolved).analysis
+    cfg = settings.analysis
     out = layout.analysis
     seed = f"{cfg.verify_seed}:{record.key}"  # each new build draws other samples
     reports = []

@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from corpus_dagster.core.config import load_config, packaged_config_path
+from corpus_dagster.core.config import load_settings, packaged_config_path
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.storage import StorageError, StoreExtraMissing, sync
@@ -24,10 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     args = parser.parse_args(argv)
     try:
-        resolved = load_config(args.config, {"paths": {"artifacts": args.artifacts}} if args.artifacts else {})
-        layout = Layout.from_config(resolved)
+        settings = load_settings(args.config, {"paths": {"artifacts": args.artifacts}} if args.artifacts else {})
+        layout = Layout.from_config(settings.resolved)
         sync(layout.store())  # an artifacts store: this machine's mirror brought up to it first
-        answer = explain(layout, resolved, args.document)
+        answer = explain(layout, settings, args.document)
     except StorageError as exc:  # the store failed (exit 3, as the run CLI's), unless an extra is missing (2)
         print(f"error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, StoreExtraMissing) else 3

@@ -4,21 +4,17 @@ build (a missing end-of-document token at token_streams); as a ConfigError the C
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from corpus_dagster.core.errors import ConfigError, CorpusError
-from corpus_dagster.core.settings import Settings, as_settings
+from corpus_dagster.core.settings import Settings
 
 
-def preflight_problems(resolved: Settings | Mapping[str, Any]) -> list[str]:
+def preflight_problems(settings: Settings) -> list[str]:
     """What would fail later, one line each: the tokenize section's tokenizer with its eod (and bos) token,
     the release's own tokenizer, the release's bucket settings."""
     from corpus_dagster.lib.tokenizers import load_tokenizer, tokenizer_from_config
     from corpus_dagster.release.buckets import Buckets
     from corpus_dagster.release.inputs import release_tokenizer_cfg
 
-    settings = as_settings(resolved)
     problems = []
     try:
         load_tokenizer(settings.tokenize)  # the file, then eod_token and bos_token as single tokens of it
@@ -37,8 +33,8 @@ def preflight_problems(resolved: Settings | Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def preflight(resolved: Settings | Mapping[str, Any], config_path: str) -> None:
+def preflight(settings: Settings, config_path: str) -> None:
     """Raise a ConfigError naming the config file and every problem preflight_problems finds."""
-    problems = preflight_problems(resolved)
+    problems = preflight_problems(settings)
     if problems:
         raise ConfigError(config_path, problems)

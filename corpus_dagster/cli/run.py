@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from corpus_dagster.cli.run_log import GuardedLog, disk_full_message
 from corpus_dagster.core.interrupts import (
@@ -30,6 +30,9 @@ from corpus_dagster.core.interrupts import (
     on_repeated_signal,
     signals_raise_interrupted,
 )
+
+if TYPE_CHECKING:  # the settings module is imported when a run starts, not when the CLI parses arguments
+    from corpus_dagster.core.settings import Settings
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -99,22 +102,22 @@ def _error(prefix: str, message: str) -> None:
     print(f"{prefix}: error: {message}", file=sys.stderr, flush=True)
 
 
-def _load_config_saying_what_moved(config_path: str, prefix: str) -> dict:
-    """The resolved config; each key that moved (`core.deprecated`) is said once, on one `warning:` line."""
+def _load_config_saying_what_moved(config_path: str, prefix: str) -> Settings:
+    """The config's settings; each key that moved (`core.deprecated`) is said once, on one `warning:` line."""
     import warnings
 
-    from corpus_dagster.core.config import load_config
+    from corpus_dagster.core.config import load_settings
     from corpus_dagster.core.deprecated import DeprecatedKeyWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DeprecatedKeyWarning)
-        resolved = load_config(config_path)
+        settings = load_settings(config_path)
     for warning in caught:
         if issubclass(warning.category, DeprecatedKeyWarning):
             print(f"{prefix}: warning: {warning.message}", file=sys.stderr, flush=True)
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-    return resolved
+    return settings
 
 
 @contextmanager
@@ -165,11 +168,11 @@ def _run_pipeline(config_path: str, prefix: str, keep_going: bool, log_file: Pat
     start = time.monotonic()
     config_path = str(Path(config_path).resolve())
     try:
-        resolved = _load_config_saying_what_moved(config_path, prefix)
+        settings = _load_config_saying_what_moved(config_path, prefix)
     except ConfigError as exc:
         _error(prefix, one_line_error(exc))
         return EXIT_BAD_INPUT
-    layout = Layout.from_config(resolved)
+    layout = Layout.from_config(settings.resolved)
     log_path = (log_file or default_log_file(layout.root)).resolve()
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -183,7 +186,7 @@ def _run_pipeline(config_path: str, prefix: str, keep_going: bool, log_file: Pat
     print(f"{prefix}: log {log_path}", flush=True)
     try:
         with _logging_to(log):
-            code = _run(config_path, resolved, layout, prefix, keep_going, log, log_path, start)
+            code = _run(config_path, settings, layout, prefix, keep_going, log, log_path, start)
     except Interrupted:
         log.write(traceback.format_exc())  # where the stop found the CLI, for the curious
         raise
@@ -236,13 +239,12 @@ def one_line_error(exc: BaseException) -> str:
     return one_line(str(exc))
 
 
-def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool, log: GuardedLog, log_path: Path,
+def _run(config_path: str, settings: Settings, layout, prefix: str, keep_going: bool, log: GuardedLog, log_path: Path,
          start: float) -> int:
     from corpus_dagster.cli.preflight import preflight
     from corpus_dagster.cli.progress_display import RunWatcher
     from corpus_dagster.core.allowed_locations import check_allowed_locations
     from corpus_dagster.core.ledger import check_config_against_ledger, load_ledger
-    from corpus_dagster.core.settings import Settings
     from corpus_dagster.core.storage import StoreUnavailable, refused_line, sync
     from corpus_dagster.defs.instance import (
         fail_orphaned_runs,
@@ -255,7 +257,6 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     from corpus_dagster.defs.runner import GLOBAL_JOB, SOURCE_JOB, repository_origin, source_pool
     from corpus_dagster.ingest.estimate import largest_first
 
-    settings = Settings.from_resolved(resolved)
     store = layout.store()
     if store is not None:
         store.forget_warnings()  # each run names the store's refused keys once, here (its steps then do not)
@@ -266,8 +267,8 @@ def _run(config_path: str, resolved: dict, layout, prefix: str, keep_going: bool
     # before anything lists or reads a source: every ledger URL inside ingest.allowed_prefixes (exit 2)
     check_allowed_locations(settings.ingest.allowed_prefixes, ledger, layout.ledger)
     # rule sources and pins against the ledger: exit 2 before any run (ingest is imported only for pins)
-    check_config_against_ledger(resolved, ledger, config_path)
-    preflight(resolved, config_path)  # tokenizer files and special tokens, buckets: exit 2 now, not minutes in
+    check_config_against_ledger(settings, ledger, config_path)
+    preflight(settings, config_path)  # tokenizer files and special tokens, buckets: exit 2 now, not minutes in
     if any(s.sha256 for s in ledger):
         from corpus_dagster.ingest.pins import check_pins
 

@@ -20,6 +20,7 @@ from corpus_dagster.core.config import (
 from corpus_dagster.core.documents import INFO_COLUMNS
 from corpus_dagster.core.errors import ConfigError, LedgerError
 from corpus_dagster.core.row_predicate import predicate_problem
+from corpus_dagster.core.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -201,11 +202,12 @@ def ledger_line(path: str | Path, source_id: str) -> int | None:
 MAX_IDS_SHOWN = 20
 
 
-def source_lists(resolved: dict[str, Any]) -> list[tuple[tuple[str | int, ...], list[Any]]]:
-    """Every `sources` list the config sets (JSON path parts, ids), wherever the schema has a `sources` key."""
+def source_lists(settings: Settings) -> list[tuple[tuple[str | int, ...], list[Any]]]:
+    """Every `sources` list the config sets (JSON path parts, ids), wherever the schema has a `sources` key
+    (read from the resolved dict, whose paths are the JSON paths an error names)."""
     out = []
     for parts in _sources_keys(load_schema("corpus-config.schema.json"), ()):
-        node: Any = resolved
+        node: Any = settings.resolved
         for part in parts:
             node = node.get(part) if isinstance(node, dict) else None
         if isinstance(node, list):
@@ -223,7 +225,7 @@ def _sources_keys(schema: dict[str, Any], prefix: tuple[str, ...]) -> list[tuple
     return found
 
 
-def check_config_against_ledger(resolved: dict[str, Any], sources: list[Source] | list[str],
+def check_config_against_ledger(settings: Settings, sources: list[Source] | list[str],
                                 config_path: str | Path | None) -> None:
     """Raise ConfigError for every `sources` entry of the config that names no ledger row.
 
@@ -233,7 +235,7 @@ def check_config_against_ledger(resolved: dict[str, Any], sources: list[Source] 
     known = [s if isinstance(s, str) else s.source_id for s in sources]
     known_set = set(known)
     problems: list[Violation] = []
-    for parts, ids in source_lists(resolved):
+    for parts, ids in source_lists(settings):
         for i, sid in enumerate(ids):
             if sid not in known_set:
                 where = (*parts, i)

@@ -24,7 +24,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,7 +34,7 @@ from corpus_dagster.core.config import canonical_json
 from corpus_dagster.core.errors import StageOutputDamaged, UpstreamMissing
 from corpus_dagster.core.hashing import sha256_file_once, sha256_hex
 from corpus_dagster.core.locks import hold_lock
-from corpus_dagster.core.settings import Settings, as_settings
+from corpus_dagster.core.settings import Settings
 
 RECORD = "_RECORD.json"
 F = TypeVar("F", bound=Callable[..., Any])
@@ -311,16 +311,16 @@ def record_files(folder: Path, record: StageRecord, kind: str, rebuild: Callable
 
 
 @contextlib.contextmanager
-def stage_lock(root: Path, name: str, resolved: Settings | Mapping[str, Any], what: str | None = None) -> Iterator[None]:
+def stage_lock(root: Path, name: str, settings: Settings, what: str | None = None) -> Iterator[None]:
     """Hold the exclusive lock of one stage unit (e.g. `clean.alpha`, `publish`) from its cache check to its
     record: a concurrent run on the same root waits, then finds the output cached and does nothing."""
-    with hold_lock(root, name, what or name, timeout_s=float(as_settings(resolved).locks.timeout_s)):
+    with hold_lock(root, name, what or name, timeout_s=float(settings.locks.timeout_s)):
         yield
 
 
 def locked(unit: Callable[[dict[str, Any]], str]) -> Callable[[F], F]:
-    """Run a stage entry function (arguments `layout` and `settings`, or `resolved`) under the lock of the unit it
-    writes.
+    """Run a stage entry function (arguments `layout` and `settings`, or `resolved` where an entry still
+    names its Settings so) under the lock of the unit it writes.
 
     `unit` names the unit from the call's arguments, e.g. `lambda a: f"clean.{a['source_id']}"`.
     """

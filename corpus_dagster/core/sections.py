@@ -1,11 +1,18 @@
 """The runtime of the generated settings classes (`core/settings.py`): a read-only mapping that pickles,
-the converters `from_dict` uses, and the way back to the resolved-config dict."""
+one `from_dict` that reads any section from its resolved dict by the field types, and the way back.
+
+The generated module only declares fields; how a value is converted follows from its annotation, so a
+schema change never needs a converter written by hand."""
 
 from __future__ import annotations
 
+import functools
+import sys
+import types
+import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import fields, is_dataclass
-from typing import Any
+from typing import Any, Self
 
 
 class FrozenMapping(Mapping[str, Any]):
@@ -35,24 +42,35 @@ class FrozenMapping(Mapping[str, Any]):
         self._data = state
 
 
-def or_none(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """`convert` for a value the schema also allows to be null."""
-    return lambda value: None if value is None else convert(value)
+Convert = Callable[[Any], Any] | None
 
 
-def tuple_of(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """An array of objects as a tuple of section objects."""
-    return lambda value: tuple(convert(item) for item in value)
+def _converter(hint: Any) -> Convert:
+    """How a resolved-dict value becomes a field of type `hint` (None: taken as it is).
+
+    A section is read by its own `from_dict`, `X | None` converts X unless the value is null, a tuple reads
+    each item, a mapping becomes a FrozenMapping; scalars stay as the config gave them."""
+    origin = typing.get_origin(hint)
+    if isinstance(hint, type) and issubclass(hint, Section):
+        return hint.from_dict
+    if origin in (types.UnionType, typing.Union):
+        options = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        inner = _converter(options[0]) if len(options) == 1 else None
+        return None if inner is None else (lambda value: None if value is None else inner(value))
+    if origin is tuple:
+        item = _converter(typing.get_args(hint)[0])
+        return tuple if item is None else (lambda value: tuple(item(v) for v in value))
+    if origin is Mapping or hint is Mapping:
+        return FrozenMapping
+    return None
 
 
-def given(cls: type, data: Mapping[str, Any], converters: Mapping[str, Callable[[Any], Any] | None]) -> dict:
-    """Constructor arguments for the keys `data` has (the others keep the schema default); an unknown key
-    is an error, so a misspelt key in code or a test cannot go unnoticed."""
-    unknown = sorted(set(data) - set(converters))
-    if unknown:
-        raise KeyError(f"{cls.__name__}: unknown config keys {unknown}")
-    return {key: (convert(value) if convert else value)
-            for key, value in data.items() for convert in (converters[key],)}
+@functools.cache
+def _converters(cls: type) -> dict[str, Convert]:
+    """{field: converter} of one section class, read once from its type hints (the generated module's
+    annotations are strings, resolved in that module)."""
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    return {f.name: _converter(hints[f.name]) for f in fields(cls) if f.init}
 
 
 def plain(value: Any) -> Any:
@@ -76,10 +94,15 @@ class Section:
         return to_dict(self)
 
     @classmethod
-    def of(cls, value: Any) -> Any:
-        """`value` itself when it is this section, else this section read from its resolved dict: what a
-        logic entry that also accepts the dict form (tests, benchmarks) calls once."""
-        return value if isinstance(value, cls) else cls.from_dict(value)
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """Read this section from its resolved-config dict; a key it lacks keeps the schema default, an
+        unknown key is an error, so a misspelt key in code or a test cannot go unnoticed."""
+        converters = _converters(cls)
+        unknown = sorted(set(data) - set(converters))
+        if unknown:
+            raise KeyError(f"{cls.__name__}: unknown config keys {unknown}")
+        return cls(**{key: (convert(value) if convert else value)
+                      for key, value in data.items() for convert in (converters[key],)})
 
 
 def to_dict(section: Any) -> dict[str, Any]:

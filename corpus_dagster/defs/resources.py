@@ -68,17 +68,17 @@ class CorpusConfig(dg.ConfigurableResource):
         with the ConfigError the CLI gives. An unreadable or invalid ledger is left to the steps that read it
         (their LedgerError says what is wrong with it).
         """
-        resolved = self.resolved()
-        layout = Layout.from_config(resolved)
+        settings = self.settings()
+        layout = Layout.from_config(settings.resolved)
         sync(layout.store())
-        if source_lists(resolved) and layout.ledger.is_file():
+        if source_lists(settings) and layout.ledger.is_file():
             try:
                 sources = load_ledger(layout.ledger)
             except LedgerError:
                 sources = None
             if sources is not None:
-                check_config_against_ledger(resolved, sources, self.config_path)
-        return Settings.from_resolved(resolved), layout
+                check_config_against_ledger(settings, sources, self.config_path)
+        return settings, layout
 
     def layout(self) -> Layout:
         """The artifact layout of the resolved config, without the ledger check of `load`, so a step that needs

@@ -62,12 +62,12 @@ class StepValueIOManager(dg.IOManager):
 def step_value_io_manager(init_context: dg.InitResourceContext) -> StepValueIOManager:
     corpus: CorpusConfig = init_context.resources.corpus
     try:
-        resolved = corpus.resolved()
-        layout = Layout.from_config(resolved)
+        settings = corpus.settings()
+        layout = Layout.from_config(settings.resolved)
         values = StepValues.of(layout)
         run = init_context.run
         if run is not None and init_context.instance is not None:
-            prune_once(values, init_context.instance, run.run_id, int(resolved["paths"]["keep_step_values"]))
+            prune_once(values, init_context.instance, run.run_id, settings.paths.keep_step_values)
     except CorpusError as exc:
         raise dg.Failure(description=f"step values: {exc}", metadata={"error": type(exc).__name__}) from None
     return StepValueIOManager(values)

@@ -27,7 +27,7 @@ from corpus_dagster.clean.outputs import reason_threshold
 from corpus_dagster.core.errors import CorpusError, UpstreamMissing
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
-from corpus_dagster.core.settings import CleanSettings, Settings, as_settings
+from corpus_dagster.core.settings import CleanSettings, Settings
 from corpus_dagster.dedup import driver as dedup
 from corpus_dagster.ingest import driver as ingest
 from corpus_dagster.ingest.files import cache_name
@@ -113,11 +113,10 @@ def resolve_id(layout: Layout, query: str) -> str:
     raise DocumentNotFound(f"no document with url {query!r} in the clean outputs of {', '.join(sources)}")
 
 
-def explain(layout: Layout, config: Settings | dict[str, Any], query: str) -> dict[str, Any]:
+def explain(layout: Layout, settings: Settings, query: str) -> dict[str, Any]:
     """Every stage's answer for one document, up to the stage where it left the pipeline (`left_at`).
 
     A stage that has not run says so ("not built") instead of failing, and the stages after it are not read."""
-    settings = as_settings(config)
     asked_row = None
     if RELEASE_ID.match(query.lower()):  # the id a dataset user has: a release row's (or its segments' parent)
         rows = release.release_rows_of(layout, settings, release_id=query.lower())

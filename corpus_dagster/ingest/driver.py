@@ -16,7 +16,6 @@ import os
 import shutil
 import time
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from corpus_dagster.core.ledger import Source
 from corpus_dagster.core.parquet import TABLE, write_parquet
 from corpus_dagster.core.progress import Log, Progress
 from corpus_dagster.core.records import StageRecord
-from corpus_dagster.core.settings import IngestSettings, Settings, as_settings
+from corpus_dagster.core.settings import IngestSettings, Settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.ingest.clock import fetch_time
 from corpus_dagster.ingest.documents import LocalFile, stream_documents
@@ -88,11 +87,10 @@ def load_record(path: Path) -> dict[str, Any] | None:
 
 
 @records.locked(lambda a: f"ingest.{a['source'].source_id}")
-def run_fetch(layout: Layout, resolved: Settings | Mapping[str, Any], source: Source,
+def run_fetch(layout: Layout, settings: Settings, source: Source,
               log: Log | None = None) -> FetchResult:
     """`fetch_source` as the graph runs it: the config's ingest section and progress interval, under the
     source's ingest lock (a second run on the same root waits, then finds the parts unchanged)."""
-    settings = as_settings(resolved)
     return fetch_source(source, layout, settings.ingest, log=log, progress_interval_s=float(settings.progress.interval_s))
 
 

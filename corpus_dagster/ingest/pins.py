@@ -8,15 +8,14 @@ fetch step and the CLI's pre-flight share the one rule below.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import fsspec
 
 from corpus_dagster.core.errors import LedgerError, SourceError
 from corpus_dagster.core.ledger import Source, check_config_against_ledger, ledger_line
-from corpus_dagster.core.settings import Settings, as_settings
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.ingest.files import normalize_url, resolve_files
 
 MAX_FILES_SHOWN = 3
@@ -84,7 +83,7 @@ def checked_pins(source: Source, file_urls: Iterable[str], ledger_path: str | Pa
     return pins
 
 
-def preflight(resolved: Settings | Mapping[str, Any], ledger_sources: list[Source], config_path: str | Path | None) -> None:
+def preflight(settings: Settings, ledger_sources: list[Source], config_path: str | Path | None) -> None:
     """What the CLI checks before it starts any run, so bad input exits 2 with one message instead of a run
     failure: every config `sources` entry names a ledger row (ConfigError), and every sha256 pin names a file
     of its source (LedgerError).
@@ -93,16 +92,15 @@ def preflight(resolved: Settings | Mapping[str, Any], ledger_sources: list[Sourc
     does anyway). A source whose urls cannot be listed is left to its fetch, which reports it as a source
     failure.
     """
-    check_config_against_ledger(as_settings(resolved).resolved, ledger_sources, config_path)
-    check_pins(resolved, ledger_sources)
+    check_config_against_ledger(settings, ledger_sources, config_path)
+    check_pins(settings, ledger_sources)
 
 
-def check_pins(resolved: Settings | Mapping[str, Any], ledger_sources: list[Source]) -> None:
+def check_pins(settings: Settings, ledger_sources: list[Source]) -> None:
     """Every sha256 pin of the ledger names a file of its source (LedgerError naming file, line and key);
     the half of `preflight` that needs the urls expanded."""
     from corpus_dagster.core.layout import Layout
 
-    settings = as_settings(resolved)
     ledger_path = Layout.from_config(settings.resolved).ledger
     timeout_s = settings.ingest.timeout_s
     problems: list[str] = []

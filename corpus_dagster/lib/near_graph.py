@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from corpus_dagster.core.settings import NearDupSettings
+from corpus_dagster.core.settings import NearDupSettings, Settings
 from corpus_dagster.lib.lsh import candidate_probability, choose_banding
 
 
@@ -63,6 +63,13 @@ def graph_spec(near: NearDupSettings, dedup_threshold: float) -> GraphSpec:
     else:
         bands, rows = choose_banding(int(near.num_perm), threshold, float(near.candidate_probability))
     return GraphSpec(threshold, bands, rows, int(near.num_perm), int(near.shingle_size))
+
+
+def dedup_graph_spec(settings: Settings) -> GraphSpec:
+    """The near-duplicate graph a corpus build's dedup computes (and its manifest and stats describe): the
+    `near_dup` section at the smaller of its threshold and `dedup.jaccard_threshold`. A function here, not a
+    property of the settings, because the banding is lib's (core's generated settings import no lib)."""
+    return graph_spec(settings.near_dup, settings.dedup.jaccard_threshold)
 
 
 # The chance that a pair exactly at the threshold is set aside by the agreement filter: 1e-6, 150 times below

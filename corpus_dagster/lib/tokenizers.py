@@ -18,7 +18,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ import numpy as np
 
 from corpus_dagster.core.errors import TokenizerLoadError
 from corpus_dagster.core.hashing import sha256_file
-from corpus_dagster.core.settings import ReleaseTokenizerSettings, TokenizeSettings
+from corpus_dagster.core.settings import TokenizeSettings
 
 KINDS = ("tiktoken", "huggingface")
 ENGINES = ("auto", "tiktoken", "bpe-openai")
@@ -380,38 +380,36 @@ ENCODING_ALIASES = {"cl100k": "cl100k_base", "cl100k_base": "cl100k_base", "o200
                     "o200k_base": "o200k_base"}
 
 
-def tokenizer_from_config(cfg: Mapping[str, Any] | TokenizeSettings | ReleaseTokenizerSettings, threads: int = 1,
-                          section: str = "tokenize") -> Tokenizer:
-    """The text tokenizer a config section describes (`kind`, `encoding` or `path`, `engine`, `name`), given
-    as its settings object or as a dict (a tokenizer named by one string, see tokenizer_spec_config).
+def tokenizer_from_config(cfg: TokenizeSettings, threads: int = 1, section: str = "tokenize") -> Tokenizer:
+    """The text tokenizer a tokenize section describes (`kind`, `encoding` or `path`, `engine`, `name`): the
+    config's own, the release's (`release.inputs.release_tokenizer_cfg`) or one named by a string
+    (tokenizer_spec_config).
 
     `section` names the config section in messages (`tokenize`, `release.tokenizer`), so an error points at
     the key to fix. An encoding may be given by its short name (`cl100k`, see ENCODING_ALIASES).
     """
-    if not isinstance(cfg, Mapping):
-        cfg = cfg.to_dict()
-    kind = cfg["kind"]
+    kind = cfg.kind
     if kind == "tiktoken":
-        encoding = ENCODING_ALIASES.get(cfg["encoding"], cfg["encoding"])
-        return TiktokenTokenizer(encoding, engine=cfg.get("engine", "auto"), threads=threads, name=cfg.get("name"))
+        encoding = ENCODING_ALIASES.get(cfg.encoding, cfg.encoding)
+        return TiktokenTokenizer(encoding, engine=cfg.engine, threads=threads, name=cfg.name)
     if kind == "huggingface":
-        if not cfg.get("path"):
+        if not cfg.path:
             raise TokenizerLoadError(
                 f"{section}.kind is 'huggingface' but {section}.path is not set: point it at "
                 "the model's tokenizer.json (or the folder holding it)"
             )
-        return HFTokenizer(cfg["path"], threads=threads, name=cfg.get("name"))
+        return HFTokenizer(cfg.path, threads=threads, name=cfg.name)
     raise TokenizerLoadError(f"unknown {section}.kind {kind!r}; expected one of {list(KINDS)}")
 
 
-def tokenizer_spec_config(spec: str) -> dict[str, Any] | None:
-    """The config section a tokenizer named by one string stands for: an encoding name (ENCODING_ALIASES)
+def tokenizer_spec_config(spec: str) -> TokenizeSettings | None:
+    """The tokenize section a tokenizer named by one string stands for: an encoding name (ENCODING_ALIASES)
     or the path of an existing tokenizer.json (or its folder); None when it is neither."""
     if spec in ENCODING_ALIASES:
-        return {"kind": "tiktoken", "encoding": ENCODING_ALIASES[spec], "engine": "auto",
-                "name": ENCODING_ALIASES[spec]}
+        return TokenizeSettings(kind="tiktoken", encoding=ENCODING_ALIASES[spec], engine="auto",
+                                name=ENCODING_ALIASES[spec])
     if Path(spec).expanduser().exists():
-        return {"kind": "huggingface", "path": spec, "name": None}
+        return TokenizeSettings(kind="huggingface", path=spec, name=None)
     return None
 
 

@@ -7,7 +7,6 @@ The readers below are how the dedup and analysis stages see a source's signature
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from corpus_dagster.core import records
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.progress import Log
-from corpus_dagster.core.settings import Settings, as_settings
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.core.stage import Outputs, Stage, is_current, run_cached
 from corpus_dagster.minhash.signatures import SIGNATURE_SETTINGS, compute_signatures
 from corpus_dagster.minhash.signatures import (
@@ -28,19 +27,16 @@ SIGNATURES_CODE_VERSION = "2"
 SIGNATURES_STAGE = Stage(SIGNATURES, SIGNATURES_CODE_VERSION)
 
 
-def signature_key(layout: Layout, source_id: str,
-                  resolved: Settings | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def signature_key(layout: Layout, source_id: str, settings: Settings) -> tuple[str, dict[str, Any]]:
     """(key, inputs) of a source's signatures: the clean output's key and the signature settings."""
     inputs = {"clean": clean_record(layout, source_id).key}
-    settings = output_settings(as_settings(resolved).resolved, "near_dup", SIGNATURE_SETTINGS)
-    return SIGNATURES_STAGE.key(inputs, settings), inputs
+    return SIGNATURES_STAGE.key(inputs, output_settings(settings.resolved, "near_dup", SIGNATURE_SETTINGS)), inputs
 
 
 @records.locked(lambda a: f"minhash.{a['source_id']}")
-def run_signatures(layout: Layout, resolved: Settings | Mapping[str, Any], source_id: str,
+def run_signatures(layout: Layout, settings: Settings, source_id: str,
                    log: Log | None = None) -> dict[str, Any]:
     """Hash one source's clean documents, unless the same clean output was hashed with the same settings."""
-    settings = as_settings(resolved)
     key, inputs = signature_key(layout, source_id, settings)
     folder = layout.stage(SIGNATURES, source_id)
 
@@ -57,9 +53,9 @@ def run_signatures(layout: Layout, resolved: Settings | Mapping[str, Any], sourc
     return run_cached(folder, SIGNATURES_STAGE, inputs, key_settings, compute, key=key).summary()
 
 
-def signatures_current(layout: Layout, source_id: str, resolved: Settings | Mapping[str, Any]) -> bool:
+def signatures_current(layout: Layout, source_id: str, settings: Settings) -> bool:
     """Whether the source's signatures are recorded under the key its clean output and settings give now."""
-    return is_current(layout.stage(SIGNATURES, source_id), signature_key(layout, source_id, resolved)[0])
+    return is_current(layout.stage(SIGNATURES, source_id), signature_key(layout, source_id, settings)[0])
 
 
 def signature_file(layout: Layout, source_id: str) -> Path:

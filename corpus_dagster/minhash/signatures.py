@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,15 +103,14 @@ def _signature_task(path: str, row_group: int, cfg: NearDupSettings) -> pa.Table
 
 
 def compute_signatures(
-    doc_files: list[Path], out_path: Path, cfg: NearDupSettings | Mapping[str, Any], workers: int = 1
+    doc_files: list[Path], out_path: Path, cfg: NearDupSettings, workers: int = 1
 ) -> dict[str, Any]:
     """Write the MinHash signature file of one source's clean documents, in document order; return stats.
 
-    cfg is the `near_dup` section (typed, or its resolved dict). A document with fewer words than shingle_size gets a null
+    cfg is the `near_dup` section. A document with fewer words than shingle_size gets a null
     signature (it can only be caught as an exact duplicate). The output is written atomically and is
     byte-identical for any `workers` value: the unit of work is one input row group, written in order.
     """
-    cfg = NearDupSettings.of(cfg)
     start = time.monotonic()
     jobs = []
     for path in doc_files:

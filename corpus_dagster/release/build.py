@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes
 from corpus_dagster.core.doc_keys import positional_url
 from corpus_dagster.core.parallel import ordered_map
-from corpus_dagster.core.settings import ReleaseSettings, TokenizeSettings
+from corpus_dagster.core.settings import ReleaseSettings, Settings, TokenizeSettings
 from corpus_dagster.release import card as card_mod
 from corpus_dagster.release.buckets import Buckets
 from corpus_dagster.release.card_info import card_build_info, cleaning_rows, release_info
@@ -195,7 +195,7 @@ def release_record(inp: Inputs, settings: ReleaseSettings, plan: pl.DataFrame, p
     data = data_stats(summary, inp.buckets, inp.facts)
     name = settings.name or inp.manifest["dataset"]
     info = release_info(name, inp.manifest["version"], inp.tok.name, plan, inp.facts, settings,
-                        tokenizer_kind=inp.cfg.get("kind"), tokenizer_sha256=inp.tok.vocab_sha256())
+                        tokenizer_kind=inp.cfg.kind, tokenizer_sha256=inp.tok.vocab_sha256())
     info["example"] = example_row(inp, plan)
     info |= card_build_info(inp.manifest, build)
     cleaning = cleaning_rows(inp.manifest, selection_excluded or {}, plan_counts, no_segment, tails)
@@ -221,7 +221,7 @@ def build_release(
     units_file: str | Path | None = None,
     build: Mapping[str, Any] | None = None,
     created_at_file: str | Path | None = None,
-    reproduce_config: Mapping[str, Any] | None = None,
+    reproduce_settings: Settings | None = None,
 ) -> dict[str, Any]:
     """Build release/<name>/<version>/ from the published shards; returns stats for the UI (see docs/release.md).
 
@@ -232,7 +232,7 @@ def build_release(
     Construction and Reproduce sections; without it the card has the manifest's counts and the release alone.
     `created_at_file` (release/<name>/_CREATED_AT.parquet): the created_at of every content an earlier build
     released, reused for the same content and extended with this build's new ones (see release.created).
-    `reproduce_config` (the resolved config): the release folder then ships reproduce/ (release.reproduce)."""
+    `reproduce_settings` (the build's settings, whose resolved config it ships): the release folder then ships reproduce/ (release.reproduce)."""
     shards_dir, out_dir = Path(shards_dir), Path(out_dir)
     seconds: dict[str, float] = {}
     t = time.perf_counter()
@@ -292,9 +292,9 @@ def build_release(
         t = time.perf_counter()
         record = release_record(inp, settings, plan, plan_counts, units, selection_excluded, files, build)
         write_card(tmp, record)
-        if reproduce_config is not None:
+        if reproduce_settings is not None:
             rows = [s.to_json() if hasattr(s, "to_json") else dict(s) for s in sources]
-            write_reproduce(tmp, reproduce_config, rows, created_bytes(plan))
+            write_reproduce(tmp, reproduce_settings, rows, created_bytes(plan))
         (tmp / STATS_NAME).write_bytes(record_bytes(record))
         seconds["card"] = time.perf_counter() - t
     if created_at_file is not None and kept_created is not None:

@@ -142,49 +142,49 @@ def _pick(d: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     return {k: d[k] for k in keys if k in d}
 
 
-def _enabled(settings: Mapping[str, Any]) -> list[str]:
-    """Names of the sub-sections switched on (clean filters, scrub detectors)."""
-    return sorted(k for k, v in settings.items() if isinstance(v, Mapping) and v.get("enabled"))
+def _enabled(recorded: Mapping[str, Any]) -> list[str]:
+    """Names of the sub-sections a stage record's settings switch on (clean filters, scrub detectors)."""
+    return sorted(k for k, v in recorded.items() if isinstance(v, Mapping) and v.get("enabled"))
 
 
 def construction_step(stage: str, source: str | None, record: StageRecord, manifest: Mapping[str, Any],
-          resolved: Settings) -> dict[str, Any]:
+                      settings: Settings) -> dict[str, Any]:
     """One Construction row from a stage record: its counts and the settings that decided its output."""
     st, cfg = record.stats, record.settings if isinstance(record.settings, Mapping) else {}
     counts: dict[str, Any]
-    settings: dict[str, Any]
+    shown: dict[str, Any]
     if stage == "ingest":
         counts = {"documents": st.get("docs", 0), "excluded by where": st.get("excluded_by_where", 0),
                   "quarantined": sum(int(v) for v in (st.get("quarantined") or {}).values())}
-        settings = dict(cfg)
+        shown = dict(cfg)
     elif stage == "clean":
         counts = {"in": st.get("docs_in", 0), "kept": st.get("kept", 0), "rejected": st.get("rejected", 0),
                   "repaired": sum(int(v) for v in (st.get("repairs") or {}).values())}
-        settings = {"filters": _enabled(cfg), "repair": sorted(k for k, v in (cfg.get("repair") or {}).items() if v)}
+        shown = {"filters": _enabled(cfg), "repair": sorted(k for k, v in (cfg.get("repair") or {}).items() if v)}
     elif stage == "minhash":
         counts = {"documents": st.get("docs", 0), "no signature": st.get("no_signature", 0)}
-        settings = _pick(cfg, "num_perm", "shingle_size", "scheme", "seed")
+        shown = _pick(cfg, "num_perm", "shingle_size", "scheme", "seed")
     elif stage == "dedup":
         counts = {"in": st.get("docs", 0), "exact dropped": st.get("exact_dropped", 0),
                   "near dropped": st.get("near_dropped", 0), "decontaminated": st.get("decontaminated", 0)}
         # what the stage used: its policy and the near-duplicate graph's banding (chosen when not configured)
-        settings = _pick(st.get("settings") or {}, "jaccard_threshold", "num_perm", "bands", "rows", "ngram", "action")
+        shown = _pick(st.get("settings") or {}, "jaccard_threshold", "num_perm", "bands", "rows", "ngram", "action")
     elif stage == "scrub":
         counts = {"documents": st.get("docs", 0), "documents redacted": st.get("docs_redacted", 0),
                   "placeholders": sum(int(v) for v in (st.get("pii") or {}).values())}
-        settings = {"detectors": _enabled(cfg)}
+        shown = {"detectors": _enabled(cfg)}
     elif stage == "publish":
         counts = {"documents": manifest.get("n_docs", 0), "shards": manifest.get("n_shards", 0)}
-        settings = {"shard_rows": resolved.shard_rows, "val_permille": resolved.val_permille}
+        shown = {"shard_rows": settings.shard_rows, "val_permille": settings.val_permille}
     elif stage == "tokens":
         counts = {"documents": st.get("n_docs", 0), "tokens": st.get("n_tokens", 0)}
-        settings = {"tokenizer": cfg.get("name") or cfg.get("encoding") or cfg.get("path"),
+        shown = {"tokenizer": cfg.get("name") or cfg.get("encoding") or cfg.get("path"),
                     **_pick(cfg, "kind", "eod_token", "bos_token")}
     else:  # analysis
         dup = (st.get("steps") or {}).get("duplicates") or {}
         counts = {"documents with exact duplicates": dup.get("docs_with_exact", 0),
                   "documents with near duplicates": dup.get("docs_with_near", 0)}
-        settings = _pick(cfg, "pair_threshold", "cluster_thresholds", "tokenizers")
+        shown = _pick(cfg, "pair_threshold", "cluster_thresholds", "tokenizers")
     return {"stage": stage, "source": source, "code_version": record.code_version,
-            "counts": {k: int(v) for k, v in counts.items()}, "settings": settings}
+            "counts": {k: int(v) for k, v in counts.items()}, "settings": shown}
 

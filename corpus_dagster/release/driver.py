@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.progress import Log
 from corpus_dagster.core.records import StageRecord
-from corpus_dagster.core.settings import Settings, as_settings
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.dedup.driver import dedup_sources
 from corpus_dagster.ingest import driver as ingest_driver
@@ -54,9 +53,8 @@ BUILD_STAGES = ("ingest", "clean", "minhash", "dedup", "scrub", "publish", "toke
 PER_SOURCE = {"ingest", "clean", "minhash", "scrub"}
 
 
-def release_name(resolved: Settings | Mapping[str, Any]) -> str:
+def release_name(settings: Settings) -> str:
     """The release's folder name: `release.name`, else the dataset name."""
-    settings = as_settings(resolved)
     return settings.release.name or settings.dataset
 
 
@@ -93,11 +91,10 @@ def _stage_runs(layout: Layout, source_ids: list[str]) -> list[tuple[str, str | 
     return runs
 
 
-def build_info(layout: Layout, resolved: Settings | Mapping[str, Any]) -> dict[str, Any]:
+def build_info(layout: Layout, settings: Settings) -> dict[str, Any]:
     """What the card tells of the whole build, from the stage records and the manifest (see card_build_info):
     documents fetched, the stage runs, code versions, the release path (relative). No stage key: after ingest
     they follow the fetch time, and the card of a refetch of the same bytes must not change."""
-    settings = as_settings(resolved)
     source_ids = dedup_sources(layout)
     manifest = read_manifest(layout)
     runs = _stage_runs(layout, source_ids)
@@ -112,9 +109,8 @@ def build_info(layout: Layout, resolved: Settings | Mapping[str, Any]) -> dict[s
     }
 
 
-def release_kwargs(layout: Layout, resolved: Settings | Mapping[str, Any]) -> dict[str, Any]:
+def release_kwargs(layout: Layout, settings: Settings) -> dict[str, Any]:
     """The keyword arguments of `build_release` for the published corpus (also what the rebuild check reuses)."""
-    settings = as_settings(resolved)
     source_ids = dedup_sources(layout)
     ledger = {s.source_id: s for s in load_ledger(layout.ledger)}
     missing = [sid for sid in source_ids if sid not in ledger]
@@ -136,17 +132,17 @@ def release_kwargs(layout: Layout, resolved: Settings | Mapping[str, Any]) -> di
         "workers": settings.workers,
         "build": build_info(layout, settings),
         "created_at_file": created_at_file(layout, settings),
-        "reproduce_config": settings.resolved,
+        "reproduce_settings": settings,
     }
 
 
-def created_at_file(layout: Layout, resolved: Settings | Mapping[str, Any]) -> Path:
+def created_at_file(layout: Layout, settings: Settings) -> Path:
     """release/<name>/_CREATED_AT.parquet: the created_at given to each content hash, kept across builds and
     versions of the release (release.created)."""
-    return layout.root / "release" / release_name(resolved) / CREATED_NAME
+    return layout.root / "release" / release_name(settings) / CREATED_NAME
 
 
-def release_key(layout: Layout, resolved: Settings | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def release_key(layout: Layout, settings: Settings) -> tuple[str, dict[str, Any]]:
     """(key, inputs): the published manifest, token counts, ledger facts, ingest and clean keys, the keys of the
     stage runs the card names (its Construction section), release settings."""
     source_ids = dedup_sources(layout)
@@ -162,9 +158,9 @@ def release_key(layout: Layout, resolved: Settings | Mapping[str, Any]) -> tuple
                     for sid in source_ids],
         "stages": [[stage, sid, rec.key] for stage, sid, rec in _stage_runs(layout, source_ids)],
     }
-    plain = as_settings(resolved).resolved
-    settings = {"release": output_settings(plain, "release"), "tokenize": output_settings(plain, "tokenize")}
-    return RELEASE.key(inputs, settings), inputs
+    plain = settings.resolved
+    key_settings = {"release": output_settings(plain, "release"), "tokenize": output_settings(plain, "tokenize")}
+    return RELEASE.key(inputs, key_settings), inputs
 
 
 def units_path(layout: Layout, key: str) -> Path:
@@ -173,14 +169,13 @@ def units_path(layout: Layout, key: str) -> Path:
 
 
 @records.locked(lambda a: "release")
-def run_release_stage(layout: Layout, resolved: Settings | Mapping[str, Any],
+def run_release_stage(layout: Layout, settings: Settings,
                       log: Log | None = None) -> dict[str, Any]:
     """Build the release folder unless its key is unchanged; returns build_release's stats plus cached and key,
     or `{"enabled": False}` when `release.enabled` is false (nothing is built or read).
 
     The record lives in the stage folder, the release folder it describes is published beside the corpus
     (output_dir points there); a cached run also needs the build's units, which the rebuild check reads."""
-    settings = as_settings(resolved)
     if not settings.release.enabled:
         if log:
             log("release.enabled is false: nothing built")
@@ -204,12 +199,11 @@ def run_release_stage(layout: Layout, resolved: Settings | Mapping[str, Any],
                       needs=[units_path(layout, key)]).summary()
 
 
-def release_check(layout: Layout, resolved: Settings | Mapping[str, Any], name: str) -> CheckReport:
+def release_check(layout: Layout, settings: Settings, name: str) -> CheckReport:
     """One blocking check of the built release (a name of checks.RELEASE_CHECKS, or of LAYOUT_CHECKS: those
     read the build it came from too), computed alone."""
     if name in LAYOUT_CHECKS:
-        return release_layout_check(layout, resolved, name)
-    settings = as_settings(resolved)
+        return release_layout_check(layout, settings, name)
     return check_release(layout.release(release_name(settings)), settings.release, [name])[name]
 
 
@@ -235,11 +229,10 @@ def _fallback(settings: Settings) -> datetime:
     return datetime.fromisoformat(settings.release.created_at_fallback.replace("Z", "+00:00")).astimezone(UTC)
 
 
-def expected_metadata(layout: Layout, resolved: Settings | Mapping[str, Any]) -> pl.DataFrame:
+def expected_metadata(layout: Layout, settings: Settings) -> pl.DataFrame:
     """Per published source's clean document: doc_id, created_at (its `date_field` value, else its fetch time,
     else the configured fallback: the date a content new to the release takes), cleaned (the repairs) and kept (its non-null kept fields), read from the ingest and clean tables
     themselves, never from the release's plan."""
-    settings = as_settings(resolved)
     ledger = {s.source_id: s for s in load_ledger(layout.ledger)}
     sources = [ledger[sid] for sid in dedup_sources(layout) if sid in ledger]
     fallback = _fallback(settings)
@@ -264,19 +257,17 @@ def expected_metadata(layout: Layout, resolved: Settings | Mapping[str, Any]) ->
                         schema_overrides={"doc_id": pl.String, "created_at": pl.Datetime("us", "UTC")})
 
 
-def machine_paths(layout: Layout, resolved: Settings | Mapping[str, Any]) -> list[str]:
+def machine_paths(layout: Layout, settings: Settings) -> list[str]:
     """The build machine's folders a release must never name: the artifacts root, the ledger's folder, the
     local sources' fixed folders and local tokenizer files (as given and resolved), the home folder."""
-    settings = as_settings(resolved)
     paths = [layout.root, layout.ledger.parent, Path.home()]
     for source in load_ledger(layout.ledger):
         for url in source.urls:
             local = ingest_driver.normalize_url(url)
             if local.startswith("file://"):
                 paths.append(Path(fixed_prefix(local)[len("file://"):] or "/"))
-    tok = settings.tokenize.to_dict()
-    release_tok = settings.release.tokenizer.to_dict() if settings.release.tokenizer is not None else {}
-    paths += [Path(p) for p in (tok.get("path"), release_tok.get("path")) if p]
+    release_tok = settings.release.tokenizer
+    paths += [Path(p) for p in (settings.tokenize.path, release_tok.path if release_tok is not None else None) if p]
     out = set()
     for p in paths:
         out.add(str(p))
@@ -287,10 +278,9 @@ def machine_paths(layout: Layout, resolved: Settings | Mapping[str, Any]) -> lis
     return sorted(out)
 
 
-def release_layout_check(layout: Layout, resolved: Settings | Mapping[str, Any], name: str) -> CheckReport:
+def release_layout_check(layout: Layout, settings: Settings, name: str) -> CheckReport:
     """One blocking check of the built release against the build it came from (LAYOUT_CHECKS): `metadata`
     (every row's created_at, cleaned and kept fields equal the ingest and clean tables) or `no_machine_paths`."""
-    settings = as_settings(resolved)
     folder = layout.release(release_name(settings))
     if name == "metadata_matches_ingest":
         kept = read_created(created_at_file(layout, settings))
@@ -304,13 +294,12 @@ def release_layout_check(layout: Layout, resolved: Settings | Mapping[str, Any],
 LAYOUT_CHECKS = ("metadata_matches_ingest", "no_machine_paths")
 
 
-def release_rows_of(layout: Layout, resolved: Settings | Mapping[str, Any], *, release_id: str | None = None,
+def release_rows_of(layout: Layout, settings: Settings, *, release_id: str | None = None,
                     doc_id: str | None = None) -> list[dict[str, Any]]:
     """The rows of the built release with that id (a document's or a segment's UUID, or the parent id of a
     document's segments) or of that corpus document
     (`doc_id`, every segment of it), each with its part file (relative), bucket folder, row, token count and,
     for a segment, its number, character span and parent id. UpstreamMissing when no release was built."""
-    settings = as_settings(resolved)
     folder = layout.release(release_name(settings))
     stats = folder / "_RELEASE.json"
     if not stats.is_file():
@@ -335,11 +324,10 @@ def release_rows_of(layout: Layout, resolved: Settings | Mapping[str, Any], *, r
     return out
 
 
-def release_rebuild_check(layout: Layout, resolved: Settings | Mapping[str, Any]) -> CheckReport:
+def release_rebuild_check(layout: Layout, settings: Settings) -> CheckReport:
     """Rebuild with another worker count and compare bytes: a seeded sample of units and output files, the
     plan, README.md and _RELEASE.json (`release.rebuild_check_units`, seeded by the stage key), or with 0
     everything into a temp folder (see rebuild.check_rebuild_sample)."""
-    settings = as_settings(resolved)
     kwargs = release_kwargs(layout, settings)
     other = 2 if settings.workers == 1 else 1
     sample = int(settings.release.rebuild_check_units)

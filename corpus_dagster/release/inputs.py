@@ -3,6 +3,7 @@ token counts, per-document extras (doc_info) and the ledger's facts by source.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,14 +33,11 @@ INFO_ROW_KEY = "_row_key"  # the document's stable key (core.doc_keys), which re
 INFO_COLUMNS = (*DOCUMENT_INFO_COLUMNS, INFO_CLEANED, INFO_ROW_KEY)
 
 
-def release_tokenizer_cfg(settings: ReleaseSettings, tokenize_cfg: TokenizeSettings) -> dict[str, Any]:
-    """The tokenize section with the release's tokenizer overrides (non-null keys) applied, as a dict: the
-    tokenizer's identity, which keys the per-process tokenizer cache and travels to the counting jobs."""
-    cfg = tokenize_cfg.to_dict()
-    for key, value in (settings.tokenizer.to_dict() if settings.tokenizer is not None else {}).items():
-        if value is not None:
-            cfg[key] = value
-    return cfg
+def release_tokenizer_cfg(settings: ReleaseSettings, tokenize_cfg: TokenizeSettings) -> TokenizeSettings:
+    """The tokenize section with the release's tokenizer overrides (non-null keys) applied: the tokenizer's
+    identity, which keys the per-process tokenizer cache and travels to the counting jobs."""
+    given = settings.tokenizer.to_dict() if settings.tokenizer is not None else {}
+    return dataclasses.replace(tokenize_cfg, **{key: value for key, value in given.items() if value is not None})
 
 
 def read_shard_manifest(shards_dir: Path) -> dict[str, Any]:
@@ -215,7 +213,7 @@ class Inputs:
     """Everything a build and its sampled rebuild check plan from, read once."""
 
     manifest: dict[str, Any]
-    cfg: dict[str, Any]
+    cfg: TokenizeSettings
     tok: Any
     facts: dict[str, dict[str, Any]]
     docs: pl.DataFrame  # one row per published document; n_tokens null where no count is reusable

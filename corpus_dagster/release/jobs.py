@@ -7,10 +7,9 @@ segmenter, the tokenizer), not the driver's other stages and the figures' matplo
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import pyarrow.parquet as pq
 
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.parquet import ParquetSettings, rows_by_group, write_parquet
-from corpus_dagster.core.settings import ReleaseSettings
+from corpus_dagster.core.settings import ReleaseSettings, TokenizeSettings
 from corpus_dagster.release.buckets import Buckets
 from corpus_dagster.release.rows import part_table
 from corpus_dagster.release.segment import segment_text
@@ -32,24 +31,23 @@ SPILL_OPTIONS = ipc.IpcWriteOptions(compression="lz4")
 SEGMENT_SCHEMA = {"doc_id": pl.String, "segment": pl.Int32, "char_start": pl.Int64, "char_end": pl.Int64,
                   "n_tokens": pl.Int32, "content_sha256": pl.String}
 
-_TOKENIZERS: dict[str, Any] = {}
+_TOKENIZERS: dict[TokenizeSettings, Any] = {}
 
 
-def tokenizer(cfg: Mapping[str, Any]) -> Any:
-    """The plain text encoder (no special tokens), built once per process."""
+def tokenizer(cfg: TokenizeSettings) -> Any:
+    """The plain text encoder (no special tokens), built once per process (a frozen section is its own key)."""
     from corpus_dagster.lib.tokenizers import tokenizer_from_config
 
-    key = json.dumps(cfg, sort_keys=True, default=str)
-    if key not in _TOKENIZERS:
-        _TOKENIZERS[key] = tokenizer_from_config(cfg, section="release.tokenizer")
-    return _TOKENIZERS[key]
+    if cfg not in _TOKENIZERS:
+        _TOKENIZERS[cfg] = tokenizer_from_config(cfg, section="release.tokenizer")
+    return _TOKENIZERS[cfg]
 
 
-def _count(cfg: Mapping[str, Any], texts: Sequence[str]) -> list[int]:
+def _count(cfg: TokenizeSettings, texts: Sequence[str]) -> list[int]:
     return tokenizer(cfg).count_texts(list(texts))
 
 
-def count_job(path: str, rows: list[int], cfg: dict[str, Any]) -> tuple[list[int], float, int]:
+def count_job(path: str, rows: list[int], cfg: TokenizeSettings) -> tuple[list[int], float, int]:
     counts = [0] * len(rows)
     seconds, n_bytes = 0.0, 0
     for positions, array in texts_by_group(path, rows):
@@ -79,7 +77,7 @@ def row_groups_of(path: str, rows: Sequence[int]) -> Iterator[tuple[np.ndarray, 
 
 def segment_job(
     path: str, batches: list[tuple[list[int], list[int], list[str], list[list[bool]], list[str]]],
-    settings: ReleaseSettings, cfg: dict[str, Any],
+    settings: ReleaseSettings, cfg: TokenizeSettings,
 ) -> dict[str, Any]:
     """Segment the long documents of one shard, given as batches (rows, n_tokens, doc_ids, rooms, row ids
     seeding each document's choices; rows of the shard at `path`): one result (rows, no_segment,

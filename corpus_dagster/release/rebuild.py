@@ -117,7 +117,7 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
     part_files = [part_path(inp.buckets, b, p) for b, p, _ in parts]
     figures = [f"assets/{f}" for f, _ in card_mod.FIGURES]
     outputs = part_files + figures
-    reproduce = REPRODUCE_FILES if kw.get("reproduce_config") is not None else []
+    reproduce = REPRODUCE_FILES if kw.get("reproduce_settings") is not None else []
     expected = set(outputs) | {"README.md", STATS_NAME, *reproduce}
     on_disk = {str(p.relative_to(release_dir)) for p in release_dir.rglob("*") if p.is_file()}
     problems += [f"{f}: missing in release" for f in sorted(expected - on_disk)]
@@ -151,7 +151,7 @@ def check_rebuild_sample(release_dir: str | Path, build_kwargs: Mapping[str, Any
         (tmp / "out" / STATS_NAME).write_bytes(record_bytes(record))
         if reproduce:
             rows = [s.to_json() if hasattr(s, "to_json") else dict(s) for s in kw["sources"]]
-            write_reproduce(tmp / "out", kw["reproduce_config"], rows, created_bytes(plan))
+            write_reproduce(tmp / "out", kw["reproduce_settings"], rows, created_bytes(plan))
         for rel in [*(part_files[i] for i in part_picks), *fig_picks, "README.md", STATS_NAME, *reproduce]:
             here = release_dir / rel
             if here.is_file() and sha256_file(here) != sha256_file(tmp / "out" / rel):

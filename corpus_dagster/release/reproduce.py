@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from corpus_dagster.core.settings import Settings
+
 DIR = "reproduce"
 MACHINE_KEYS = ("paths", "executor", "locks")  # where and how one machine ran the build, never what it built
 REPRODUCE_FILES = [f"{DIR}/config.yaml", f"{DIR}/LEDGER.jsonl", f"{DIR}/_CREATED_AT.parquet"]
@@ -92,9 +94,10 @@ def _strip_local(node: Any, where: str, found: list[str]) -> Any:
     return node
 
 
-def reproduce_config(resolved: Mapping[str, Any]) -> str:
-    """config.yaml: the resolved config without MACHINE_KEYS, local paths reduced to names."""
-    plain = {k: v for k, v in json.loads(json.dumps(resolved, default=str)).items() if k not in MACHINE_KEYS}
+def reproduce_config(settings: Settings) -> str:
+    """config.yaml: the resolved config the settings were read from, without MACHINE_KEYS, local paths
+    reduced to names."""
+    plain = {k: v for k, v in json.loads(json.dumps(settings.resolved, default=str)).items() if k not in MACHINE_KEYS}
     found: list[str] = []
     plain = _strip_local(plain, "", found)
     head = ["# The resolved config of this release without `paths` (add your own: artifacts, ledger).",
@@ -110,11 +113,11 @@ def reproduce_ledger(rows: Sequence[Mapping[str, Any]]) -> str:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in reproduce_ledger_rows(rows))
 
 
-def write_reproduce(folder: Path, resolved: Mapping[str, Any], ledger_rows: Sequence[Mapping[str, Any]],
+def write_reproduce(folder: Path, settings: Settings, ledger_rows: Sequence[Mapping[str, Any]],
                     created_at: bytes) -> None:
     """reproduce/config.yaml, LEDGER.jsonl and _CREATED_AT.parquet under the (temp) release folder."""
     out = folder / DIR
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(reproduce_config(resolved), encoding="utf-8")
+    (out / "config.yaml").write_text(reproduce_config(settings), encoding="utf-8")
     (out / "LEDGER.jsonl").write_text(reproduce_ledger(ledger_rows), encoding="utf-8")
     (out / "_CREATED_AT.parquet").write_bytes(created_at)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parquet import TABLE, write_parquet
 from corpus_dagster.core.progress import Log
-from corpus_dagster.core.settings import Settings, as_settings
+from corpus_dagster.core.settings import Settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.dedup.driver import dedup_record, dedup_sources, dedup_tables
 from corpus_dagster.review.html import render_page
@@ -77,25 +77,24 @@ REVIEW_SCHEMA = pa.schema([
 REVIEW = Stage(STAGE, CODE_VERSION)
 
 
-def review_key(layout: Layout, resolved: Settings | Mapping[str, Any], source_ids: list[str]) -> tuple[str, dict[str, Any]]:
+def review_key(layout: Layout, settings: Settings, source_ids: list[str]) -> tuple[str, dict[str, Any]]:
     """(key, inputs) of the review sample: every source's clean and scrub keys, the dedup key, `review` settings."""
     inputs = {
         "clean": [[sid, clean_record(layout, sid).key] for sid in source_ids],
         "dedup": dedup_record(layout).key,
         "scrub": [[sid, scrub_record(layout, sid).key] for sid in source_ids],
     }
-    return REVIEW.key(inputs, output_settings(as_settings(resolved).resolved, STAGE)), inputs
+    return REVIEW.key(inputs, output_settings(settings.resolved, STAGE)), inputs
 
 
 @records.locked(lambda a: "review")
-def run_review_stage(layout: Layout, resolved: Settings | Mapping[str, Any],
+def run_review_stage(layout: Layout, settings: Settings,
                      log: Log | None = None) -> dict[str, Any]:
     """Sample, read back and write the review sample of every source the last dedup covered.
 
     Returns stats: `rows`, `strata` (source_id, stratum, reason, available, sampled per group), `sources`,
     `paths` (parquet, html), `seconds`, plus `cached` and `key`; {"enabled": False, ...} when switched off.
     """
-    settings = as_settings(resolved)
     cfg = settings.review
     if not cfg.enabled:
         return {"enabled": False, "cached": False, "key": "disabled", "rows": 0, "strata": [], "sources": []}
@@ -118,9 +117,8 @@ def run_review_stage(layout: Layout, resolved: Settings | Mapping[str, Any],
         strata = sampler.strata(REASON_ORDER)
         rows = _rows(layout, chosen, settings)
         write_parquet(pa.Table.from_pylist(rows, schema=REVIEW_SCHEMA), out / SAMPLE_FILE, TABLE)
-        shown = {k: getattr(cfg, k) for k in ("per_stratum", "seed", "excerpt_chars", "pii_context_chars")}
         title = f"Review sample: {settings.dataset} {settings.version}"
-        atomic_write_bytes(out / HTML_FILE, render_page(rows, strata, title, shown).encode("utf-8"))
+        atomic_write_bytes(out / HTML_FILE, render_page(rows, strata, title, cfg).encode("utf-8"))
         stats = {"rows": len(rows), "strata": strata, "sources": source_ids, "seconds": round(time.monotonic() - start, 3)}
         return Outputs([SAMPLE_FILE, HTML_FILE], {"review": [SAMPLE_FILE, HTML_FILE]}, stats)
 

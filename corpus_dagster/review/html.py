@@ -12,6 +12,7 @@ from html import escape
 from itertools import groupby
 from typing import Any
 
+from corpus_dagster.core.settings import ReviewSettings
 from corpus_dagster.review.sample import MARK_CLOSE, MARK_OPEN
 
 STRATUM_TITLES = {
@@ -107,13 +108,17 @@ def _document(row: dict[str, Any]) -> str:
     return f'<article><dl class="meta">{dl}</dl>{body}</article>'
 
 
+SHOWN_SETTINGS = ("per_stratum", "seed", "excerpt_chars", "pii_context_chars")  # the keys the page names
+
+
 def render_page(
-    rows: Sequence[dict[str, Any]], strata: Sequence[dict[str, Any]], title: str, settings: dict[str, Any]
+    rows: Sequence[dict[str, Any]], strata: Sequence[dict[str, Any]], title: str, settings: ReviewSettings
 ) -> str:
     """The whole page: a table of contents (strata counts), then per source and stratum every sampled document.
 
     `rows` are the sample rows in page order (REVIEW_SCHEMA columns as dicts), `strata` the counts per
-    group in the same order (source_id, stratum, reason, available, sampled).
+    group in the same order (source_id, stratum, reason, available, sampled); the introduction names the
+    sample's settings (SHOWN_SETTINGS).
     """
     anchors = {(g["source_id"], g["stratum"], g["reason"]): f"g{i}" for i, g in enumerate(strata)}
     sources = list(dict.fromkeys(g["source_id"] for g in strata))
@@ -140,7 +145,7 @@ def render_page(
                 body.append(f'<p>threshold: {_e(docs[0]["threshold"])}</p>')
             body.extend(_document(r) for r in docs)
         body.append("</section>")
-    shown = ", ".join(f"{_e(k)} = {_e(v)}" for k, v in sorted(settings.items()))
+    shown = ", ".join(f"{_e(k)} = {_e(getattr(settings, k))}" for k in sorted(SHOWN_SETTINGS))
     intro = (
         f"<p>A seeded sample of documents per source and rule ({shown}). Each document shows the value the "
         "rule measured and the threshold it was compared with. Duplicate drops show the kept partner beside "

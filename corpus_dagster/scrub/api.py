@@ -1,16 +1,15 @@
 """PII scrub entry points: find, scrub and count typed PII in batches of texts, deterministically.
 
 The scrub driver calls `scrub_texts` per file (in worker processes); the publish checks call `find_pii_batch`
-for the blocking "no detector fires on published shards" check, and the evaluation scores it against labels. `cfg` is always the resolved `pii` section of the corpus
-config (`load_config()["pii"]`): every threshold comes from the schema, none from here.
+for the blocking "no detector fires on published shards" check, and the evaluation scores it against labels. `cfg` is always the `pii` section of the corpus
+settings (`Settings.pii`): every threshold comes from the schema, none from here.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -52,9 +51,6 @@ _PLACEHOLDER_RE = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS.values(
 _TYPE_OF = {p: t for t, p in PLACEHOLDERS.items()}
 
 Span = tuple[str, int, int]
-
-# The `pii` section as its settings object or as the resolved dict (both key the same cached plan).
-PiiConfig = PiiSettings | Mapping[str, Any]
 
 
 @dataclass
@@ -119,27 +115,9 @@ def default_pii_config() -> dict[str, Any]:
     return fill_defaults({}, pii_schema())
 
 
-def _missing_keys(cfg: dict[str, Any], schema: dict[str, Any], prefix: str) -> list[str]:
-    """Dotted paths of schema properties absent from cfg (an unresolved section)."""
-    out: list[str] = []
-    for key, sub in schema.get("properties", {}).items():
-        if key not in cfg:
-            out.append(prefix + key)
-        elif sub.get("type") == "object" and isinstance(cfg[key], dict):
-            out.extend(_missing_keys(cfg[key], sub, f"{prefix}{key}."))
-    return out
-
-
 @lru_cache(maxsize=32)
-def _plan_from_json(cfg_json: str) -> _Plan:
-    """Build (once per process and config) the detector plan of a resolved `pii` section."""
-    raw = json.loads(cfg_json)
-    missing = _missing_keys(raw, pii_schema(), "pii.")
-    if missing:
-        raise ValueError(
-            f"pii config lacks {', '.join(missing)}: pass the resolved section (Settings.pii or load_config()['pii'])"
-        )
-    cfg = PiiSettings.from_dict(raw)
+def _plan_of(cfg: PiiSettings) -> _Plan:
+    """Build (once per process and `pii` section: a frozen section is its own cache key) the detector plan."""
     region = cfg.phones.default_region
     if cfg.phones.enabled and region not in phonenumbers.SUPPORTED_REGIONS:
         raise ValueError(f"pii.phones.default_region {region!r} is not a region libphonenumber knows")
@@ -220,13 +198,11 @@ def _placeholder_sealed(pattern: str) -> bool:
     return not any(re.search(pattern, p) for p in PLACEHOLDERS.values())
 
 
-def _plan(cfg: PiiConfig) -> _Plan:
-    """The cached plan of a `pii` section (keyed by the canonical JSON of its dict form)."""
-    if isinstance(cfg, PiiSettings):
-        cfg = cfg.to_dict()
-    if not isinstance(cfg, dict):
-        raise TypeError(f"pii config must be PiiSettings or the resolved `pii` dict, got {type(cfg).__name__}")
-    return _plan_from_json(json.dumps(cfg, sort_keys=True))
+def _plan(cfg: PiiSettings) -> _Plan:
+    """The cached plan of a `pii` section."""
+    if not isinstance(cfg, PiiSettings):
+        raise TypeError(f"pii config must be PiiSettings (Settings.pii), got {type(cfg).__name__}")
+    return _plan_of(cfg)
 
 
 def resolve_overlaps(spans: list[Span]) -> list[Span]:
@@ -300,7 +276,7 @@ def _detect(text: str, plan: _Plan, regions: dict[str, Regions]) -> list[Span]:
     return resolve_overlaps(spans) if len(spans) > 1 else spans
 
 
-def find_pii_batch(texts: list[str] | pl.Series, cfg: PiiConfig) -> list[list[Span]]:
+def find_pii_batch(texts: list[str] | pl.Series, cfg: PiiSettings) -> list[list[Span]]:
     """(type, start, end) of everything the scrub would redact, per text, sorted by start.
 
     The blocking shard check: every list must be empty for a published shard.
@@ -315,7 +291,7 @@ def find_pii_batch(texts: list[str] | pl.Series, cfg: PiiConfig) -> list[list[Sp
     return out
 
 
-def find_pii(text: str, cfg: PiiConfig) -> list[Span]:
+def find_pii(text: str, cfg: PiiSettings) -> list[Span]:
     """(type, start, end) of everything the scrub would redact in text, sorted by start."""
     if not isinstance(text, str):
         raise TypeError(f"text is {type(text).__name__}, expected str")
@@ -348,7 +324,7 @@ def _shift(placed: Placed, spans: list[Span]) -> Placed:
     return out
 
 
-def scrub_text(text: str, cfg: PiiConfig) -> tuple[str, dict[str, int]]:
+def scrub_text(text: str, cfg: PiiSettings) -> tuple[str, dict[str, int]]:
     """Scrub one text; return it with the placeholders inserted per type (see scrub_texts)."""
     outcome = scrub_texts([text], cfg)
     return outcome.text[0], {t: outcome.counts[t][0] for t in PII_TYPES}
@@ -412,7 +388,7 @@ def count_placeholders(text: str) -> dict[str, int]:
     return counts
 
 
-def scrub_texts(texts: list[str] | pl.Series, cfg: PiiConfig) -> ScrubOutcome:
+def scrub_texts(texts: list[str] | pl.Series, cfg: PiiSettings) -> ScrubOutcome:
     """Replace every detected PII span with its typed placeholder; counts per type and document.
 
     Deterministic (no randomness, no dependence on batch boundaries except which examples are shown) and

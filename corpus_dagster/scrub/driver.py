@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +27,9 @@ from corpus_dagster.core.hashing import sha256_hex
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
-from corpus_dagster.core.progress import Log, Progress, interval_of
+from corpus_dagster.core.progress import Log, Progress
 from corpus_dagster.core.records import StageRecord
-from corpus_dagster.core.settings import PiiSettings, Settings, as_settings
+from corpus_dagster.core.settings import PiiSettings, Settings
 from corpus_dagster.core.stage import CachedUnit, Outputs, Stage, run_cached_many
 from corpus_dagster.dedup.driver import dedup_sources, dropped_ids
 from corpus_dagster.scrub.api import PII_TYPES, scrub_texts
@@ -118,7 +117,7 @@ def _scrub_key(layout: Layout, source_id: str, settings: Settings, drop: list[st
     return SCRUB.key(inputs, key_settings), inputs, key_settings
 
 
-def scrub_sources(layout: Layout, source_ids: list[str], resolved: Settings | Mapping[str, Any],
+def scrub_sources(layout: Layout, source_ids: list[str], settings: Settings,
                   drop: dict[str, list[str]],
                   progress: Progress | None = None) -> dict[str, dict[str, Any]]:
     """Scrub the kept documents of every source whose inputs or settings changed since last time.
@@ -129,17 +128,16 @@ def scrub_sources(layout: Layout, source_ids: list[str], resolved: Settings | Ma
     Each source is one unit of `core.stage.run_cached_many`: cached sources are skipped, the others are all
     begun before the pool starts and committed after it ends.
     """
-    config = as_settings(resolved)
     with contextlib.ExitStack() as locks:
         for sid in sorted(source_ids):
-            locks.enter_context(records.stage_lock(layout.root, f"scrub.{sid}", config, what=f"scrub ({sid})"))
+            locks.enter_context(records.stage_lock(layout.root, f"scrub.{sid}", settings, what=f"scrub ({sid})"))
         units = []
         for sid in source_ids:
-            key, inputs, settings = _scrub_key(layout, sid, config, drop.get(sid, []))
+            key, inputs, key_settings = _scrub_key(layout, sid, settings, drop.get(sid, []))
             folder = layout.stage(STAGE, sid)
-            units.append(CachedUnit(folder, SCRUB, inputs, settings, key, clear=(folder / key,)))
+            units.append(CachedUnit(folder, SCRUB, inputs, key_settings, key, clear=(folder / key,)))
         runs = run_cached_many(units, lambda pending: _scrub_together(
-            layout, config, drop, progress, [(source_ids[i], key) for i, key in pending]))
+            layout, settings, drop, progress, [(source_ids[i], key) for i, key in pending]))
     return {sid: run.summary() for sid, run in zip(source_ids, runs, strict=True)}
 
 
@@ -189,12 +187,11 @@ def summarize(parts: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_scrub(layout: Layout, resolved: Settings | Mapping[str, Any], log: Log | None = None) -> dict[str, dict]:
+def run_scrub(layout: Layout, settings: Settings, log: Log | None = None) -> dict[str, dict]:
     """Scrub every source the last dedup covered (cached per source); returns stats per source.
 
     `log` (a callable taking a line) receives progress every `progress.interval_s` seconds and a closing line.
     """
-    settings = as_settings(resolved)
     source_ids = dedup_sources(layout)
     dropped = dropped_ids(layout, settings)
     ids = dropped.get_column("id").sort().to_list() if dropped.height else []
@@ -202,7 +199,7 @@ def run_scrub(layout: Layout, resolved: Settings | Mapping[str, Any], log: Log |
     for x in ids:
         by_source.setdefault(x.rsplit(":", 1)[0], []).append(x)
     total = sum(clean_record(layout, sid).stats.get("kept", 0) for sid in source_ids)
-    progress = Progress(log, "scrub", total_docs=total, interval_s=interval_of(settings.resolved))
+    progress = Progress(log, "scrub", total_docs=total, interval_s=float(settings.progress.interval_s))
     out = scrub_sources(layout, source_ids, settings, by_source, progress)
     progress.finish()
     return out
@@ -216,10 +213,10 @@ def scrub_record(layout: Layout, source_id: str) -> StageRecord:
 
 
 def scrubbed_files(layout: Layout, source_id: str,
-                   resolved: Settings | Mapping[str, Any] | None = None) -> list[Path]:
+                   settings: Settings | None = None) -> list[Path]:
     """The scrubbed document files of one source, in k order, checked against the scrub record. With
-    `resolved`, a damaged file is rebuilt here (the scrub reruns; sources whose outputs are intact stay cached)."""
-    rebuild = None if resolved is None else (lambda: run_scrub(layout, resolved))
+    `settings`, a damaged file is rebuilt here (the scrub reruns; sources whose outputs are intact stay cached)."""
+    rebuild = None if settings is None else (lambda: run_scrub(layout, settings))
     return records.record_files(layout.stage(STAGE, source_id), scrub_record(layout, source_id), "docs", rebuild)
 
 

@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from corpus_dagster.scrub.api import PII_TYPES, PiiConfig, Span, find_pii_batch
+from corpus_dagster.core.settings import PiiSettings
+from corpus_dagster.scrub.api import PII_TYPES, Span, find_pii_batch
 
 _MARK = re.compile(r"⟦(?P<type>[a-z]+)\|(?P<value>.*?)⟧", re.S)
 
@@ -103,7 +104,7 @@ def score_doc(doc: LabeledDoc, predicted: list[Span], scores: dict[str, TypeScor
         scores[kind].errors.append(("fn", doc.family, doc.text[max(0, start - 30) : end + 30]))
 
 
-def evaluate(docs: list[LabeledDoc], cfg: PiiConfig) -> dict[str, TypeScore]:
+def evaluate(docs: list[LabeledDoc], cfg: PiiSettings) -> dict[str, TypeScore]:
     """Per-type precision/recall counts of find_pii over labeled documents."""
     scores = {t: TypeScore() for t in PII_TYPES}
     for doc, predicted in zip(docs, find_pii_batch([d.text for d in docs], cfg), strict=True):

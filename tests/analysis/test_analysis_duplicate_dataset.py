@@ -16,8 +16,7 @@ import yaml
 from corpus_dagster.analysis import corpus_from_dir, run_analysis
 from corpus_dagster.analysis.cli import main as cli_main
 from corpus_dagster.analysis.planted import planted_corpus
-from corpus_dagster.core.config import load_config
-from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.config import load_settings
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +28,7 @@ def analysed(tmp_path_factory) -> tuple[Path, Path]:
     for k in range(2):
         pq.write_table(table.slice(k * 200, 200), corpus / f"shard_{k:05d}.parquet", row_group_size=100)
     out = root / "out"
-    run_analysis(corpus_from_dir(corpus), out, Settings.from_resolved(load_config(None)).analysis)
+    run_analysis(corpus_from_dir(corpus), out, load_settings(None).analysis)
     return corpus, out
 
 
@@ -102,7 +101,7 @@ def test_the_stage_record_lists_the_folder(analysed):
     from corpus_dagster.analysis.steps import step_outputs
 
     _, out = analysed
-    assert "near_dup" in step_outputs("report", Settings.from_resolved(load_config(None)).analysis)
+    assert "near_dup" in step_outputs("report", load_settings(None).analysis)
     names = [str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.relative_to(out).parts[0] not in INTERNAL]
     assert "near_dup/README.md" in names and any(n.startswith("near_dup/doc_duplicates_t70/") for n in names)
 
@@ -114,5 +113,5 @@ def test_an_out_dir_without_the_folder_reruns_the_report(analysed, tmp_path):
     copy = tmp_path / "out"
     shutil.copytree(out, copy)
     shutil.rmtree(copy / "near_dup")
-    res = run_analysis(corpus_from_dir(corpus), copy, Settings.from_resolved(load_config(None)).analysis)
+    res = run_analysis(corpus_from_dir(corpus), copy, load_settings(None).analysis)
     assert res["ran"] == ["report"] and (copy / "near_dup" / "README.md").is_file()

@@ -14,8 +14,7 @@ import pytest
 
 from corpus_dagster.analysis import corpus_from_dir, run_analysis
 from corpus_dagster.analysis.views import NEAR_TYPE, float32_at_least
-from corpus_dagster.core.config import load_config
-from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.config import load_settings
 from verify._reference import corpus_files
 from verify.cluster_jaccard import check_clusters
 from verify.rescore_sample import check_duplicates_sample
@@ -39,7 +38,7 @@ def analysed(tmp_path_factory):
     table = pa.table({"id": ids, "source_id": ["s"] * len(texts), "text": texts})
     (root / "in").mkdir()
     pq.write_table(table, root / "in" / "shard_00000.parquet")
-    cfg = Settings.from_resolved(load_config(None, {"analysis": {"bands": 32, "rows": 4}})).analysis
+    cfg = load_settings(None, {"analysis": {"bands": 32, "rows": 4}}).analysis
     run_analysis(corpus_from_dir(root / "in"), root / "out", cfg, steps=["clusters"])
     return root / "in", root / "out", cfg
 

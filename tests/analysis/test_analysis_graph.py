@@ -13,8 +13,8 @@ import pytest
 from dedup_factory import make_sources, mutate, random_doc, sections
 
 from corpus_dagster.analysis import AnalysisError, corpus_from_sources, run_analysis
-from corpus_dagster.core.config import load_config
-from corpus_dagster.core.settings import NearDupSettings, Settings
+from corpus_dagster.core.config import load_settings
+from corpus_dagster.core.settings import NearDupSettings
 from corpus_dagster.dedup import run_dedup
 from corpus_dagster.lib.near_graph import GraphSpec
 
@@ -46,7 +46,7 @@ def _spec(stats: dict) -> GraphSpec:
 
 
 def _analysis_cfg():
-    return Settings.from_resolved(load_config(None)).analysis
+    return load_settings(None).analysis
 
 
 def _tables(out: Path) -> dict[str, bytes]:

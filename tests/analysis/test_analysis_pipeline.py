@@ -16,8 +16,7 @@ from corpus_dagster.analysis.planted import jaccard, planted_corpus, reference_s
 from corpus_dagster.analysis.runner import INTERNAL
 from corpus_dagster.analysis.steps import clusters as clusters_step
 from corpus_dagster.analysis.views import DUPLICATES_SCHEMA
-from corpus_dagster.core.config import load_config
-from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.config import load_settings
 from verify._reference import corpus_files
 from verify.cluster_jaccard import check_clusters
 from verify.exact_groups import check_exact_groups
@@ -27,7 +26,7 @@ N_DOCS = 1200
 
 
 def _cfg(**kw) -> dict:
-    return Settings.from_resolved(load_config(None, {"analysis": kw} if kw else None)).analysis
+    return load_settings(None, {"analysis": kw} if kw else None).analysis
 
 
 def _write_shards(table: pa.Table, folder: Path, n_files: int = 3, drop_id: bool = False) -> Path:

@@ -11,8 +11,7 @@ import pytest
 
 from corpus_dagster.analysis import corpus_from_dir, run_analysis, runner
 from corpus_dagster.analysis.planted import planted_corpus
-from corpus_dagster.core.config import load_config, load_schema, output_settings
-from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.config import load_config, load_schema, load_settings, output_settings
 
 
 def test_execution_only_settings_are_those_the_core_config_marks_for_the_section():
@@ -29,7 +28,7 @@ def test_execution_only_settings_are_those_the_core_config_marks_for_the_section
 
 
 def test_the_run_key_hashes_every_setting_but_the_execution_only_ones():
-    settings = Settings.from_resolved(load_config(None))
+    settings = load_settings(None)
     cfg = settings.analysis
     spec = runner.analysis_spec(cfg, settings.near_dup)
     inputs = {"documents": [[["a.parquet", 10, "f" * 64]], [None], "corpus"]}
@@ -47,12 +46,12 @@ def finished(tmp_path_factory):
     folder = tmp_path_factory.mktemp("corpus")
     pq.write_table(planted_corpus(240, seed=3, near_share=0.2).table, folder / "part.parquet", row_group_size=100)
     out = tmp_path_factory.mktemp("out")
-    run_analysis(corpus_from_dir(folder), out, Settings.from_resolved(load_config(None)).analysis)
+    run_analysis(corpus_from_dir(folder), out, load_settings(None).analysis)
     return folder, out
 
 
 def _rerun(corpus: Path, out: Path) -> dict:
-    return run_analysis(corpus_from_dir(corpus), out, Settings.from_resolved(load_config(None)).analysis)
+    return run_analysis(corpus_from_dir(corpus), out, load_settings(None).analysis)
 
 
 def test_every_step_has_a_core_stage_record_listing_its_files(finished):

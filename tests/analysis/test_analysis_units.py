@@ -16,13 +16,13 @@ from corpus_dagster.analysis.exact import exact_representatives
 from corpus_dagster.analysis.lengths import length_tables
 from corpus_dagster.analysis.tokenizers import LengthTokenizer, load_tokenizers
 from corpus_dagster.analysis.views import log_bins
-from corpus_dagster.core.config import load_config
-from corpus_dagster.core.settings import NearDupSettings, Settings
+from corpus_dagster.core.config import load_settings
+from corpus_dagster.core.settings import NearDupSettings
 from corpus_dagster.lib.near_graph import graph_spec
 
 
 def _cfg(**kw) -> dict:
-    return Settings.from_resolved(load_config(None, {"analysis": kw} if kw else None)).analysis
+    return load_settings(None, {"analysis": kw} if kw else None).analysis
 
 
 def test_exact_representatives_smallest_row_of_identical_digests():

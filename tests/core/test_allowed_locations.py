@@ -6,6 +6,7 @@ import json
 import pytest
 
 from corpus_dagster.core.allowed_locations import check_allowed_locations, location, outside_problem
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.errors import LedgerError
 from corpus_dagster.core.ledger import Source
 
@@ -78,9 +79,7 @@ def test_the_check_names_the_ledger_line_and_url_index(tmp_path):
 
 
 def test_the_fetch_refuses_a_url_outside_before_listing_it(tmp_path):
-    from corpus_dagster.core.config import load_config
     from corpus_dagster.core.layout import Layout
-    from corpus_dagster.core.settings import Settings
     from corpus_dagster.ingest.driver import fetch_source
 
     secret = tmp_path / "secret.jsonl"
@@ -88,7 +87,7 @@ def test_the_fetch_refuses_a_url_outside_before_listing_it(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text(json.dumps({"dataset": "d", "version": "v1", "paths": {"artifacts": str(tmp_path / "art")},
                                   "ingest": {"allowed_prefixes": [str(tmp_path / "sources")]}}))
-    settings = Settings.from_resolved(load_config(config))
+    settings = load_settings(config)
     layout = Layout.from_config(settings.resolved)
     with pytest.raises(LedgerError, match=r"\$\.urls\[0\]: .*secret.jsonl is outside ingest.allowed_prefixes"):
         fetch_source(source("s", str(secret)), layout, settings.ingest)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from corpus_dagster.core.config import load_config, node_position
+from corpus_dagster.core.config import load_config, load_settings, node_position
 from corpus_dagster.core.errors import ChecksumMismatch, ConfigError, LedgerError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import (
@@ -26,7 +26,6 @@ from corpus_dagster.core.ledger import (
     load_ledger,
     source_lists,
 )
-from corpus_dagster.core.settings import Settings
 from corpus_dagster.ingest.driver import fetch_source
 from corpus_dagster.ingest.pins import checked_pins, match_pins, pin_url, preflight
 
@@ -115,15 +114,15 @@ SOURCES = [Source("alpha", ("/a",), "jsonl", "MIT"), Source("beta", ("/b",), "js
 
 def test_unknown_rule_source_names_file_line_path_and_the_ledger_ids(tmp_path):
     cfg = write(tmp_path / "c.yaml", "dataset: x\nclean:\n  gopher:\n    sources: [alpah]\n  lang:\n    sources: [beta]\n")
-    resolved = load_config(cfg)
+    settings = load_settings(cfg)
     with pytest.raises(ConfigError) as err:
-        check_config_against_ledger(resolved, SOURCES, cfg)
+        check_config_against_ledger(settings, SOURCES, cfg)
     assert str(err.value).startswith(f"{cfg}: 1 config violation(s):")
     assert err.value.violations == [
         "line 4, column 15: $.clean.gopher.sources[0]: unknown source 'alpah' (the ledger has: alpha, beta)"
     ]
-    check_config_against_ledger(resolved, ["alpah", "beta"], cfg)  # ids work as well as rows
-    check_config_against_ledger(load_config(None), [], None)  # no sources lists: nothing to check
+    check_config_against_ledger(settings, ["alpah", "beta"], cfg)  # ids work as well as rows
+    check_config_against_ledger(load_settings(None), [], None)  # no sources lists: nothing to check
 
 
 def test_every_sources_key_of_the_schema_is_checked(tmp_path):
@@ -131,18 +130,18 @@ def test_every_sources_key_of_the_schema_is_checked(tmp_path):
 
     rules = {name: sub for name, sub in load_schema("corpus-config.schema.json")["properties"]["clean"]["properties"].items()
              if "sources" in sub.get("properties", {})}
-    lists = source_lists(load_config(None, {"clean": {r: {"sources": ["x"]} for r in rules}}))
+    lists = source_lists(load_settings(None, {"clean": {r: {"sources": ["x"]} for r in rules}}))
     assert sorted(p for p, _ in lists) == sorted(("clean", r, "sources") for r in rules)
     assert len(rules) == json.dumps(load_schema("corpus-config.schema.json")).count('"sources": {') >= 10
     with pytest.raises(ConfigError) as err:
-        check_config_against_ledger(load_config(None, {"clean": {"ppl": {"sources": ["alpha", "nope"]}}}), SOURCES, None)
+        check_config_against_ledger(load_settings(None, {"clean": {"ppl": {"sources": ["alpha", "nope"]}}}), SOURCES, None)
     assert err.value.violations == ["$.clean.ppl.sources[1]: unknown source 'nope' (the ledger has: alpha, beta)"]
 
 
 def test_many_ledger_ids_show_the_closest(tmp_path):
     many = [f"src-{i:03d}" for i in range(50)] + ["wikipedia"]
     with pytest.raises(ConfigError, match=r"unknown source 'wikipedai' \(the ledger has 51 sources; closest: wikipedia\)"):
-        check_config_against_ledger(load_config(None, {"clean": {"lang": {"sources": ["wikipedai"]}}}), many, None)
+        check_config_against_ledger(load_settings(None, {"clean": {"lang": {"sources": ["wikipedai"]}}}), many, None)
 
 
 # -- sha256 pins against the expanded files ---------------------------------------------------------------------
@@ -184,11 +183,11 @@ def test_checked_pins_names_ledger_file_and_line(tmp_path):
 
 @pytest.fixture
 def fetch_env(tmp_path):
-    resolved = load_config(None, {"paths": {"artifacts": str(tmp_path / "art")}})
+    settings = load_settings(None, {"paths": {"artifacts": str(tmp_path / "art")}})
     folder = tmp_path / "d"
     for name in ("a.txt", "b.txt"):
         write(folder / name, f"text of {name}\n")
-    return tmp_path, Layout.from_config(resolved), Settings.from_resolved(resolved).ingest
+    return tmp_path, Layout.from_config(settings.resolved), settings.ingest
 
 
 def test_fetch_applies_a_pin_keyed_by_a_bare_path(fetch_env):
@@ -240,9 +239,9 @@ def set_config(config: Path, **extra) -> None:
 def test_preflight_unknown_rule_source(setup):
     _, config, ledger = setup
     set_config(config, clean={"gopher": {"sources": ["alpah"]}})
-    resolved = load_config(config)
+    settings = load_settings(config)
     with pytest.raises(ConfigError) as err:
-        preflight(resolved, load_ledger(ledger), config)
+        preflight(settings, load_ledger(ledger), config)
     (violation,) = err.value.violations
     assert err.value.where == str(config)
     assert "$.clean.gopher.sources[0]: unknown source 'alpah' (the ledger has: alpha, beta, gamma)" in violation
@@ -253,12 +252,12 @@ def test_preflight_stale_pin_and_bare_path_pin(setup):
     tmp_path, config, ledger = setup
     good = hashlib.sha256((tmp_path / "sources" / "beta.jsonl.zst").read_bytes()).hexdigest()
     set_row(ledger, "beta", sha256={str(tmp_path / "sources" / "beta.jsonl.zst"): good})  # the bare path, as in urls
-    resolved = load_config(config)
-    preflight(resolved, load_ledger(ledger), config)
+    settings = load_settings(config)
+    preflight(settings, load_ledger(ledger), config)
     gone = f"file://{tmp_path}/sources/gamma/doc99.txt"
     set_row(ledger, "gamma", sha256={gone: ZERO})
     with pytest.raises(LedgerError) as err:
-        preflight(resolved, load_ledger(ledger), config)
+        preflight(settings, load_ledger(ledger), config)
     assert err.value.where == str(ledger)
     (violation,) = err.value.violations
     assert violation.startswith(f'line 3: $.sha256["{gone}"]: pins a file that is not among the files of source \'gamma\'')
@@ -268,7 +267,7 @@ def test_preflight_leaves_an_unlistable_source_to_its_fetch(setup):
     tmp_path, config, ledger = setup
     set_row(ledger, "alpha", sha256={f"file://{tmp_path}/sources/alpha.jsonl": ZERO})
     (tmp_path / "sources" / "alpha.jsonl").unlink()
-    preflight(load_config(config), load_ledger(ledger), config)  # the fetch reports the missing file (exit 3)
+    preflight(load_settings(config), load_ledger(ledger), config)  # the fetch reports the missing file (exit 3)
 
 
 def test_resource_load_checks_config_sources_against_ledger(setup):

@@ -7,7 +7,7 @@ import pytest
 from corpus_dagster.cli.settings_gen import TARGET, class_name, render
 from corpus_dagster.core import sections
 from corpus_dagster.core import settings as settings_module
-from corpus_dagster.core.config import config_sha256, load_config, load_schema
+from corpus_dagster.core.config import config_sha256, load_config, load_schema, load_settings
 from corpus_dagster.core.settings import CleanGopherSettings, ReleaseSettings, Settings
 
 
@@ -52,7 +52,7 @@ def test_empty_config_round_trips():
 
 
 def test_sections_are_typed_and_read_only():
-    settings = Settings.from_resolved(load_config(None, {"release": {"per_source_cap": {"web": 3}}}))
+    settings = load_settings(None, {"release": {"per_source_cap": {"web": 3}}})
     assert isinstance(settings.clean.gopher.stop_words, tuple)
     assert isinstance(settings.release.per_source_cap, Mapping)
     with pytest.raises(TypeError):
@@ -77,7 +77,7 @@ def test_optional_subsection_without_defaults_round_trips():
 
 
 def test_replace_recomputes_the_resolved_dict():
-    settings = Settings.from_resolved(load_config(None))
+    settings = load_settings(None)
     assert dataclasses.replace(settings, shard_rows=5).resolved["shard_rows"] == 5
 
 
@@ -89,3 +89,36 @@ def test_a_section_of_itself_or_of_its_dict() -> None:
     assert DedupSettings.of({"jaccard_threshold": 0.6}) == typed
     with pytest.raises(KeyError, match="unknown config keys"):
         DedupSettings.of({"num_perm": 128})  # a key of another section
+
+
+def test_from_dict_converts_by_the_field_annotations():
+    from corpus_dagster.core.sections import FrozenMapping
+    from corpus_dagster.core.settings import (
+        DedupProtectedSetsItemSettings,
+        DedupSettings,
+        ReleaseTokenizerSettings,
+    )
+
+    item = {"name": "bench", "path": "bench.jsonl"}
+    dedup = DedupSettings.from_dict({"protected_sets": [item]})
+    assert isinstance(dedup.protected_sets, tuple)
+    assert dedup.protected_sets == (DedupProtectedSetsItemSettings.from_dict(item),)
+    release = ReleaseSettings.from_dict({"tokenizer": None, "per_source_cap": {"web": 3}})
+    assert release.tokenizer is None and isinstance(release.per_source_cap, FrozenMapping)
+    assert CleanGopherSettings.from_dict({"sources": ["a"]}).sources == ("a",)
+    assert CleanGopherSettings.from_dict({"sources": None}).sources is None
+    assert ReleaseSettings.from_dict({"tokenizer": {"kind": "tiktoken"}}).tokenizer == ReleaseTokenizerSettings(kind="tiktoken")
+    with pytest.raises(KeyError, match="DedupProtectedSetsItemSettings: unknown config keys"):
+        DedupSettings.from_dict({"protected_sets": [{"nmae": "x"}]})
+    with pytest.raises(KeyError, match="unknown config keys \\['resolved'\\]"):
+        Settings.from_dict({"resolved": {}})  # not a config key, though a field
+
+
+def test_every_section_round_trips_a_full_config():
+    resolved = load_config(None, {"dedup": {"protected_sets": [{"name": "b", "path": "b.jsonl"}]},
+                                  "release": {"tokenizer": {"kind": "tiktoken", "encoding": "o200k_base"}}})
+    settings = Settings.from_resolved(resolved)
+    assert settings.resolved == resolved
+    assert Settings.from_dict(settings.to_dict()) == settings
+    assert settings.to_dict()["release"] == resolved["release"]
+    assert pickle.loads(pickle.dumps(settings)) == settings

@@ -10,10 +10,9 @@ from dagster._core.definitions.declarative_automation.serialized_objects import 
     AutomationConditionEvaluationWithRunIds,
 )
 
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
-from corpus_dagster.core.settings import Settings
 from corpus_dagster.defs import ASSETS, CHECKS
 from corpus_dagster.defs.automation import ledger_sensor
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
@@ -52,11 +51,11 @@ def test_removing_a_source_drops_evaluations_that_name_its_partition(setup_dir: 
 
 
 def test_fetch_logs_progress_lines_at_info(setup_dir: Path) -> None:
-    resolved = load_config(setup_dir)
-    layout = Layout.from_config(resolved)
+    settings = load_settings(setup_dir)
+    layout = Layout.from_config(settings.resolved)
     source = next(s for s in load_ledger(layout.ledger) if s.source_id == "alpha")
 
     lines: list[str] = []
-    fetch_source(source, layout, Settings.from_resolved(resolved).ingest, log=lines.append, progress_interval_s=1e-9)
+    fetch_source(source, layout, settings.ingest, log=lines.append, progress_interval_s=1e-9)
     progress = [line for line in lines if line.startswith("fetch alpha:")]
     assert len(progress) >= 40 and "documents" in progress[-1] and progress[-1].endswith("done")

@@ -9,11 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.errors import ChecksumMismatch, RawPartError, SourceError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
-from corpus_dagster.core.settings import Settings
 from corpus_dagster.ingest.driver import QUARANTINE_FILE, fetch_source, raw_parts
 from corpus_dagster.ingest.raw_parts import read_raw_part
 
@@ -22,8 +21,8 @@ NOW = dt.datetime(2026, 11, 29, 12, 0, 0, tzinfo=dt.UTC)
 
 @pytest.fixture
 def env(tmp_path):
-    resolved = load_config(None, {"paths": {"artifacts": str(tmp_path / "art")}})
-    return tmp_path, Layout.from_config(resolved), Settings.from_resolved(resolved).ingest
+    settings = load_settings(None, {"paths": {"artifacts": str(tmp_path / "art")}})
+    return tmp_path, Layout.from_config(settings.resolved), settings.ingest
 
 
 def jsonl(records):

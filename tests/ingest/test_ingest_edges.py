@@ -10,10 +10,9 @@ import json
 import pytest
 import zstandard
 
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
-from corpus_dagster.core.settings import Settings
 from corpus_dagster.ingest.driver import QUARANTINE_FILE, document_info, fetch_source, raw_parts
 from corpus_dagster.ingest.raw_parts import read_raw_part
 from corpus_dagster.ingest.readers import DuplicateKey, NotUtf8, parse_json_line
@@ -25,8 +24,8 @@ COMPRESS = {"jsonl": lambda b: b, "jsonl.gz": lambda b: gzip.compress(b, mtime=0
 
 @pytest.fixture
 def env(tmp_path):
-    resolved = load_config(None, {"paths": {"artifacts": str(tmp_path / "art")}})
-    return tmp_path, Layout.from_config(resolved), Settings.from_resolved(resolved).ingest
+    settings = load_settings(None, {"paths": {"artifacts": str(tmp_path / "art")}})
+    return tmp_path, Layout.from_config(settings.resolved), settings.ingest
 
 
 def fetch(env, sid, path, fmt, **kw):

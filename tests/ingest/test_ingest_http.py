@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.errors import SourceError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
-from corpus_dagster.core.settings import Settings
 from corpus_dagster.ingest.driver import fetch_source, raw_parts
 from corpus_dagster.ingest.raw_parts import read_raw_part
 
@@ -45,8 +44,8 @@ def free_port() -> int:
 
 
 def ingest_env(tmp_path: Path) -> tuple[Layout, dict]:
-    resolved = load_config(None, {"paths": {"artifacts": str(tmp_path / "art")}, "ingest": {"timeout_s": 20}})
-    return Layout.from_config(resolved), Settings.from_resolved(resolved).ingest
+    settings = load_settings(None, {"paths": {"artifacts": str(tmp_path / "art")}, "ingest": {"timeout_s": 20}})
+    return Layout.from_config(settings.resolved), settings.ingest
 
 
 def nothing_kept(layout: Layout, sid: str) -> bool:

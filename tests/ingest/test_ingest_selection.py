@@ -9,11 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpus_dagster.core import records
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_config, load_settings
 from corpus_dagster.core.errors import SelectionError, SourceError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
-from corpus_dagster.core.settings import Settings
 from corpus_dagster.ingest import documents
 from corpus_dagster.ingest.driver import FIELDS_FILE, document_info, fetch_source, raw_parts, selection_counts
 from corpus_dagster.ingest.raw_parts import read_raw_part
@@ -36,8 +35,8 @@ KEPT = [r for r in ROWS if r["int_score"] is not None and r["int_score"] >= 3]  
 
 @pytest.fixture
 def env(tmp_path):
-    resolved = load_config(None, {"paths": {"artifacts": str(tmp_path / "art")}})
-    return tmp_path, Layout.from_config(resolved), Settings.from_resolved(resolved).ingest
+    settings = load_settings(None, {"paths": {"artifacts": str(tmp_path / "art")}})
+    return tmp_path, Layout.from_config(settings.resolved), settings.ingest
 
 
 def write_parquet_source(path, rows):

@@ -55,10 +55,9 @@ import datetime as dt
 import sys
 
 from corpus_dagster.clean.driver import run_clean_source
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
-from corpus_dagster.core.settings import Settings
 from corpus_dagster.dedup.driver import run_global_dedup
 from corpus_dagster.ingest.driver import fetch_source
 from corpus_dagster.minhash.driver import run_signatures
@@ -66,20 +65,20 @@ from corpus_dagster.publish.driver import run_publish
 from corpus_dagster.scrub.driver import run_scrub
 from corpus_dagster.tokenize.driver import run_token_streams
 
-resolved = load_config(sys.argv[1])
-layout = Layout.from_config(resolved)
+settings = load_settings(sys.argv[1])
+layout = Layout.from_config(settings.resolved)
 sources = load_ledger(layout.ledger)
 ids = [s.source_id for s in sources]
 for s in sources:
-    fetch_source(s, layout, Settings.from_resolved(resolved).ingest, now=dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
+    fetch_source(s, layout, settings.ingest, now=dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
 for sid in ids:
-    run_clean_source(layout, Settings.from_resolved(resolved), sid)
+    run_clean_source(layout, settings, sid)
 for sid in ids:
-    run_signatures(layout, resolved, sid)
-run_global_dedup(layout, Settings.from_resolved(resolved), ids)
-run_scrub(layout, resolved)
-run_publish(layout, Settings.from_resolved(resolved))
-run_token_streams(layout, Settings.from_resolved(resolved))
+    run_signatures(layout, settings, sid)
+run_global_dedup(layout, settings, ids)
+run_scrub(layout, settings)
+run_publish(layout, settings)
+run_token_streams(layout, settings)
 print("complete")
 '''
 

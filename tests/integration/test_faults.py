@@ -22,12 +22,11 @@ from corpus_factory import write_setup
 from corpus_dagster.clean.driver import clean_doc_files, run_clean_source
 from corpus_dagster.core import atomic, parquet, records
 from corpus_dagster.core.atomic import WriteError
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_config, load_settings
 from corpus_dagster.core.errors import SourceError, StageOutputError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source, load_ledger
 from corpus_dagster.core.locks import lock_path, read_holder
-from corpus_dagster.core.settings import Settings
 from corpus_dagster.dedup.driver import dedup_tables, run_global_dedup
 from corpus_dagster.ingest import raw_parts as raw_parts_module
 from corpus_dagster.ingest.driver import fetch_source
@@ -43,17 +42,17 @@ ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 def pipeline(config: Path) -> dict[str, bool]:
     """Run every stage driver in order, as the assets do; returns {step: computed (not a cache hit)}."""
-    resolved = load_config(config)
-    layout = Layout.from_config(resolved)
+    settings = load_settings(config)
+    layout = Layout.from_config(settings.resolved)
     sources = load_ledger(layout.ledger)
     ids = [s.source_id for s in sources]
-    done = {f"fetch.{s.source_id}": not fetch_source(s, layout, Settings.from_resolved(resolved).ingest, now=NOW).unchanged for s in sources}
-    done |= {f"clean.{sid}": not run_clean_source(layout, Settings.from_resolved(resolved), sid)["cached"] for sid in ids}
-    done |= {f"signatures.{sid}": not run_signatures(layout, resolved, sid)["cached"] for sid in ids}
-    done["dedup"] = not run_global_dedup(layout, Settings.from_resolved(resolved), ids).cached
-    done |= {f"scrub.{sid}": not r["cached"] for sid, r in run_scrub(layout, resolved).items()}
-    done["publish"] = not run_publish(layout, Settings.from_resolved(resolved)).cached
-    done["tokens"] = not run_token_streams(layout, Settings.from_resolved(resolved)).cached
+    done = {f"fetch.{s.source_id}": not fetch_source(s, layout, settings.ingest, now=NOW).unchanged for s in sources}
+    done |= {f"clean.{sid}": not run_clean_source(layout, settings, sid)["cached"] for sid in ids}
+    done |= {f"signatures.{sid}": not run_signatures(layout, settings, sid)["cached"] for sid in ids}
+    done["dedup"] = not run_global_dedup(layout, settings, ids).cached
+    done |= {f"scrub.{sid}": not r["cached"] for sid, r in run_scrub(layout, settings).items()}
+    done["publish"] = not run_publish(layout, settings).cached
+    done["tokens"] = not run_token_streams(layout, settings).cached
     return done
 
 
@@ -133,20 +132,20 @@ def server():
 
 def test_http_stream_cut_mid_file_then_recovers(tmp_path, server):
     handler, url = server
-    resolved = load_config(None, {"paths": {"artifacts": str(tmp_path)}, "ingest": {"timeout_s": 10}})
-    layout = Layout.from_config(resolved)
+    settings = load_settings(None, {"paths": {"artifacts": str(tmp_path)}, "ingest": {"timeout_s": 10}})
+    layout = Layout.from_config(settings.resolved)
     source = Source("web", (url,), "jsonl", "MIT")
     with pytest.raises(SourceError) as err:
-        fetch_source(source, layout, Settings.from_resolved(resolved).ingest, now=NOW)
+        fetch_source(source, layout, settings.ingest, now=NOW)
     msg = one_line(err.value)
     assert url in msg and "download failed" in msg and "source 'web'" in msg
     # Nothing half-written is kept or trusted: no cached download, no parts, no record.
     assert not any(layout.downloads("web").glob("*")) and not layout.raw_source("web").exists()
     assert leftovers(tmp_path) == []
     handler.cut = False
-    res = fetch_source(source, layout, Settings.from_resolved(resolved).ingest, now=NOW)
+    res = fetch_source(source, layout, settings.ingest, now=NOW)
     assert res.docs == 1500 and res.files_fetched == 1
-    assert fetch_source(source, layout, Settings.from_resolved(resolved).ingest, now=NOW).unchanged
+    assert fetch_source(source, layout, settings.ingest, now=NOW).unchanged
 
 
 # A disk that fills during each kind of write.

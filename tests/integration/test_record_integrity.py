@@ -222,27 +222,27 @@ TARGETS = {  # case -> (stage folder, output list, file name, column whose pages
 
 
 def test_checks_name_a_damaged_shard_instead_of_raising(first_build, tmp_path):
-    from corpus_dagster.core.config import load_config
+    from corpus_dagster.core.config import load_settings
     from corpus_dagster.core.layout import Layout
     from corpus_dagster.publish import driver as publish
 
     config = copy_build(first_build[0], tmp_path)
-    resolved = load_config(config)
-    layout = Layout.from_config(resolved)
+    settings = load_settings(config)
+    layout = Layout.from_config(settings.resolved)
     edited, undecodable = publish.published_shards(layout)[:2]
     flip_bit(edited, data_page_offset(edited, "text"))  # decodes, to another text
     start, size = column_chunk(undecodable, "text")
     frame = undecodable.read_bytes().find(ZSTD_MAGIC, start, start + size)
     assert frame > 0
     flip_bit(undecodable, frame)  # a zstd frame header: the page cannot be decompressed
-    manifest = publish.publish_check(layout, resolved, "manifest_consistent").problems
+    manifest = publish.publish_check(layout, settings, "manifest_consistent").problems
     for shard in (edited, undecodable):
         assert any(p.startswith(f"{shard.name}: sha256 differs from _MANIFEST.json") for p in manifest), manifest
-    problems = publish.publish_check(layout, resolved, "hashes_match_text").problems
+    problems = publish.publish_check(layout, settings, "hashes_match_text").problems
     assert any(p.startswith(f"{edited.name}: ") and "sha256 does not match its text" in p for p in problems), problems
     assert f"{undecodable.name}: cannot be read: OSError: ZSTD decompression failed" in "\n".join(problems), problems
     for name in ("ids_sorted", "shard_schema", "no_pii_in_shards"):
-        report = publish.publish_check(layout, resolved, name)
+        report = publish.publish_check(layout, settings, name)
         assert all(isinstance(p, str) for p in report.problems)  # a problem naming the shard, never an OSError
     with pytest.raises(StageOutputDamaged, match=f"stage 'publish': .*{edited.name} is damaged.*materialize shards"):
         publish.verified_shards(layout)

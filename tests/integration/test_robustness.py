@@ -16,12 +16,11 @@ import pytest
 
 from corpus_dagster.clean.driver import run_clean_source
 from corpus_dagster.core import atomic, records
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_config, load_settings
 from corpus_dagster.core.errors import ConfigError, LedgerError, SourceError, StageOutputError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source, parse_ledger_lines
 from corpus_dagster.core.locks import LockTimeout, hold_lock, lock_path, read_holder
-from corpus_dagster.core.settings import Settings
 from corpus_dagster.ingest.driver import QUARANTINE_FILE, fetch_source, raw_parts
 from corpus_dagster.ingest.files import resolve_files
 from corpus_dagster.ingest.raw_parts import read_raw_part
@@ -32,12 +31,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def env(tmp_path):
-    resolved = load_config(None, {"paths": {"artifacts": str(tmp_path / "art")}, "ingest": {"part_max_docs": 3}})
-    return tmp_path, Layout.from_config(resolved), resolved
+    settings = load_settings(None, {"paths": {"artifacts": str(tmp_path / "art")}, "ingest": {"part_max_docs": 3}})
+    return tmp_path, Layout.from_config(settings.resolved), settings
 
 
-def fetch(layout, resolved, source):
-    return fetch_source(source, layout, Settings.from_resolved(resolved).ingest, now=NOW)
+def fetch(layout, settings, source):
+    return fetch_source(source, layout, settings.ingest, now=NOW)
 
 
 def texts(layout, sid):
@@ -54,7 +53,7 @@ def quarantine(layout, sid, date="20261129"):
 
 
 def test_lone_surrogate_in_text_url_or_kept_field_is_quarantined(env):
-    tmp, layout, resolved = env
+    tmp, layout, settings = env
     f = tmp / "s.jsonl"
     f.write_text(
         '{"text": "good one", "u": "https://x/1"}\n'
@@ -64,7 +63,7 @@ def test_lone_surrogate_in_text_url_or_kept_field_is_quarantined(env):
         '{"text": "good two", "u": "https://x/5", "title": "t"}\n',
         encoding="ascii",
     )
-    res = fetch(layout, resolved, Source("s", (f"file://{f}",), "jsonl", "MIT", url_field="u", keep_fields=("title",)))
+    res = fetch(layout, settings, Source("s", (f"file://{f}",), "jsonl", "MIT", url_field="u", keep_fields=("title",)))
     assert res.docs == 2 and res.quarantined == {"invalid_utf8": 3}
     assert texts(layout, "s") == ["good one", "good two"]
     rows = quarantine(layout, "s")
@@ -75,10 +74,10 @@ def test_lone_surrogate_in_text_url_or_kept_field_is_quarantined(env):
 
 
 def test_lone_surrogate_in_raw_utf8_bytes_is_quarantined(env):
-    tmp, layout, resolved = env
+    tmp, layout, settings = env
     f = tmp / "b.jsonl"
     f.write_bytes(b'{"text": "ok"}\n{"text": "cesu \xed\xa0\x80 bytes"}\n{"text": "\xff broken"}\n')
-    res = fetch(layout, resolved, Source("b", (f"file://{f}",), "jsonl", "MIT"))
+    res = fetch(layout, settings, Source("b", (f"file://{f}",), "jsonl", "MIT"))
     assert res.docs == 1 and res.quarantined == {"invalid_utf8": 2}
     assert [r["line"] for r in quarantine(layout, "b")] == [2, 3]
 
@@ -88,12 +87,12 @@ def test_lone_surrogate_in_raw_utf8_bytes_is_quarantined(env):
 
 @pytest.mark.parametrize("damage", ["truncate", "same_size_edit"])
 def test_damaged_raw_part_is_refetched(env, damage):
-    tmp, layout, resolved = env
+    tmp, layout, settings = env
     f = tmp / "a.jsonl"
     f.write_text("".join(json.dumps({"text": f"document number {i} " * 20}) + "\n" for i in range(7)))
     source = Source("a", (f"file://{f}",), "jsonl", "MIT")
-    assert fetch(layout, resolved, source).unchanged is False
-    assert fetch(layout, resolved, source).unchanged is True
+    assert fetch(layout, settings, source).unchanged is False
+    assert fetch(layout, settings, source).unchanged is True
     paths, _, _ = raw_parts(layout, "a")
     good = paths[1].read_bytes()
     if damage == "truncate":
@@ -101,24 +100,24 @@ def test_damaged_raw_part_is_refetched(env, damage):
     else:
         paths[1].write_bytes(good[:-8] + bytes(b ^ 0xFF for b in good[-8:]))
     with pytest.raises(StageOutputError, match="part-00001.jsonl.zst.*rerun that stage"):
-        run_clean_source(layout, Settings.from_resolved(resolved), "a")  # the damaged part is never read
-    res = fetch(layout, resolved, source)  # what the error says to do
+        run_clean_source(layout, settings, "a")  # the damaged part is never read
+    res = fetch(layout, settings, source)  # what the error says to do
     assert res.unchanged is False and res.docs == 7
     assert paths[1].read_bytes() == good
-    again = run_clean_source(layout, Settings.from_resolved(resolved), "a")  # the refetched part is read: every document accounted for
+    again = run_clean_source(layout, settings, "a")  # the refetched part is read: every document accounted for
     assert again["docs_in"] == 7 and again["kept"] + again["rejected"] == 7
 
 
 def test_touched_output_is_verified_by_hash_not_recomputed(env):
-    tmp, layout, resolved = env
+    tmp, layout, settings = env
     f = tmp / "a.jsonl"
     f.write_text(json.dumps({"text": "one document here"}) + "\n")
     source = Source("a", (f"file://{f}",), "jsonl", "MIT")
-    fetch(layout, resolved, source)
+    fetch(layout, settings, source)
     paths, _, _ = raw_parts(layout, "a")
     inode = paths[0].stat().st_ino
     os.utime(paths[0], ns=(1, 1))  # a touch (or a copy) moves the mtime only
-    assert fetch(layout, resolved, source).unchanged is True
+    assert fetch(layout, settings, source).unchanged is True
     assert paths[0].stat().st_ino == inode
 
 
@@ -145,7 +144,7 @@ def test_begin_clears_temp_files_folders_and_work_folders_one_level_down(tmp_pat
 
 
 def test_fetch_clears_a_killed_fetch_temp_folder_and_half_downloads(env):
-    tmp, layout, resolved = env
+    tmp, layout, settings = env
     f = tmp / "a.jsonl"
     f.write_text(json.dumps({"text": "one document here"}) + "\n")
     stale = layout.raw_source("a") / ".20261128.tmp-0123456789ab"
@@ -154,7 +153,7 @@ def test_fetch_clears_a_killed_fetch_temp_folder_and_half_downloads(env):
     half = layout.downloads("a") / ".abc-file.tmp-0123456789ab.jsonl"
     half.parent.mkdir(parents=True)
     half.write_bytes(b"half")
-    fetch(layout, resolved, Source("a", (f"file://{f}",), "jsonl", "MIT"))
+    fetch(layout, settings, Source("a", (f"file://{f}",), "jsonl", "MIT"))
     assert not stale.exists() and not half.exists()
 
 
@@ -162,7 +161,7 @@ def test_fetch_clears_a_killed_fetch_temp_folder_and_half_downloads(env):
 
 
 def test_symlinks_matched_by_a_glob_are_read(env):
-    tmp, layout, resolved = env
+    tmp, layout, settings = env
     store = tmp / "annex"
     store.mkdir()
     checkout = tmp / "checkout"
@@ -171,26 +170,26 @@ def test_symlinks_matched_by_a_glob_are_read(env):
         (store / f"blob-{name}").write_text(json.dumps({"text": f"document {name}"}) + "\n")
         (checkout / f"{name}.jsonl").symlink_to(store / f"blob-{name}")
     source = Source("ln", (f"file://{checkout}/*.jsonl",), "jsonl", "MIT")
-    res = fetch(layout, resolved, source)
+    res = fetch(layout, settings, source)
     assert res.docs == 2 and texts(layout, "ln") == ["document a", "document b"]
     assert [rf.url for rf in resolve_files(source)] == [f"file://{checkout}/a.jsonl", f"file://{checkout}/b.jsonl"]
     # A changed target is seen, although the link itself did not change.
     (store / "blob-b").write_text(json.dumps({"text": "document b, new edition"}) + "\n")
-    assert fetch(layout, resolved, source).unchanged is False
+    assert fetch(layout, settings, source).unchanged is False
     assert texts(layout, "ln") == ["document a", "document b, new edition"]
     # A link named directly (no glob) works too.
     direct = Source("direct", (f"file://{checkout}/a.jsonl",), "jsonl", "MIT")
-    assert fetch(layout, resolved, direct).docs == 1
+    assert fetch(layout, settings, direct).docs == 1
 
 
 @pytest.mark.parametrize("glob", [True, False])
 def test_broken_symlink_is_an_error_naming_it(env, glob):
-    tmp, layout, resolved = env
+    tmp, layout, settings = env
     (tmp / "d").mkdir()
     (tmp / "d" / "gone.jsonl").symlink_to(tmp / "annex" / "missing-blob")
     url = f"file://{tmp}/d/*.jsonl" if glob else f"file://{tmp}/d/gone.jsonl"
     with pytest.raises(SourceError) as err:
-        fetch(layout, resolved, Source("br", (url,), "jsonl", "MIT"))
+        fetch(layout, settings, Source("br", (url,), "jsonl", "MIT"))
     msg = str(err.value)
     assert "broken symlink" in msg and f"{tmp}/d/gone.jsonl" in msg and "missing-blob" in msg
     assert "no file matches" not in msg

@@ -9,10 +9,9 @@ import yaml
 from stage_runs import STAGES, run_all
 
 from corpus_dagster.clean import driver as clean_driver
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.records import RECORD
-from corpus_dagster.core.settings import Settings
 from corpus_dagster.dedup import driver as dedup_driver
 
 
@@ -59,10 +58,10 @@ def test_a_setting_recomputes_its_stage_and_only_downstream(built: Path, section
 
 def test_changing_the_signature_scheme_recomputes_signatures_and_dedup_succeeds(built: Path) -> None:
     edit_config(built, "near_dup", "scheme", "affine64")
-    resolved = load_config(built)
-    layout = Layout.from_config(resolved)
+    settings = load_settings(built)
+    layout = Layout.from_config(settings.resolved)
     assert run_all(built)["minhash"]
-    stats = dedup_driver.run_global_dedup(layout, Settings.from_resolved(resolved), ["alpha", "beta", "gamma"])
+    stats = dedup_driver.run_global_dedup(layout, settings, ["alpha", "beta", "gamma"])
     assert stats.cached is True  # run_all already ran it with the new signatures
 
 
@@ -87,8 +86,8 @@ def test_touching_every_raw_file_or_refetching_unchanged_bytes_recomputes_nothin
 def test_changed_input_bytes_recompute_that_source_only(built: Path) -> None:
     gamma = sorted((built.parent / "sources" / "gamma").glob("*.txt"))[0]
     gamma.write_text(gamma.read_text() + " One more sentence about a silver harbor.")
-    resolved = load_config(built)
-    layout = Layout.from_config(resolved)
+    settings = load_settings(built)
+    layout = Layout.from_config(settings.resolved)
     keys = {sid: clean_driver.clean_record(layout, sid).key for sid in ("alpha", "beta", "gamma")}
     ran = run_all(built)
     assert ran["ingest"] and ran["clean"] and ran["publish"]
@@ -97,20 +96,20 @@ def test_changed_input_bytes_recompute_that_source_only(built: Path) -> None:
 
 
 def test_a_damaged_stage_output_is_recomputed_not_trusted(built: Path) -> None:
-    resolved = load_config(built)
-    layout = Layout.from_config(resolved)
+    settings = load_settings(built)
+    layout = Layout.from_config(settings.resolved)
     docs = clean_driver.clean_doc_files(layout, "beta")[0]
     docs.write_bytes(docs.read_bytes()[:100])  # truncated by a crash or a full disk
-    assert not clean_driver.run_clean_source(layout, Settings.from_resolved(resolved), "beta")["cached"]
-    assert clean_driver.run_clean_source(layout, Settings.from_resolved(resolved), "beta")["cached"]
+    assert not clean_driver.run_clean_source(layout, settings, "beta")["cached"]
+    assert clean_driver.run_clean_source(layout, settings, "beta")["cached"]
 
 
 def test_temp_leftovers_of_a_killed_run_are_cleared_when_the_stage_starts(built: Path) -> None:
-    resolved = load_config(built)
-    layout = Layout.from_config(resolved)
+    settings = load_settings(built)
+    layout = Layout.from_config(settings.resolved)
     folder = layout.stage("clean", "alpha")
     leftover = folder / ".docs-00000.tmp-deadbeef.parquet"
     leftover.write_bytes(b"half")
     edit_config(built, "clean", "repetition", {"enabled": False})
-    clean_driver.run_clean_source(layout, Settings.from_resolved(load_config(built)), "alpha")
+    clean_driver.run_clean_source(layout, load_settings(built), "alpha")
     assert not leftover.exists()

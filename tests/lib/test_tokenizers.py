@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from corpus_dagster.core.config import load_config
-from corpus_dagster.core.settings import Settings, TokenizeSettings
+from corpus_dagster.core.config import load_settings
+from corpus_dagster.core.settings import TokenizeSettings
 from corpus_dagster.lib.tokenizers import (
     TokenizerLoadError,
     bpe_openai_available,
@@ -31,7 +31,7 @@ TRICKY = [
 
 
 def tok_cfg(**over) -> TokenizeSettings:
-    return Settings.from_resolved(load_config(None, {"tokenize": over})).tokenize
+    return load_settings(None, {"tokenize": over}).tokenize
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dedup_factory import configs, random_doc, write_clean_docs
+from dedup_factory import random_doc, write_clean_docs
+from settings_factory import near_dup_settings
 
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.lib.minhash import shingle_input_hash
@@ -29,7 +30,7 @@ def _texts(n: int = 50, seed: int = 0) -> list[str]:
 
 
 def test_signature_file_rows_schema_and_values(tmp_path: Path) -> None:
-    _, cfg = configs(num_perm=32, bands=8)
+    cfg = near_dup_settings({"num_perm": 32, "bands": 8, "rows": 4})
     texts = _texts()
     docs = write_clean_docs(tmp_path / "docs.parquet", "src", texts, row_group_size=7)
     out = tmp_path / "sig.parquet"
@@ -40,7 +41,7 @@ def test_signature_file_rows_schema_and_values(tmp_path: Path) -> None:
     sig_type = table.schema.field("signature").type
     assert (sig_type.list_size, sig_type.value_type) == (32, pa.uint32())
     sigs = table.column("signature").to_pylist()
-    short = [i for i, t in enumerate(texts) if len(words(t)) < cfg["shingle_size"]]
+    short = [i for i, t in enumerate(texts) if len(words(t)) < cfg.shingle_size]
     assert short and all(sigs[i] is None for i in short)
     assert stats["docs"] == len(texts) and stats["no_signature"] == len(short)
     assert table.column("n_words").to_pylist() == [len(words(t)) for t in texts]
@@ -49,7 +50,7 @@ def test_signature_file_rows_schema_and_values(tmp_path: Path) -> None:
         if sigs[i] is None:
             continue
         ws = words(text)
-        ref = datasketch.MinHash(32, cfg["seed"], hashfunc=shingle_input_hash("affine32"))
+        ref = datasketch.MinHash(32, cfg.seed, hashfunc=shingle_input_hash("affine32"))
         ref.update_batch([" ".join(ws[j : j + 5]) for j in range(len(ws) - 4)])
         assert sigs[i] == ref.hashvalues.tolist()
     assert signature_settings(out) == {
@@ -62,7 +63,7 @@ def test_signature_file_rows_schema_and_values(tmp_path: Path) -> None:
 
 
 def test_affine64_signatures_are_uint64(tmp_path: Path) -> None:
-    _, cfg = configs(num_perm=16, bands=4, scheme="affine64")
+    cfg = near_dup_settings({"num_perm": 16, "bands": 4, "rows": 4, "scheme": "affine64"})
     docs = write_clean_docs(tmp_path / "docs.parquet", "s", _texts(5))
     compute_signatures([docs], tmp_path / "sig.parquet", cfg)
     sig_type = pq.read_schema(tmp_path / "sig.parquet").field("signature").type
@@ -70,7 +71,7 @@ def test_affine64_signatures_are_uint64(tmp_path: Path) -> None:
 
 
 def test_several_files_keep_document_order_and_workers_change_no_byte(tmp_path: Path) -> None:
-    _, cfg = configs(num_perm=16, bands=4, batch_bytes=65536)
+    cfg = near_dup_settings({"num_perm": 16, "bands": 4, "rows": 4, "batch_bytes": 65536})
     texts = _texts(120, seed=4)
     files = [
         write_clean_docs(
@@ -91,7 +92,7 @@ def test_several_files_keep_document_order_and_workers_change_no_byte(tmp_path: 
 def test_missing_input_fails_and_leaves_no_file(tmp_path: Path) -> None:
     out = tmp_path / "sig.parquet"
     with pytest.raises(DedupInputError, match="does not exist"):
-        compute_signatures([tmp_path / "nope.parquet"], out, configs()[1])
+        compute_signatures([tmp_path / "nope.parquet"], out, near_dup_settings())
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
@@ -101,7 +102,7 @@ def test_input_without_text_column_is_refused(tmp_path: Path) -> None:
     with pytest.raises(
         DedupInputError, match=r"bad.parquet: clean document file lacks column\(s\) \['text'\]"
     ):
-        compute_signatures([bad], tmp_path / "sig.parquet", configs()[1])
+        compute_signatures([bad], tmp_path / "sig.parquet", near_dup_settings())
 
 
 def test_failure_midway_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,7 +121,7 @@ def test_failure_midway_leaves_no_partial_file(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(mod, "_signature_task", flaky)
     out = tmp_path / "out" / "sig.parquet"
     with pytest.raises(RuntimeError, match="disk gone"):
-        compute_signatures([docs], out, configs()[1])
+        compute_signatures([docs], out, near_dup_settings())
     assert not out.exists() and list(out.parent.iterdir()) == []
 
 

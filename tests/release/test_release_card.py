@@ -13,8 +13,7 @@ import dagster as dg
 import pytest
 from release_factory import build_kwargs, make_docs
 
-from corpus_dagster.core.config import config_sha256, load_config
-from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.config import config_sha256, load_settings
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import check_results, materialize_global, materialize_sources
 from corpus_dagster.release.build import build_release
@@ -47,9 +46,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     instance = dg.DagsterInstance.ephemeral()
     materialize_sources(corpus, instance)
     result = materialize_global(corpus, instance)
-    resolved, layout = load_config(cfg), corpus.layout()
-    out = layout.release(release_name(resolved))
-    return {"root": root, "resolved": resolved, "layout": layout, "out": out, "result": result,
+    settings, layout = load_settings(cfg), corpus.layout()
+    out = layout.release(release_name(settings))
+    return {"root": root, "settings": settings, "layout": layout, "out": out, "result": result,
             "card": (out / "README.md").read_text(encoding="utf-8"),
             "manifest": json.loads(layout.manifest.read_text(encoding="utf-8"))}
 
@@ -113,7 +112,7 @@ def test_construction_lists_every_stage_with_its_code_version(built):
 def test_reproduce_has_the_real_hashes_and_versions(built):
     rep, layout = section(built["card"], "Reproduce"), built["layout"]
     ledger_sha = hashlib.sha256(layout.ledger.read_bytes()).hexdigest()
-    assert cell(rep, "config sha256") == f"`{config_sha256(built['resolved'])}`"
+    assert cell(rep, "config sha256") == f"`{config_sha256(built['settings'].resolved)}`"
     assert cell(rep, "ledger sha256") == f"`{ledger_sha}`" and cell(rep, "ledger") == "`corpus/LEDGER.jsonl`"
     assert cell(rep, "package") == f"corpus_dagster {importlib.metadata.version('corpus_dagster')}"
     assert "python -m corpus_dagster.run my-build.yaml" in rep and "cp reproduce/config.yaml my-build.yaml" in rep
@@ -128,7 +127,7 @@ def test_card_names_paths_relative_to_the_root_only_and_its_check_passes(built):
     assert "`artifacts/release/testset/v1/`" in section(card, "Reproduce")
     assert str(root) not in card and str(Path(root).resolve()) not in card
     assert str(root) not in (built["out"] / "_RELEASE.json").read_text(encoding="utf-8")
-    assert check_release(built["out"], Settings.from_resolved(built["resolved"]).release)["card_matches_data"].passed
+    assert check_release(built["out"], built["settings"].release)["card_matches_data"].passed
     release_checks = {name: passed for asset, name, passed, _ in check_results(built["result"]) if asset == "release"}
     assert release_checks["release_card_matches_data"] and release_checks["release_reproducible"], release_checks
 
@@ -155,15 +154,15 @@ def test_the_stage_reruns_only_when_its_units_are_gone(built):
     from corpus_dagster.core import records
     from corpus_dagster.release import driver
 
-    layout, resolved, out = built["layout"], built["resolved"], built["out"]
+    layout, settings, out = built["layout"], built["settings"], built["out"]
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.suffix != ".parquet"}
-    first = driver.run_release_stage(layout, resolved)
+    first = driver.run_release_stage(layout, settings)
     assert first["cached"]
     units = driver.units_path(layout, first["key"])
     units.unlink()
-    again = driver.run_release_stage(layout, resolved)
+    again = driver.run_release_stage(layout, settings)
     assert not again["cached"] and again["key"] == first["key"] and units.is_file()
-    assert driver.run_release_stage(layout, resolved)["cached"]
+    assert driver.run_release_stage(layout, settings)["cached"]
     record = records.read_record(layout.stage(driver.STAGE))
     assert (layout.stage(driver.STAGE) / record.output_dir).resolve() == out.resolve()
     assert record.files["release"] == sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())

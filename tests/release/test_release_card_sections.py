@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 from release_factory import SOURCES, build_kwargs, make_docs, settings
 
+from corpus_dagster.core.settings import TokenizeSettings
 from corpus_dagster.lib.tokenizers import tokenizer_from_config
 from corpus_dagster.release.build import build_release
 from corpus_dagster.release.card_info import source_link
@@ -86,7 +87,7 @@ def test_pii_section_counts_each_type(card):
 
 
 def test_tokenizer_line_names_the_vocabulary_sha256(card):
-    tok = tokenizer_from_config({"kind": "tiktoken", "encoding": "cl100k_base"})
+    tok = tokenizer_from_config(TokenizeSettings(kind="tiktoken", encoding="cl100k_base"))
     assert f"`cl100k_base` (tiktoken), sha256 `{tok.vocab_sha256()}`" in card[0]
 
 

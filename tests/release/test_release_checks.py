@@ -1,5 +1,6 @@
 """Each release check fails on the fault it guards against; the sampled rebuild check draws per seed."""
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -12,6 +13,7 @@ from release_factory import build_kwargs, make_docs
 
 from corpus_dagster.core.checks import sample_units
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.sections import FrozenMapping
 from corpus_dagster.core.settings import ReleaseSettings, Settings
 from corpus_dagster.release import checks as release_checks
 from corpus_dagster.release import driver
@@ -83,12 +85,12 @@ def built_release(tmp_path_factory):
 
 @pytest.fixture
 def release_layout(built_release, tmp_path):
-    """A copy of the built release as a stage would find it: (layout, resolved, release folder)."""
-    root, settings = built_release
+    """A copy of the built release as a stage would find it: (layout, settings, release folder)."""
+    root, release = built_release
     shutil.copytree(root / "release", tmp_path / "release")
     layout = Layout(root=tmp_path, dataset="demo", version="v1")
-    resolved = {"dataset": "demo", "release": settings.to_dict()}
-    return layout, resolved, layout.release(driver.release_name(resolved))
+    settings = Settings(dataset="demo", release=release)
+    return layout, settings, layout.release(driver.release_name(settings))
 
 
 @pytest.fixture
@@ -109,11 +111,11 @@ def check_calls(monkeypatch):
 
 
 def test_each_check_entry_computes_only_its_own_check(release_layout, check_calls):
-    layout, resolved, _ = release_layout
+    layout, settings, _ = release_layout
     for name in RELEASE_CHECKS:
         check_calls["checks"].clear()
         check_calls["reads"] = 0
-        assert driver.release_check(layout, resolved, name).passed
+        assert driver.release_check(layout, settings, name).passed
         assert check_calls["checks"] == [name] and check_calls["reads"] == 1
 
 
@@ -121,8 +123,8 @@ def test_each_asset_check_runs_only_its_own_check(release_layout, check_calls, m
     from corpus_dagster.defs import release as release_defs
     from corpus_dagster.defs.resources import CorpusConfig
 
-    layout, resolved, _ = release_layout
-    settings = Settings.from_resolved(resolved | {"release": resolved["release"] | {"enabled": True}})
+    layout, built, _ = release_layout
+    settings = dataclasses.replace(built, release=dataclasses.replace(built.release, enabled=True))
     monkeypatch.setattr(CorpusConfig, "load", lambda self: (settings, layout))
     corpus = CorpusConfig(config_path=str(layout.root))
     for name in RELEASE_CHECKS:
@@ -148,7 +150,7 @@ def _edit_the_card(out, settings):
 
 
 def _lower_a_cap(out, settings):
-    return settings | {"per_source_cap": {"alpha": 1}}
+    return dataclasses.replace(settings, per_source_cap=FrozenMapping({"alpha": 1}))
 
 
 def _copy_a_part_outside_the_buckets(out, settings):
@@ -164,9 +166,9 @@ def _copy_a_part_outside_the_buckets(out, settings):
     ("bucket_bounds", _copy_a_part_outside_the_buckets),
 ])
 def test_a_fault_fails_exactly_the_matching_check_entry(release_layout, name, fault):
-    layout, resolved, out = release_layout
-    resolved = resolved | {"release": fault(out, resolved["release"])}
-    passed = {n: driver.release_check(layout, resolved, n).passed for n in RELEASE_CHECKS}
+    layout, settings, out = release_layout
+    settings = dataclasses.replace(settings, release=fault(out, settings.release))
+    passed = {n: driver.release_check(layout, settings, n).passed for n in RELEASE_CHECKS}
     assert passed == {n: n != name for n in RELEASE_CHECKS}
 
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from corpus_factory import document, write_jsonl
 
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import check_results, materialize_global, materialize_sources
 from corpus_dagster.ingest import driver as ingest_driver
@@ -87,11 +87,11 @@ def build(root: Path, revised: bool) -> dict[str, Any]:
     instance = dg.DagsterInstance.ephemeral()
     materialize_sources(corpus, instance)
     result = materialize_global(corpus, instance)
-    resolved, layout = load_config(root / "corpus.yaml"), corpus.layout()
-    out = layout.release(release_driver.release_name(resolved))
+    settings, layout = load_settings(root / "corpus.yaml"), corpus.layout()
+    out = layout.release(release_driver.release_name(settings))
     rows = pl.read_parquet(sorted(out.glob("data/*/*.parquet")))
     metas = [json.loads(m) for m in rows["metadata"].to_list()]
-    return {"root": root, "result": result, "layout": layout, "resolved": resolved, "out": out, "rows": rows,
+    return {"root": root, "result": result, "layout": layout, "settings": settings, "out": out, "rows": rows,
             "metas": metas}
 
 
@@ -133,7 +133,7 @@ def test_every_row_metadata_equals_the_ingest_tables(first):
 def test_the_metadata_check_fails_on_a_row_that_lost_its_fields(first):
     from corpus_dagster.release.checks import check_metadata
 
-    expected = release_driver.expected_metadata(first["layout"], first["resolved"])
+    expected = release_driver.expected_metadata(first["layout"], first["settings"])
     rows = release_driver._release_rows(first["out"])
     assert check_metadata(rows, expected).passed
     lines_row = next(i for i, m in enumerate(rows["metadata"].to_list()) if m["source_id"] == "lines")
@@ -213,7 +213,7 @@ def test_explain_takes_a_release_id_and_shows_bucket_segment_and_span(first, cap
     rows = first["rows"]
     seg = next(i for i, m in enumerate(first["metas"]) if "segment" in m)
     meta, rid = first["metas"][seg], rows["id"][seg]
-    answer = explain(first["layout"], first["resolved"], rid)
+    answer = explain(first["layout"], first["settings"], rid)
     assert answer["id"] == meta["doc_id"] and answer["release_id"] == rid and answer["left_at"] is None
     step = answer["steps"]["release"]
     asked = step["rows"][0]
@@ -223,12 +223,12 @@ def test_explain_takes_a_release_id_and_shows_bucket_segment_and_span(first, cap
     start, end = meta["char_span"]
     assert f"segment {meta['segment']} chars {start}..{end} in {part.parent.name}" in step["summary"]
     # the parent id the segments share names the whole document too
-    by_parent = explain(first["layout"], first["resolved"], meta["parent_id"])
+    by_parent = explain(first["layout"], first["settings"], meta["parent_id"])
     assert by_parent["id"] == meta["doc_id"] and len(by_parent["steps"]["release"]["rows"]) >= 2
     assert main([rid, "--config", str(first["root"] / "corpus.yaml")]) == 0
     assert f"release {step['summary']}" in " ".join(capsys.readouterr().out.split())
     with pytest.raises(DocumentNotFound, match="no release row"):
-        explain(first["layout"], first["resolved"], "00000000-0000-5000-8000-000000000000")
+        explain(first["layout"], first["settings"], "00000000-0000-5000-8000-000000000000")
 
 
 def test_the_analysis_reads_the_release_folder_by_its_content_column(first, tmp_path):

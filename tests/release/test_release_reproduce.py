@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import yaml
 
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_config, load_settings
 from corpus_dagster.release.reproduce import reproduce_config, reproduce_ledger_rows
 
 
@@ -32,15 +32,15 @@ def test_local_urls_and_pins_become_names_relative_to_their_glob():
 
 
 def test_config_has_no_paths_secret_or_local_path_and_still_loads(tmp_path):
-    resolved = load_config(overrides={
+    settings = load_settings(overrides={
         "paths": {"artifacts": "s3://bucket/corpus", "mirror": "/scratch/m", "storage_options": {"secret": "hunter2"}},
         "tokenize": {"kind": "huggingface", "path": "/models/my-tok", "name": "mytok"},
     })
-    text = reproduce_config(resolved)
+    text = reproduce_config(settings)
     assert "hunter2" not in text and "/models" not in text and "/scratch" not in text and "s3://" not in text
     assert "#   tokenize.path: my-tok" in text
     plain = yaml.safe_load(text)
     assert "paths" not in plain and plain["tokenize"]["path"] == "my-tok"
     path = tmp_path / "config.yaml"
     path.write_text(text + "paths:\n  artifacts: ./artifacts\n")
-    assert load_config(path)["release"] == resolved["release"]
+    assert load_config(path)["release"] == settings.resolved["release"]

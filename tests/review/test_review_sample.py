@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import shutil
@@ -14,10 +15,10 @@ import pytest
 from corpus_factory import document, write_setup
 
 from corpus_dagster.clean.driver import REASON_CODES, clean_doc_files, run_clean_source
-from corpus_dagster.core.config import load_config
+from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
-from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.settings import ReviewSettings
 from corpus_dagster.dedup.driver import dedup_tables, run_global_dedup
 from corpus_dagster.defs import ASSETS
 from corpus_dagster.defs.resources import CorpusConfig
@@ -98,7 +99,7 @@ def test_an_id_without_a_document_number_is_refused() -> None:
 
 def test_every_clean_reason_code_names_its_config_keys_and_values() -> None:
     overrides = {"clean": {"gopher": {"min_words": 77}, "repeated": {"max_repeated_char_ratio": 0.42}}}
-    cfg = Settings.from_resolved(load_config(None, overrides)).clean
+    cfg = load_settings(None, overrides).clean
     assert "clean.gopher.min_words = 77" in clean_threshold("gopher_word_count", cfg)
     assert "value > clean.repeated.max_repeated_char_ratio = 0.42" == clean_threshold("repeated", cfg)
     assert clean_threshold("table_dump", cfg).startswith("no single threshold")
@@ -139,7 +140,7 @@ def test_html_escapes_document_text_and_marks_cuts() -> None:
     ]
     strata = [{"source_id": "s", "stratum": r["stratum"], "reason": r["reason"], "available": 9, "sampled": 1}
               for r in rows]
-    page = render_page(rows, strata, "Review <sample>", {"seed": 0})
+    page = render_page(rows, strata, "Review <sample>", ReviewSettings(seed=0, per_stratum=3))
     assert "<script" not in page and "<img" not in page and "<b>" not in page and "<i>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; mail &lt;EMAIL&gt; &amp; more" in page
     assert "javascript:alert(1)&quot;&gt;&lt;script&gt;" in page
@@ -147,7 +148,8 @@ def test_html_escapes_document_text_and_marks_cuts() -> None:
     assert "<mark>&lt;EMAIL&gt;</mark>" in page and "<mark>a@b.io</mark>" in page
     assert "&lt;b&gt;dropped&lt;/b&gt;" in page and "&lt;i&gt;kept&lt;/i&gt;" in page
     assert 'href="#g1"' in page and 'id="g1"' in page  # the table of contents links every group
-    assert page == render_page(rows, strata, "Review <sample>", {"seed": 0})
+    assert "per_stratum = 3, pii_context_chars = " in page and "seed = 0" in page  # the sample's settings
+    assert page == render_page(rows, strata, "Review <sample>", ReviewSettings(seed=0, per_stratum=3))
 
 
 # --- the stage on a generated corpus -----------------------------------------------------------------------
@@ -180,15 +182,15 @@ def _review_config(root: Path) -> Path:
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Layout]:
     """A corpus cleaned, deduplicated and scrubbed through the drivers, and its review sample."""
     config = _review_config(tmp_path_factory.mktemp("review"))
-    resolved = load_config(config)
-    layout = Layout.from_config(resolved)
+    settings = load_settings(config)
+    layout = Layout.from_config(settings.resolved)
     for source in load_ledger(layout.ledger):
-        fetch_source(source, layout, Settings.from_resolved(resolved).ingest)
-        run_clean_source(layout, Settings.from_resolved(resolved), source.source_id)
-    run_global_dedup(layout, Settings.from_resolved(resolved), ["alpha", "beta", "gamma"])
-    run_scrub(layout, resolved)
-    stats = driver.run_review_stage(layout, resolved)
-    return {"resolved": resolved, "stats": stats}, layout
+        fetch_source(source, layout, settings.ingest)
+        run_clean_source(layout, settings, source.source_id)
+    run_global_dedup(layout, settings, ["alpha", "beta", "gamma"])
+    run_scrub(layout, settings)
+    stats = driver.run_review_stage(layout, settings)
+    return {"settings": settings, "stats": stats}, layout
 
 
 def _read(layout: Layout) -> pl.DataFrame:
@@ -250,24 +252,24 @@ def test_pii_rows_show_redactions_in_context(built) -> None:
 
 def test_same_seed_same_bytes_other_seed_other_sample(built) -> None:
     info, layout = built
-    resolved = info["resolved"]
+    settings = info["settings"]
     files = [layout.review / driver.SAMPLE_FILE, layout.review / driver.HTML_FILE]
     first = [p.read_bytes() for p in files]
-    assert driver.run_review_stage(layout, resolved)["cached"] is True
+    assert driver.run_review_stage(layout, settings)["cached"] is True
     shutil.rmtree(layout.stage(driver.STAGE))
     shutil.rmtree(layout.review)
-    again = driver.run_review_stage(layout, resolved)
+    again = driver.run_review_stage(layout, settings)
     assert again["cached"] is False and again["key"] == info["stats"]["key"]
     assert [p.read_bytes() for p in files] == first
-    reseeded = {**resolved, "review": {**resolved["review"], "seed": 7}}
+    reseeded = dataclasses.replace(settings, review=dataclasses.replace(settings.review, seed=7))
     other = driver.run_review_stage(layout, reseeded)
     assert other["cached"] is False and other["key"] != info["stats"]["key"]
     kept = [set(_read(layout).filter(pl.col("stratum") == "kept")["id"])]
-    driver.run_review_stage(layout, resolved)
+    driver.run_review_stage(layout, settings)
     kept.append(set(_read(layout).filter(pl.col("stratum") == "kept")["id"]))
     assert kept[0] != kept[1]
     assert [p.read_bytes() for p in files] == first
-    off = {**resolved, "review": {**resolved["review"], "enabled": False}}
+    off = dataclasses.replace(settings, review=dataclasses.replace(settings.review, enabled=False))
     assert driver.run_review_stage(layout, off)["enabled"] is False
 
 

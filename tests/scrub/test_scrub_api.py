@@ -1,18 +1,18 @@
 """scrub_texts / find_pii contract: counts, examples, idempotence, determinism, errors."""
 
-import copy
 import re
 from pathlib import Path
 
 import polars as pl
 import pytest
+from settings_factory import pii_settings
 
 from corpus_dagster.core.config import load_config
+from corpus_dagster.core.settings import PiiSettings
 from corpus_dagster.scrub import (
     PII_TYPES,
     PLACEHOLDERS,
     count_placeholders,
-    default_pii_config,
     find_pii,
     find_pii_batch,
     resolve_overlaps,
@@ -32,17 +32,17 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def cfg() -> dict:
-    return default_pii_config()
+def cfg() -> PiiSettings:
+    return pii_settings()
 
 
-def test_defaults_come_from_the_schema(cfg: dict) -> None:
-    assert cfg == load_config()["pii"]
+def test_defaults_come_from_the_schema(cfg: PiiSettings) -> None:
+    assert cfg.to_dict() == load_config()["pii"] and cfg == PiiSettings()
     assert PII_TYPES == ("emails", "phones", "cards", "ips", "keys")
     assert set(PLACEHOLDERS) == set(PII_TYPES)
 
 
-def test_outcome_shape_and_counts(cfg: dict) -> None:
+def test_outcome_shape_and_counts(cfg: PiiSettings) -> None:
     out = scrub_texts(TEXTS, cfg)
     assert out.text[0] == "Mail <EMAIL> or call <PHONE> from <IP>, card <CARD>, key <KEY>."
     assert out.text[1] == TEXTS[1] and out.text[2] == ""
@@ -55,36 +55,34 @@ def test_outcome_shape_and_counts(cfg: dict) -> None:
     assert out.preexisting == {"emails": 1, "phones": 1, "cards": 0, "ips": 0, "keys": 0}
 
 
-def test_counts_equal_placeholders_in_output_minus_preexisting(cfg: dict) -> None:
+def test_counts_equal_placeholders_in_output_minus_preexisting(cfg: PiiSettings) -> None:
     out = scrub_texts(TEXTS, cfg)
     in_output = {k: sum(count_placeholders(t)[k] for t in out.text) for k in PII_TYPES}
     inserted = {k: sum(out.counts[k]) for k in PII_TYPES}
     assert in_output == {k: inserted[k] + out.preexisting[k] for k in PII_TYPES}
 
 
-def test_examples_show_placeholders_in_context(cfg: dict) -> None:
+def test_examples_show_placeholders_in_context(cfg: PiiSettings) -> None:
     out = scrub_texts(TEXTS, cfg)
     kinds = [k for _, k, _ in out.examples]
     assert sorted(set(kinds)) == sorted(PII_TYPES)  # the first of each type comes first
     for doc, kind, snippet in out.examples:
         assert PLACEHOLDERS[kind] in snippet and out.redactions[doc] > 0
         assert "\n" not in snippet and "@acme" not in snippet
-    few = copy.deepcopy(cfg)
-    few["max_examples"] = 2
+    few = pii_settings({"max_examples": 2})
     assert len(scrub_texts(TEXTS, few).examples) == 2
-    none = copy.deepcopy(cfg)
-    none["max_examples"] = 0
+    none = pii_settings({"max_examples": 0})
     assert scrub_texts(TEXTS, none).examples == []
 
 
-def test_idempotent_and_clean_after_scrub(cfg: dict) -> None:
+def test_idempotent_and_clean_after_scrub(cfg: PiiSettings) -> None:
     once = scrub_texts(TEXTS, cfg)
     twice = scrub_texts(once.text, cfg)
     assert twice.text == once.text and sum(twice.redactions) == 0
     assert find_pii_batch(once.text, cfg) == [[] for _ in TEXTS]
 
 
-def test_batch_boundaries_do_not_change_results(cfg: dict) -> None:
+def test_batch_boundaries_do_not_change_results(cfg: PiiSettings) -> None:
     texts = TEXTS * 7
     whole = scrub_texts(texts, cfg)
     parts = [scrub_texts(texts[i : i + 3], cfg) for i in range(0, len(texts), 3)]
@@ -93,7 +91,7 @@ def test_batch_boundaries_do_not_change_results(cfg: dict) -> None:
         assert [c for p in parts for c in p.counts[k]] == whole.counts[k]
 
 
-def test_find_pii_batch_equals_single_calls(cfg: dict) -> None:
+def test_find_pii_batch_equals_single_calls(cfg: PiiSettings) -> None:
     assert find_pii_batch(TEXTS, cfg) == [find_pii(t, cfg) for t in TEXTS]
     spans = find_pii(TEXTS[0], cfg)
     assert [k for k, _, _ in spans] == ["emails", "phones", "ips", "cards", "keys"]
@@ -106,21 +104,19 @@ def test_overlaps_keep_the_higher_priority_type() -> None:
     assert resolve_overlaps(spans) == [("keys", 0, 5), ("cards", 8, 22), ("emails", 30, 40)]
 
 
-def test_placeholders_are_never_matched(cfg: dict) -> None:
+def test_placeholders_are_never_matched(cfg: PiiSettings) -> None:
     text = " ".join(PLACEHOLDERS.values()) + " password=<KEY> token: <KEY> @<EMAIL> <IP>:8080"
     assert find_pii(text, cfg) == []
 
 
-def test_all_disabled_changes_nothing(cfg: dict) -> None:
-    off = copy.deepcopy(cfg)
-    for kind in PII_TYPES:
-        off[kind]["enabled"] = False
+def test_all_disabled_changes_nothing(cfg: PiiSettings) -> None:
+    off = pii_settings({kind: {"enabled": False} for kind in PII_TYPES})
     out = scrub_texts(TEXTS, off)
     assert out.text == TEXTS and sum(out.redactions) == 0
 
 
 def test_recheck_pass_catches_what_a_single_pass_leaves() -> None:
-    cfg = default_pii_config()
+    cfg = pii_settings()
     plan = _plan(cfg)
     # A pass that only sees phones leaves the e-mail; the re-check (max_passes=2) must find it near
     # the placeholder, while max_passes=1 must not look again.
@@ -138,8 +134,7 @@ def test_recheck_pass_catches_what_a_single_pass_leaves() -> None:
     finally:
         plan.detectors.update(original)
     assert first.text == ["call <PHONE> or <EMAIL>"] and first.redactions == [2]
-    one = copy.deepcopy(cfg)
-    one["max_passes"] = 1
+    one = pii_settings({"max_passes": 1})
     one_plan = _plan(one)
     one_plan.detectors["emails"] = lambda t, r: []
     try:
@@ -148,28 +143,24 @@ def test_recheck_pass_catches_what_a_single_pass_leaves() -> None:
         one_plan.detectors.update(original)
 
 
-def test_lone_surrogates_are_scrubbed_with_aligned_offsets(cfg: dict) -> None:
+def test_lone_surrogates_are_scrubbed_with_aligned_offsets(cfg: PiiSettings) -> None:
     text = "bad \ud800 byte then john@acme.io"
     assert scrub_texts([text], cfg).text == ["bad \ud800 byte then <EMAIL>"]
 
 
-def test_errors_name_the_problem(cfg: dict) -> None:
+def test_errors_name_the_problem(cfg: PiiSettings) -> None:
     with pytest.raises(TypeError, match=r"texts\[1\] is NoneType"):
         scrub_texts(["ok", None], cfg)
     with pytest.raises(TypeError, match="text is int"):
         find_pii(3, cfg)
-    with pytest.raises(ValueError, match=r"pii config lacks pii\.emails: .*load_config"):
-        scrub_texts(["x"], {k: v for k, v in cfg.items() if k != "emails"})
-    partial = copy.deepcopy(cfg)
-    del partial["ips"]["keep_addresses"]
-    with pytest.raises(ValueError, match=r"pii\.ips\.keep_addresses"):
-        find_pii("x", partial)
-    with pytest.raises(TypeError, match="must be PiiSettings or the resolved `pii` dict"):
+    with pytest.raises(TypeError, match=r"must be PiiSettings \(Settings.pii\), got dict"):
+        scrub_texts(["x"], cfg.to_dict())  # the dict form is not a config
+    with pytest.raises(TypeError, match="must be PiiSettings"):
         scrub_texts(["x"], None)
     assert scrub_texts([], cfg).text == []
 
 
-def test_region_patterns_are_context_free_and_locate_exactly(cfg: dict) -> None:
+def test_region_patterns_are_context_free_and_locate_exactly(cfg: PiiSettings) -> None:
     plan = _plan(cfg)
     for name, pattern in plan.all_patterns.items():
         assert not re.search(r"\(\?<?[=!]|\\b|\^|\$", pattern), name
@@ -179,7 +170,7 @@ def test_region_patterns_are_context_free_and_locate_exactly(cfg: dict) -> None:
     assert windows([(5, 6), (8, 9), (40, 41)], 2, 2, 42) == [(3, 11), (38, 42)]
 
 
-def test_polars_series_in_gives_series_out(cfg: dict) -> None:
+def test_polars_series_in_gives_series_out(cfg: PiiSettings) -> None:
     series = pl.Series("text", TEXTS)
     out = scrub_texts(series, cfg)
     listed = scrub_texts(TEXTS, cfg)
@@ -193,7 +184,7 @@ def test_polars_series_in_gives_series_out(cfg: dict) -> None:
         scrub_texts(pl.Series([1, 2]), cfg)
 
 
-def test_region_patterns_are_sealed_against_placeholders(cfg: dict) -> None:
+def test_region_patterns_are_sealed_against_placeholders(cfg: PiiSettings) -> None:
     from corpus_dagster.scrub.api import _placeholder_sealed
 
     assert _plan(cfg).sealed  # the re-check skips texts with nothing left near a placeholder
@@ -203,7 +194,7 @@ def test_region_patterns_are_sealed_against_placeholders(cfg: dict) -> None:
         assert _placeholder_sealed(pattern), pattern
 
 
-def test_skipping_rechecks_changes_nothing(cfg: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_skipping_rechecks_changes_nothing(cfg: PiiSettings, monkeypatch: pytest.MonkeyPatch) -> None:
     # Texts packed with PII next to PII and cue words, scrubbed with the skip and with every changed text
     # re-checked: the outputs must be equal, for two and three passes.
     import random
@@ -215,8 +206,7 @@ def test_skipping_rechecks_changes_nothing(cfg: dict, monkeypatch: pytest.Monkey
     rng = random.Random(7)
     texts = [rng.choice([" ", "\n", ""]).join(rng.sample(labeled, rng.randint(2, 10))) for _ in range(600)]
     for passes in (2, 3):
-        deep = copy.deepcopy(cfg)
-        deep["max_passes"] = passes
+        deep = pii_settings({"max_passes": passes})
         skipped = scrub_texts(texts, deep)
         with monkeypatch.context() as m:
             m.setattr(api, "_needs_recheck", lambda located, replaced: set(replaced.docs.tolist()))

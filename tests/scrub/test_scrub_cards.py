@@ -1,22 +1,21 @@
 """Card detector: Luhn, issuer prefixes and groupings, and the long numbers that are not cards."""
 
-import copy
 
 import pytest
+from settings_factory import pii_settings
 
-from corpus_dagster.scrub import default_pii_config, find_pii
+from corpus_dagster.core.settings import PiiSettings
+from corpus_dagster.scrub import find_pii
 from corpus_dagster.scrub.cards import TEST_NUMBERS, known_issuer, luhn_ok
 
 
 @pytest.fixture(scope="module")
-def cfg() -> dict:
+def cfg() -> PiiSettings:
     """The default config with the published test numbers redacted too: the detector tests below use them."""
-    out = default_pii_config()
-    out["cards"]["keep_test_numbers"] = False
-    return out
+    return pii_settings({"cards": {"keep_test_numbers": False}})
 
 
-def cards(text: str, cfg: dict) -> list[str]:
+def cards(text: str, cfg: PiiSettings) -> list[str]:
     return [text[s:e] for kind, s, e in find_pii(text, cfg) if kind == "cards"]
 
 
@@ -45,11 +44,11 @@ def test_luhn_and_issuer_tables() -> None:
         "4222222222222",
     ],
 )
-def test_cards_are_found(number: str, cfg: dict) -> None:
+def test_cards_are_found(number: str, cfg: PiiSettings) -> None:
     assert cards(f"Card number: {number} exp 04/27", cfg) == [number]
 
 
-def test_trailing_group_is_dropped_when_only_the_prefix_is_a_card(cfg: dict) -> None:
+def test_trailing_group_is_dropped_when_only_the_prefix_is_a_card(cfg: PiiSettings) -> None:
     assert cards("paid with 4111 1111 1111 1111 2 times", cfg) == ["4111 1111 1111 1111"]
 
 
@@ -71,11 +70,11 @@ def test_trailing_group_is_dropped_when_only_the_prefix_is_a_card(cfg: dict) -> 
         "tracking number 9400 1000 0000 0000 0000 00",
     ],
 )
-def test_numbers_that_are_not_cards_stay(text: str, cfg: dict) -> None:
+def test_numbers_that_are_not_cards_stay(text: str, cfg: PiiSettings) -> None:
     assert cards(text, cfg) == []
 
 
-def test_card_cue_beats_id_cue_and_disable(cfg: dict) -> None:
+def test_card_cue_beats_id_cue_and_disable(cfg: PiiSettings) -> None:
     assert cards("order 17 paid by card 4111111111111111", cfg) == ["4111111111111111"]
     assert cards("CC#4111111111111111 exp 04/27", cfg) == ["4111111111111111"]  # `#` after a payment word
     assert cards("CC # 4111111111111111", cfg) == ["4111111111111111"]
@@ -83,8 +82,7 @@ def test_card_cue_beats_id_cue_and_disable(cfg: dict) -> None:
     assert cards("Refund the amount to 4556737586899855 today", cfg) == ["4556737586899855"]
     assert cards("the amount to 4556737586899855 today", cfg) == []  # the id cue alone
     assert cards("billing: invoice 5351328804012218", cfg) == ["5351328804012218"]
-    off = copy.deepcopy(cfg)
-    off["cards"]["enabled"] = False
+    off = pii_settings({"cards": {"enabled": False}})
     assert cards("4111 1111 1111 1111", off) == []
 
 
@@ -92,12 +90,11 @@ def test_card_cue_beats_id_cue_and_disable(cfg: dict) -> None:
                                     "378282246310005", "6011111111111117", "3530111333300000"])
 def test_published_test_numbers_are_kept_by_default(number: str) -> None:
     text = f"In test mode use the card {number} with any CVC and a future date."
-    assert cards(text, default_pii_config()) == []
-    off = default_pii_config()
-    off["cards"]["keep_test_numbers"] = False
+    assert cards(text, pii_settings()) == []
+    off = pii_settings({"cards": {"keep_test_numbers": False}})
     assert cards(text, off) == [number]
 
 
 def test_test_number_table_holds_only_valid_card_numbers() -> None:
     assert all(luhn_ok(n) and known_issuer(n) for n in TEST_NUMBERS)
-    assert cards("card 4556 7375 8689 9855", default_pii_config()) == ["4556 7375 8689 9855"]  # not a test number
+    assert cards("card 4556 7375 8689 9855", pii_settings()) == ["4556 7375 8689 9855"]  # not a test number

@@ -1,14 +1,15 @@
 """Key detector against identifiers of real code; cued national phone numbers in the phrasings prose uses."""
 
-import copy
 import sys
 import time
 from pathlib import Path
 
 import phonenumbers
 import pytest
+from settings_factory import pii_settings
 
-from corpus_dagster.scrub import default_pii_config, find_pii, find_pii_batch
+from corpus_dagster.core.settings import PiiSettings
+from corpus_dagster.scrub import find_pii, find_pii_batch
 from corpus_dagster.scrub import scrub_text as _scrub_text
 from corpus_dagster.scrub.evaluate import evaluate, load_labeled
 from corpus_dagster.scrub.keys import code_name
@@ -19,18 +20,16 @@ import code_identifiers  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def cfg() -> dict:
-    return default_pii_config()
+def cfg() -> PiiSettings:
+    return pii_settings()
 
 
-def scrub_text(text: str, cfg: dict) -> str:
+def scrub_text(text: str, cfg: PiiSettings) -> str:
     return _scrub_text(text, cfg)[0]
 
 
-def with_regions(cfg: dict, *regions: str) -> dict:
-    out = copy.deepcopy(cfg)
-    out["phones"]["regions"] = list(regions)
-    return out
+def with_regions(*regions: str) -> PiiSettings:
+    return pii_settings({"phones": {"regions": list(regions)}})
 
 
 @pytest.mark.parametrize(
@@ -50,11 +49,11 @@ def with_regions(cfg: dict, *regions: str) -> dict:
         "password = __cls_kwargs__",
     ],
 )
-def test_code_identifiers_after_cues_stay(text: str, cfg: dict) -> None:
+def test_code_identifiers_after_cues_stay(text: str, cfg: PiiSettings) -> None:
     assert scrub_text(text, cfg) == text
 
 
-def test_ten_thousand_real_identifiers_rarely_give_a_key(cfg: dict) -> None:
+def test_ten_thousand_real_identifiers_rarely_give_a_key(cfg: PiiSettings) -> None:
     """The frozen sample of 10,000 identifiers after cue words: at most 0.1% become `<KEY>` (0.05% over the
     whole 652,641-name pool it was drawn from; `python tests/data/pii/code_identifiers.py --rate`)."""
     t0 = time.perf_counter()
@@ -79,7 +78,7 @@ R_KEYS = [
 
 
 @pytest.mark.parametrize(("template", "secret"), R_KEYS)
-def test_real_keys_after_cues_stay_found(template: str, secret: str, cfg: dict) -> None:
+def test_real_keys_after_cues_stay_found(template: str, secret: str, cfg: PiiSettings) -> None:
     text = template.format(secret)
     found = [text[s:e] for kind, s, e in find_pii(text, cfg) if kind == "keys"]
     assert found == [secret]
@@ -94,7 +93,7 @@ def test_code_name_rules() -> None:
         assert not code_name(key), key
 
 
-def test_labeled_keys_keep_their_recall(cfg: dict) -> None:
+def test_labeled_keys_keep_their_recall(cfg: PiiSettings) -> None:
     docs = [d for d in load_labeled(DATA / "labeled.jsonl") if d.family.startswith("key.")]
     score = evaluate(docs, cfg)["keys"]
     assert (score.recall, score.precision) == (1.0, 1.0), score.errors[:5]
@@ -109,9 +108,9 @@ def test_labeled_keys_keep_their_recall(cfg: dict) -> None:
         ("Direct line 020 7946 0958", "GB", "020 7946 0958"),
     ],
 )
-def test_cued_national_numbers_become_phones(text: str, region: str, number: str, cfg: dict) -> None:
+def test_cued_national_numbers_become_phones(text: str, region: str, number: str, cfg: PiiSettings) -> None:
     assert phonenumbers.is_valid_number_for_region(phonenumbers.parse(number, region), region)
-    assert scrub_text(text, with_regions(cfg, region)) == text.replace(number, "<PHONE>")
+    assert scrub_text(text, with_regions(region)) == text.replace(number, "<PHONE>")
 
 
 @pytest.mark.parametrize(
@@ -125,11 +124,11 @@ def test_cued_national_numbers_become_phones(text: str, region: str, number: str
         ("office no. 4711-2024-03", "DE"),
     ],
 )
-def test_national_numbers_without_a_cue_stay(text: str, region: str, cfg: dict) -> None:
-    assert scrub_text(text, with_regions(cfg, region)) == text
+def test_national_numbers_without_a_cue_stay(text: str, region: str, cfg: PiiSettings) -> None:
+    assert scrub_text(text, with_regions(region)) == text
 
 
-def test_labeled_cue_phrasings_recall(cfg: dict) -> None:
+def test_labeled_cue_phrasings_recall(cfg: PiiSettings) -> None:
     docs = load_labeled(DATA / "labeled.jsonl")
     phrases = evaluate([d for d in docs if d.family == "phone.national_cue_phrases"], cfg)["phones"]
     negatives = evaluate([d for d in docs if d.family.startswith("neg.")], cfg)["phones"]

@@ -1,18 +1,19 @@
 """E-mail detector: accepted shapes, obfuscations, and the hard negatives that must stay."""
 
-import copy
 
 import pytest
+from settings_factory import pii_settings
 
-from corpus_dagster.scrub import default_pii_config, find_pii, scrub_text
+from corpus_dagster.core.settings import PiiSettings
+from corpus_dagster.scrub import find_pii, scrub_text
 
 
 @pytest.fixture(scope="module")
-def cfg() -> dict:
-    return default_pii_config()
+def cfg() -> PiiSettings:
+    return pii_settings()
 
 
-def emails(text: str, cfg: dict) -> list[str]:
+def emails(text: str, cfg: PiiSettings) -> list[str]:
     return [text[s:e] for kind, s, e in find_pii(text, cfg) if kind == "emails"]
 
 
@@ -31,7 +32,7 @@ def emails(text: str, cfg: dict) -> list[str]:
         ("two: a.b@acme.io, c.d@globex.org", ["a.b@acme.io", "c.d@globex.org"]),
     ],
 )
-def test_plain_addresses(text: str, expected: list[str], cfg: dict) -> None:
+def test_plain_addresses(text: str, expected: list[str], cfg: PiiSettings) -> None:
     assert emails(text, cfg) == expected
 
 
@@ -46,20 +47,19 @@ def test_plain_addresses(text: str, expected: list[str], cfg: dict) -> None:
         "jane at acme [dot] io",
     ],
 )
-def test_bracketed_obfuscations(form: str, cfg: dict) -> None:
+def test_bracketed_obfuscations(form: str, cfg: PiiSettings) -> None:
     assert emails(f"Write to {form} please", cfg) == [form]
 
 
-def test_plain_obfuscation_needs_a_cue_or_a_non_word_local_part(cfg: dict) -> None:
+def test_plain_obfuscation_needs_a_cue_or_a_non_word_local_part(cfg: PiiSettings) -> None:
     assert emails("email: jane at acme dot io", cfg) == ["jane at acme dot io"]
     assert emails("ping j.doe at acme dot io", cfg) == ["j.doe at acme dot io"]
     assert emails("Copyright: Thomas <thomas at apestaart dot org>", cfg) == ["thomas at apestaart dot org"]
     assert emails("She worked at Pets dot com in 1999", cfg) == []
 
 
-def test_obfuscations_can_be_turned_off(cfg: dict) -> None:
-    off = copy.deepcopy(cfg)
-    off["emails"]["obfuscated"] = False
+def test_obfuscations_can_be_turned_off(cfg: PiiSettings) -> None:
+    off = pii_settings({"emails": {"obfuscated": False}})
     assert emails("john [at] acme [dot] io", off) == []
     assert emails("john@acme.io", off) == ["john@acme.io"]
 
@@ -76,16 +76,14 @@ def test_obfuscations_can_be_turned_off(cfg: dict) -> None:
         "dev@server.local",
     ],
 )
-def test_documentation_and_reserved_domains_stay(text: str, cfg: dict) -> None:
+def test_documentation_and_reserved_domains_stay(text: str, cfg: PiiSettings) -> None:
     assert emails(text, cfg) == []
 
 
-def test_documentation_domains_are_redacted_when_configured(cfg: dict) -> None:
-    off = copy.deepcopy(cfg)
-    off["emails"]["keep_documentation_domains"] = False
+def test_documentation_domains_are_redacted_when_configured(cfg: PiiSettings) -> None:
+    off = pii_settings({"emails": {"keep_documentation_domains": False}})
     assert emails("user@example.com", off) == ["user@example.com"]
-    custom = copy.deepcopy(cfg)
-    custom["emails"]["documentation_domains"] = ["acme.io"]
+    custom = pii_settings({"emails": {"documentation_domains": ["acme.io"]}})
     assert emails("a@acme.io b@example.com", custom) == ["b@example.com"]
 
 
@@ -105,17 +103,16 @@ def test_documentation_domains_are_redacted_when_configured(cfg: dict) -> None:
         "path/to/user@acme.io",
     ],
 )
-def test_code_and_prose_that_look_like_addresses_stay(text: str, cfg: dict) -> None:
+def test_code_and_prose_that_look_like_addresses_stay(text: str, cfg: PiiSettings) -> None:
     assert emails(text, cfg) == []
 
 
-def test_disabled_detector_finds_nothing(cfg: dict) -> None:
-    off = copy.deepcopy(cfg)
-    off["emails"]["enabled"] = False
+def test_disabled_detector_finds_nothing(cfg: PiiSettings) -> None:
+    off = pii_settings({"emails": {"enabled": False}})
     assert emails("john@acme.io", off) == []
 
 
-def test_scrub_inserts_the_email_placeholder(cfg: dict) -> None:
+def test_scrub_inserts_the_email_placeholder(cfg: PiiSettings) -> None:
     text, counts = scrub_text("Mail john@acme.io or jane [at] acme [dot] io.", cfg)
     assert text == "Mail <EMAIL> or <EMAIL>."
     assert counts["emails"] == 2

@@ -1,20 +1,21 @@
 """IP detector: IPv4/IPv6 validated by ipaddress, range policy, versions and code that parses as IPv6."""
 
-import copy
 import ipaddress
 
 import pytest
+from settings_factory import pii_settings
 
-from corpus_dagster.scrub import default_pii_config, find_pii
+from corpus_dagster.core.settings import PiiSettings
+from corpus_dagster.scrub import find_pii
 from corpus_dagster.scrub.ips import ip_category
 
 
 @pytest.fixture(scope="module")
-def cfg() -> dict:
-    return default_pii_config()
+def cfg() -> PiiSettings:
+    return pii_settings()
 
 
-def ips(text: str, cfg: dict) -> list[str]:
+def ips(text: str, cfg: PiiSettings) -> list[str]:
     return [text[s:e] for kind, s, e in find_pii(text, cfg) if kind == "ips"]
 
 
@@ -34,7 +35,7 @@ def ips(text: str, cfg: dict) -> list[str]:
         ("XFF: 203.0.114.9, 198.51.99.2", ["203.0.114.9", "198.51.99.2"]),
     ],
 )
-def test_addresses_are_found(text: str, expected: list[str], cfg: dict) -> None:
+def test_addresses_are_found(text: str, expected: list[str], cfg: PiiSettings) -> None:
     assert ips(text, cfg) == expected
 
 
@@ -48,14 +49,12 @@ def test_categories() -> None:
                    "fd12::1": "private", "52.14.200.7": "public"}
 
 
-def test_range_policy_is_configurable(cfg: dict) -> None:
+def test_range_policy_is_configurable(cfg: PiiSettings) -> None:
     text = "lo 127.0.0.1 doc 192.0.2.10 lan 10.1.2.3 mask 255.255.255.0 pub 52.14.200.7"
     assert ips(text, cfg) == ["10.1.2.3", "52.14.200.7"]
-    everything = copy.deepcopy(cfg)
-    everything["ips"].update(redact_loopback=True, redact_documentation=True, redact_reserved=True)
+    everything = pii_settings({"ips": {"redact_loopback": True, "redact_documentation": True, "redact_reserved": True}})
     assert ips(text, everything) == ["127.0.0.1", "192.0.2.10", "10.1.2.3", "255.255.255.0", "52.14.200.7"]
-    public_only = copy.deepcopy(cfg)
-    public_only["ips"]["redact_private"] = False
+    public_only = pii_settings({"ips": {"redact_private": False}})
     assert ips(text, public_only) == ["52.14.200.7"]
 
 
@@ -78,7 +77,7 @@ def test_range_policy_is_configurable(cfg: dict) -> None:
         "10.0.0.0/8 and 192.168.0.0/16",
     ],
 )
-def test_versions_sections_and_networks_stay(text: str, cfg: dict) -> None:
+def test_versions_sections_and_networks_stay(text: str, cfg: PiiSettings) -> None:
     assert ips(text, cfg) == []
 
 
@@ -87,25 +86,21 @@ def test_versions_sections_and_networks_stay(text: str, cfg: dict) -> None:
     ["std::vector<int>", "a::b", "x[10::2]", "12:30:45", "00:1A:2B:3C:4D:5E", "Vec::<u8>::new()", "ff02::1",
      "fe80::/10", "::1", "2001:db8::1"],
 )
-def test_code_times_macs_and_special_v6_stay(text: str, cfg: dict) -> None:
+def test_code_times_macs_and_special_v6_stay(text: str, cfg: PiiSettings) -> None:
     assert ips(text, cfg) == []
 
 
-def test_public_addresses_redacted_by_default_unless_kept(cfg: dict) -> None:
+def test_public_addresses_redacted_by_default_unless_kept(cfg: PiiSettings) -> None:
     assert ips("ping 8.8.8.8", cfg) == ["8.8.8.8"]  # default: every public address is redacted
-    kept = copy.deepcopy(cfg)
-    kept["ips"]["keep_addresses"] = ["8.8.8.8", "1.1.1.1", "2001:4860:4860::8888"]
+    kept = pii_settings({"ips": {"keep_addresses": ["8.8.8.8", "1.1.1.1", "2001:4860:4860::8888"]}})
     assert ips("ping 8.8.8.8 or 1.1.1.1 or 2001:4860:4860::8888", kept) == []
     assert ips("ping 8.8.4.4", kept) == ["8.8.4.4"]
 
 
-def test_version_context_and_v6_switches(cfg: dict) -> None:
-    loose = copy.deepcopy(cfg)
-    loose["ips"]["skip_version_context"] = False
+def test_version_context_and_v6_switches(cfg: PiiSettings) -> None:
+    loose = pii_settings({"ips": {"skip_version_context": False}})
     assert ips("version 52.14.200.7", loose) == ["52.14.200.7"]
-    no6 = copy.deepcopy(cfg)
-    no6["ips"]["ipv6"] = False
+    no6 = pii_settings({"ips": {"ipv6": False}})
     assert ips("inet6 2a03:2880:f12f:83:face:b00c:0:25de and 52.14.200.7", no6) == ["52.14.200.7"]
-    off = copy.deepcopy(cfg)
-    off["ips"]["enabled"] = False
+    off = pii_settings({"ips": {"enabled": False}})
     assert ips("52.14.200.7", off) == []

@@ -1,16 +1,16 @@
 """Secret detector: provider tokens, key blocks, JWTs, keyword assignments, and what must stay."""
 
 import base64
-import copy
 import json
 import random
 import string
 from dataclasses import replace
 
 import pytest
+from settings_factory import pii_settings
 
-from corpus_dagster.core.settings import PiiKeysSettings
-from corpus_dagster.scrub import default_pii_config, find_pii, scrub_text
+from corpus_dagster.core.settings import PiiSettings
+from corpus_dagster.scrub import find_pii, scrub_text
 from corpus_dagster.scrub.keys import secret_value_ok, shannon_entropy
 
 R = random.Random(7)
@@ -31,11 +31,11 @@ PEM_BODY = "\n".join(rand(ALNUM + "+/", 64) for _ in range(4))
 
 
 @pytest.fixture(scope="module")
-def cfg() -> dict:
-    return default_pii_config()
+def cfg() -> PiiSettings:
+    return pii_settings()
 
 
-def keys(text: str, cfg: dict) -> list[str]:
+def keys(text: str, cfg: PiiSettings) -> list[str]:
     return [text[s:e] for kind, s, e in find_pii(text, cfg) if kind == "keys"]
 
 
@@ -57,23 +57,23 @@ TOKENS = [
 
 
 @pytest.mark.parametrize("token", TOKENS, ids=[t[:6] for t in TOKENS])
-def test_provider_tokens_are_found(token: str, cfg: dict) -> None:
+def test_provider_tokens_are_found(token: str, cfg: PiiSettings) -> None:
     assert keys(f"config: {token} # set", cfg) == [token]
 
 
 @pytest.mark.parametrize("kind", ["RSA ", "OPENSSH ", "EC ", "", "ENCRYPTED ", "PGP "])
-def test_private_key_blocks_are_found_whole(kind: str, cfg: dict) -> None:
+def test_private_key_blocks_are_found_whole(kind: str, cfg: PiiSettings) -> None:
     block_kind = "PRIVATE KEY BLOCK" if kind == "PGP " else "PRIVATE KEY"
     block = f"-----BEGIN {kind}{block_kind}-----\n{PEM_BODY}\n-----END {kind}{block_kind}-----"
     assert keys(f"key:\n{block}\nafter", cfg) == [block]
 
 
-def test_key_block_without_end_line_ends_at_its_body(cfg: dict) -> None:
+def test_key_block_without_end_line_ends_at_its_body(cfg: PiiSettings) -> None:
     text = f"-----BEGIN OPENSSH PRIVATE KEY-----\n{PEM_BODY}\n\nThe end of this paste."
     assert keys(text, cfg) == [f"-----BEGIN OPENSSH PRIVATE KEY-----\n{PEM_BODY}\n"]
 
 
-def test_escaped_key_block_in_json(cfg: dict) -> None:
+def test_escaped_key_block_in_json(cfg: PiiSettings) -> None:
     block = "-----BEGIN PRIVATE KEY-----\\n" + PEM_BODY.replace("\n", "\\n") + "\\n-----END PRIVATE KEY-----"
     assert keys(f'{{"private_key": "{block}\\n"}}', cfg) == [block]
 
@@ -92,11 +92,11 @@ def test_escaped_key_block_in_json(cfg: dict) -> None:
         ("apiKey: 'Xk9pQ2vL7zR4mN8w'", "Xk9pQ2vL7zR4mN8w"),
     ],
 )
-def test_assigned_secrets_are_found_value_only(text: str, secret: str, cfg: dict) -> None:
+def test_assigned_secrets_are_found_value_only(text: str, secret: str, cfg: PiiSettings) -> None:
     assert keys(text, cfg) == [secret]
 
 
-def test_bearer_jwt_is_one_key(cfg: dict) -> None:
+def test_bearer_jwt_is_one_key(cfg: PiiSettings) -> None:
     out, counts = scrub_text(f"Authorization: Bearer {JWT}", cfg)
     assert out == "Authorization: Bearer <KEY>" and counts["keys"] == 1
 
@@ -135,36 +135,33 @@ def test_bearer_jwt_is_one_key(cfg: dict) -> None:
         "eyJhbGciOi.not.a.jwt and eyJub3Rqc29u.eyJzdWIiOiAxfQ.c2lnbmF0dXJl",
     ],
 )
-def test_placeholders_names_hashes_and_public_material_stay(text: str, cfg: dict) -> None:
+def test_placeholders_names_hashes_and_public_material_stay(text: str, cfg: PiiSettings) -> None:
     assert keys(text, cfg) == []
 
 
-def test_documented_examples_are_kept_unless_configured(cfg: dict) -> None:
+def test_documented_examples_are_kept_unless_configured(cfg: PiiSettings) -> None:
     text = "AKIAIOSFODNN7EXAMPLE and aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
     assert keys(text, cfg) == []
-    strict = copy.deepcopy(cfg)
-    strict["keys"]["keep_documented_examples"] = False
+    strict = pii_settings({"keys": {"keep_documented_examples": False}})
     assert keys("AKIAIOSFODNN7EXAMPLE", strict) == ["AKIAIOSFODNN7EXAMPLE"]
 
 
-def test_entropy_and_length_thresholds(cfg: dict) -> None:
+def test_entropy_and_length_thresholds(cfg: PiiSettings) -> None:
     assert shannon_entropy("") == 0.0
     assert shannon_entropy("aaaa") == 0.0
     assert shannon_entropy("abcd") == pytest.approx(2.0)
-    k = PiiKeysSettings.from_dict(cfg["keys"])
+    k = cfg.keys
     assert secret_value_ok("S3cr3tP@ss!", k)
     assert not secret_value_ok("Aa1Aa1Aa1Aa1", k)  # low entropy
     assert not secret_value_ok("abcdefghijkl", k)  # one character class
     longer = replace(k, min_secret_length=16)
     assert not secret_value_ok("S3cr3tP@ss!", longer)
-    short_key = copy.deepcopy(cfg)
-    short_key["keys"]["private_key_min_body"] = 10**6
+    short_key = pii_settings({"keys": {"private_key_min_body": 10**6}})
     assert keys(f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----", short_key) == []
 
 
-def test_disabled_detector_finds_nothing(cfg: dict) -> None:
-    off = copy.deepcopy(cfg)
-    off["keys"]["enabled"] = False
+def test_disabled_detector_finds_nothing(cfg: PiiSettings) -> None:
+    off = pii_settings({"keys": {"enabled": False}})
     assert keys(TOKENS[0], off) == []
 
 
@@ -183,11 +180,10 @@ def test_disabled_detector_finds_nothing(cfg: dict) -> None:
     ],
 )
 def test_cued_secrets_short_or_mixed(text: str, secret: str) -> None:
-    cfg = default_pii_config()
+    cfg = pii_settings()
     found = [text[s:e] for kind, s, e in find_pii(text, cfg) if kind == "keys"]
     assert found == [secret]
-    longer = copy.deepcopy(cfg)
-    longer["keys"]["cued_min_length"] = len(secret) + 1
+    longer = pii_settings({"keys": {"cued_min_length": len(secret) + 1}})
     assert [k for k, _, _ in find_pii(text, longer) if k == "keys"] == []
 
 
@@ -206,7 +202,7 @@ def test_cued_secrets_short_or_mixed(text: str, secret: str) -> None:
     ],
 )
 def test_cued_non_secrets_stay(text: str) -> None:
-    assert [k for k, _, _ in find_pii(text, default_pii_config()) if k == "keys"] == []
+    assert [k for k, _, _ in find_pii(text, pii_settings()) if k == "keys"] == []
 
 
 @pytest.mark.parametrize(
@@ -221,7 +217,7 @@ def test_cued_non_secrets_stay(text: str) -> None:
         "FAIL: one.exp\n\tPASS: gdb.ada/assign_1.exp: changing the value\n",
     ],
 )
-def test_author_headers_and_test_results_are_not_key_cues(text: str, cfg: dict) -> None:
+def test_author_headers_and_test_results_are_not_key_cues(text: str, cfg: PiiSettings) -> None:
     assert keys(text, cfg) == []
 
 
@@ -235,5 +231,5 @@ def test_author_headers_and_test_results_are_not_key_cues(text: str, cfg: dict) 
         ("PASS:Xk9#mP2q", "Xk9#mP2q"),  # no space after the colon: not a test result line
     ],
 )
-def test_keywords_next_to_those_still_cue(text: str, secret: str, cfg: dict) -> None:
+def test_keywords_next_to_those_still_cue(text: str, secret: str, cfg: PiiSettings) -> None:
     assert keys(text, cfg) == [secret]

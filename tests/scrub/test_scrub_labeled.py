@@ -5,8 +5,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from settings_factory import pii_settings
 
-from corpus_dagster.scrub import PII_TYPES, default_pii_config, find_pii_batch, scrub_texts
+from corpus_dagster.core.settings import PiiSettings
+from corpus_dagster.scrub import PII_TYPES, find_pii_batch, scrub_texts
 from corpus_dagster.scrub.evaluate import (
     LabeledDoc,
     TypeScore,
@@ -22,8 +24,8 @@ TARGETS = {"emails": (0.99, 0.97), "phones": (0.99, 0.97), "cards": (0.99, 0.97)
 
 
 @pytest.fixture(scope="module")
-def cfg() -> dict:
-    return default_pii_config()
+def cfg() -> PiiSettings:
+    return pii_settings()
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +34,7 @@ def docs() -> list[LabeledDoc]:
 
 
 @pytest.fixture(scope="module")
-def scores(docs: list[LabeledDoc], cfg: dict) -> dict[str, TypeScore]:
+def scores(docs: list[LabeledDoc], cfg: PiiSettings) -> dict[str, TypeScore]:
     return evaluate(docs, cfg)
 
 
@@ -56,7 +58,7 @@ def test_precision_and_recall_targets(kind: str, scores: dict[str, TypeScore]) -
     assert s.recall >= r_target, (kind, s.recall, s.errors[:5])
 
 
-def test_each_hard_negative_family_stays_almost_untouched(docs: list[LabeledDoc], cfg: dict) -> None:
+def test_each_hard_negative_family_stays_almost_untouched(docs: list[LabeledDoc], cfg: PiiSettings) -> None:
     negatives = [d for d in docs if d.family.startswith("neg.")]
     found = find_pii_batch([d.text for d in negatives], cfg)
     per_family: dict[str, list[int]] = defaultdict(list)
@@ -69,7 +71,7 @@ def test_each_hard_negative_family_stays_almost_untouched(docs: list[LabeledDoc]
     assert dirty == ["neg.versions"], dirty  # the one documented miss: "it is 1.15.7.2"
 
 
-def test_scrubbed_labeled_set_is_clean_and_stable(docs: list[LabeledDoc], cfg: dict) -> None:
+def test_scrubbed_labeled_set_is_clean_and_stable(docs: list[LabeledDoc], cfg: PiiSettings) -> None:
     once = scrub_texts([d.text for d in docs], cfg)
     assert sum(len(s) for s in find_pii_batch(once.text, cfg)) == 0
     assert scrub_texts(once.text, cfg).text == once.text

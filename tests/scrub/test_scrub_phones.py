@@ -1,20 +1,20 @@
 """Phone detector: formats libphonenumber validates, and numbers that only look like phones."""
 
-import copy
 
 import pytest
+from settings_factory import pii_settings
 
-from corpus_dagster.scrub import default_pii_config, find_pii
-from corpus_dagster.scrub.api import _plan_from_json
+from corpus_dagster.core.settings import PiiSettings
+from corpus_dagster.scrub import find_pii
 from corpus_dagster.scrub.phones import national_max_digits, national_min_digits, single_number_ok
 
 
 @pytest.fixture(scope="module")
-def cfg() -> dict:
-    return default_pii_config()
+def cfg() -> PiiSettings:
+    return pii_settings()
 
 
-def phones(text: str, cfg: dict) -> list[str]:
+def phones(text: str, cfg: PiiSettings) -> list[str]:
     return [text[s:e] for kind, s, e in find_pii(text, cfg) if kind == "phones"]
 
 
@@ -42,11 +42,11 @@ def phones(text: str, cfg: dict) -> list[str]:
         "202-555-0143 ext. 5",
     ],
 )
-def test_valid_numbers_are_found_whole(number: str, cfg: dict) -> None:
+def test_valid_numbers_are_found_whole(number: str, cfg: PiiSettings) -> None:
     assert phones(f"Call {number} today", cfg) == [number]
 
 
-def test_tel_links_and_number_lists(cfg: dict) -> None:
+def test_tel_links_and_number_lists(cfg: PiiSettings) -> None:
     assert phones('<a href="tel:+12025550143">', cfg) == ["+12025550143"]
     assert phones("Tel 202-555-0143 202-555-0199 ok", cfg) == ["202-555-0143", "202-555-0199"]
     assert phones("Call 202-555-0143 / 202-555-0199", cfg) == ["202-555-0143", "202-555-0199"]
@@ -75,7 +75,7 @@ def test_tel_links_and_number_lists(cfg: dict) -> None:
         "550e8400-e29b-41d4-a716-446655440000",
     ],
 )
-def test_dates_ids_and_numbers_stay(text: str, cfg: dict) -> None:
+def test_dates_ids_and_numbers_stay(text: str, cfg: PiiSettings) -> None:
     assert phones(text, cfg) == []
 
 
@@ -84,23 +84,22 @@ def test_dates_ids_and_numbers_stay(text: str, cfg: dict) -> None:
     ["Order number: 415-555-2671", "Ticket 212-736-5000", "Invoice #800-275-2273", "SKU 650-253-0000",
      "ref 202 555 0143", "ISBN 202-555-0143"],
 )
-def test_id_cues_drop_valid_numbers(text: str, cfg: dict) -> None:
+def test_id_cues_drop_valid_numbers(text: str, cfg: PiiSettings) -> None:
     assert phones(text, cfg) == []
 
 
-def test_a_nearer_phone_cue_beats_an_id_cue(cfg: dict) -> None:
+def test_a_nearer_phone_cue_beats_an_id_cue(cfg: PiiSettings) -> None:
     assert phones("order 12, call 415-555-2671", cfg) == ["415-555-2671"]
 
 
-def test_national_formats_follow_the_default_region(cfg: dict) -> None:
+def test_national_formats_follow_the_default_region(cfg: PiiSettings) -> None:
     assert phones("Office 020 7946 0958 now", cfg) == []  # no cue: a GB national number is not tried
-    gb = copy.deepcopy(cfg)
-    gb["phones"]["default_region"] = "GB"
+    gb = pii_settings({"phones": {"default_region": "GB"}})
     assert phones("Office 020 7946 0958 now", gb) == ["020 7946 0958"]
     assert national_min_digits("US") == 10 and national_max_digits("US") == 11
 
 
-def test_grouping_leniency(cfg: dict) -> None:
+def test_grouping_leniency(cfg: PiiSettings) -> None:
     # 202555 0143 keeps every real group whole (strict accepts), but is not a real format (exact rejects)
     assert single_number_ok("202555 0143", "US", "strict_grouping")
     assert not single_number_ok("202555 0143", "US", "exact_grouping")
@@ -109,19 +108,15 @@ def test_grouping_leniency(cfg: dict) -> None:
     assert not single_number_ok("+1 212 555 01", "US", "valid")
 
 
-def test_min_digits_and_disable(cfg: dict) -> None:
-    short = copy.deepcopy(cfg)
-    short["phones"]["min_digits"] = 12
+def test_min_digits_and_disable(cfg: PiiSettings) -> None:
+    short = pii_settings({"phones": {"min_digits": 12}})
     assert phones("+49 30 901820", short) == []
-    off = copy.deepcopy(cfg)
-    off["phones"]["enabled"] = False
+    off = pii_settings({"phones": {"enabled": False}})
     assert phones("(202) 555-0143", off) == []
 
 
-def test_unknown_default_region_is_a_config_error(cfg: dict) -> None:
-    bad = copy.deepcopy(cfg)
-    bad["phones"]["default_region"] = "ZZ"
-    _plan_from_json.cache_clear()
+def test_unknown_default_region_is_a_config_error(cfg: PiiSettings) -> None:
+    bad = pii_settings({"phones": {"default_region": "ZZ"}})
     with pytest.raises(ValueError, match="default_region 'ZZ'"):
         find_pii("x", bad)
 
@@ -140,13 +135,12 @@ def test_unknown_default_region_is_a_config_error(cfg: dict) -> None:
         ("Appelez le 01 42 68 53 00", "01 42 68 53 00"),
     ],
 )
-def test_cued_national_numbers_of_other_regions(text: str, number: str, cfg: dict) -> None:
+def test_cued_national_numbers_of_other_regions(text: str, number: str, cfg: PiiSettings) -> None:
     assert phones(text, cfg) == [number]
     if number.startswith("(601)"):
         return  # also a valid US number: found without a cue, as before
     assert phones(f"Room {number} today", cfg) == []  # without a cue the national format is not tried
-    none = copy.deepcopy(cfg)
-    none["phones"]["regions"] = []
+    none = pii_settings({"phones": {"regions": []}})
     assert phones(text, none) == []
 
 
@@ -161,40 +155,37 @@ def test_cued_national_numbers_of_other_regions(text: str, number: str, cfg: dic
         "call 1234 5678 9 times",  # valid nowhere
     ],
 )
-def test_cued_non_phones_stay(text: str, cfg: dict) -> None:
+def test_cued_non_phones_stay(text: str, cfg: PiiSettings) -> None:
     assert phones(text, cfg) == []
 
 
-def test_cued_leniency_and_region_order(cfg: dict) -> None:
-    strict = copy.deepcopy(cfg)
-    strict["phones"]["cued_leniency"] = "strict_grouping"
+def test_cued_leniency_and_region_order(cfg: PiiSettings) -> None:
+    strict = pii_settings({"phones": {"cued_leniency": "strict_grouping"}})
     assert phones("Tel.: 02033 12 5219", cfg) == ["02033 12 5219"]
     assert phones("Tel.: 02033 12 5219", strict) == ["02033 12 5219"]  # a Nigerian grouping, strictly
-    strict["phones"]["regions"] = ["DE"]
-    assert phones("Tel.: 02033 12 5219", strict) == []  # not how Germany groups it
-    only_au = copy.deepcopy(cfg)
-    only_au["phones"]["regions"] = ["AU"]
+    strict_de = pii_settings({"phones": {"cued_leniency": "strict_grouping", "regions": ["DE"]}})
+    assert phones("Tel.: 02033 12 5219", strict_de) == []  # not how Germany groups it
+    only_au = pii_settings({"phones": {"regions": ["AU"]}})
     assert phones("Tel: 0415 645 206", only_au) == ["0415 645 206"]
     assert phones("Telefon: 030 632606", only_au) == []
 
 
-def test_unknown_region_is_a_config_error(cfg: dict) -> None:
+def test_unknown_region_is_a_config_error(cfg: PiiSettings) -> None:
     from corpus_dagster.core.errors import ConfigError
 
-    bad = copy.deepcopy(cfg)
-    bad["phones"]["regions"] = ["AU", "XX"]
+    bad = pii_settings({"phones": {"regions": ["AU", "XX"]}})
     with pytest.raises(ConfigError, match=r"pii\.phones\.regions(.|\n)*'XX'"):
         phones("Tel: 0415 645 206", bad)
 
 
-def test_a_placeholder_is_not_a_phone_cue(cfg: dict) -> None:
+def test_a_placeholder_is_not_a_phone_cue(cfg: PiiSettings) -> None:
     """`<PHONE>` before a table of decimals must not read as the cue word `phone`: a real PDF content
     stream (`0\\n11.529216\\n0\\n12.669696`) lost one more number per re-check pass that way."""
     assert phones("<PHONE>\n0\n11.529216\n0\n12.669696\n", cfg) == []
     assert phones("phone\n0\n11.529216\n", cfg) == ["11.529216"]  # the word itself still cues
 
 
-def test_scrubbing_a_number_before_a_decimal_table_is_idempotent(cfg: dict) -> None:
+def test_scrubbing_a_number_before_a_decimal_table_is_idempotent(cfg: PiiSettings) -> None:
     from corpus_dagster.scrub import scrub_text
     from corpus_dagster.scrub.api import PLACEHOLDERS
     from corpus_dagster.scrub.context import PLACEHOLDER_PATTERN

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from settings_factory import pii_settings
 
+from corpus_dagster.core.settings import PiiSettings
 from corpus_dagster.scrub import api
-from corpus_dagster.scrub.api import _plan, default_pii_config
+from corpus_dagster.scrub.api import _plan
 from corpus_dagster.scrub.carry import carry
 from corpus_dagster.scrub.evaluate import load_labeled
 from corpus_dagster.scrub.phones import WINDOWS, find_phones
@@ -23,8 +25,8 @@ _ALPHABET = "0123456789abcdefxX:+( )-.@<>\n\té€\u2013PASuthor=_"
 
 
 @pytest.fixture(scope="module")
-def cfg() -> dict:
-    return default_pii_config()
+def cfg() -> PiiSettings:
+    return pii_settings()
 
 
 def _texts(n: int, seed: int) -> list[str]:
@@ -40,7 +42,7 @@ def _same(a: Matches, b: Matches) -> bool:
     return all(np.array_equal(x, y) for x, y in ((a.doc, b.doc), (a.start, b.start), (a.end, b.end)))
 
 
-def test_every_way_of_locating_finds_the_regex_matches(cfg: dict) -> None:
+def test_every_way_of_locating_finds_the_regex_matches(cfg: PiiSettings) -> None:
     # Markers for all; the plan's mix (anchor bytes, extract_all for the sparse ones); extract_all for all.
     plan = _plan(cfg)
     assert set(plan.anchored) == {"emails", "ips6", "phones_intl"}
@@ -54,7 +56,7 @@ def test_every_way_of_locating_finds_the_regex_matches(cfg: dict) -> None:
             assert slow[name].look is None or np.array_equal(other[name].look, slow[name].look), name
 
 
-def test_offsets_are_characters_and_byte_filters_read_the_right_text(cfg: dict) -> None:
+def test_offsets_are_characters_and_byte_filters_read_the_right_text(cfg: PiiSettings) -> None:
     # Non-ASCII texts get character offsets; a text holding a marker byte is located the slow way.
     assert candidate_regions(["é@x", "\x01 a@b", "ab", "€€ 1234567 €"], {"at": "@", "run": "[0-9]+"}) == {
         "at": {0: [(1, 2)], 1: [(3, 4)]}, "run": {3: [(3, 10)]}}
@@ -65,7 +67,7 @@ def test_offsets_are_characters_and_byte_filters_read_the_right_text(cfg: dict) 
     assert kw.doc.tolist() == [2, 2, 2] and kw.look.tolist() == [False, False, True]
 
 
-def test_carried_regions_equal_a_new_scan(cfg: dict) -> None:
+def test_carried_regions_equal_a_new_scan(cfg: PiiSettings) -> None:
     # After a pass replaces spans, the carried regions must be the regions of the new texts, and a carried
     # filter verdict may only keep more regions (next to a placeholder) than a fresh filter would.
     plan = _plan(cfg)
@@ -101,7 +103,7 @@ def test_batch_windows_equal_the_per_text_windows() -> None:
             assert got.get(d, []) == windows(spans, 6, 24, int(sizes[d])), d
 
 
-def test_phone_windows_for_the_batch_find_what_each_text_would(cfg: dict) -> None:
+def test_phone_windows_for_the_batch_find_what_each_text_would(cfg: PiiSettings) -> None:
     plan = _plan(cfg)
     texts = _texts(300, 5)
     batch = TextBatch(texts)
@@ -112,7 +114,7 @@ def test_phone_windows_for_the_batch_find_what_each_text_would(cfg: dict) -> Non
             find_phones(texts[i], plan.cfg.phones, plan.cfg.context_chars, own), i
 
 
-def test_byte_filters_only_spare_work(cfg: dict) -> None:
+def test_byte_filters_only_spare_work(cfg: PiiSettings) -> None:
     # The regions the filters drop are ones their detector passes over: the same spans without them.
     plan = _plan(cfg)
     texts = _texts(300, 6) + ["PASS: password=Xk9#m2Lq7\nAuthor: a@b.io\n  PASS: pass=Zq8#k1Lw\nauthoriz: 1"]

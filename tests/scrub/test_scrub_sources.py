@@ -1,13 +1,14 @@
 """The scrub stage sends the files of every changed source through one pool (a corpus of many one-file
 sources scrubs in parallel), commits each source's record, and writes the same bytes at any worker count."""
 
+import dataclasses
+
 import dagster as dg
 import pytest
 from corpus_factory import write_setup
 
 from corpus_dagster.core import records
 from corpus_dagster.core.hashing import sha256_file
-from corpus_dagster.core.settings import Settings
 from corpus_dagster.dedup import driver as dedup
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import materialize_sources
@@ -19,10 +20,10 @@ def deduped(tmp_path_factory):
     corpus = CorpusConfig(config_path=str(write_setup(tmp_path_factory.mktemp("scrub"))))
     materialize_sources(corpus, dg.DagsterInstance.ephemeral())
     layout = corpus.layout()
-    resolved = corpus.resolved()
+    settings = corpus.settings()
     ids = ["alpha", "beta", "gamma"]
-    dedup.run_global_dedup(layout, Settings.from_resolved(resolved), ids)
-    return resolved, layout, ids
+    dedup.run_global_dedup(layout, settings, ids)
+    return settings, layout, ids
 
 
 def _hashes(layout, ids):
@@ -30,7 +31,7 @@ def _hashes(layout, ids):
 
 
 def test_one_map_over_every_source_and_the_same_bytes_at_any_worker_count(deduped, monkeypatch):
-    resolved, layout, ids = deduped
+    settings, layout, ids = deduped
     maps = []
     real_map = scrub.ordered_map
 
@@ -40,18 +41,18 @@ def test_one_map_over_every_source_and_the_same_bytes_at_any_worker_count(dedupe
         return real_map(fn, jobs, workers)
 
     monkeypatch.setattr(scrub, "ordered_map", recording_map)
-    first = scrub.run_scrub(layout, {**resolved, "workers": 1})
+    first = scrub.run_scrub(layout, dataclasses.replace(settings, workers=1))
     assert [s["cached"] for s in first.values()] == [False] * 3 and list(first) == ids
     one = _hashes(layout, ids)
     files = sum(len(p) for p in one.values())
     assert len(maps) == 1 and len(maps[0][0]) == files  # every source's files in one map
 
-    again = scrub.run_scrub(layout, {**resolved, "workers": 1})
+    again = scrub.run_scrub(layout, dataclasses.replace(settings, workers=1))
     assert all(s["cached"] for s in again.values()) and len(maps) == 1  # nothing changed: no map at all
 
     for sid in ids:  # drop the records so the same key is recomputed, now with 2 workers
         (layout.stage(scrub.STAGE, sid) / records.RECORD).unlink()
-    rebuilt = scrub.run_scrub(layout, {**resolved, "workers": 2})
+    rebuilt = scrub.run_scrub(layout, dataclasses.replace(settings, workers=2))
     assert not any(s["cached"] for s in rebuilt.values())
     assert _hashes(layout, ids) == one
     assert [s["docs"] for s in rebuilt.values()] == [s["docs"] for s in first.values()]

@@ -122,10 +122,11 @@ def main() -> None:
         FROZEN.write_text("".join(line.replace("\n", "\\n") + "\n" for line in lines), encoding="utf-8")
         print(f"wrote {len(lines)} lines to {FROZEN}")
     if args.rate:
-        from corpus_dagster.scrub import default_pii_config, find_pii_batch
+        from corpus_dagster.core.settings import PiiSettings
+        from corpus_dagster.scrub import find_pii_batch
 
         lines = placed(identifiers())
-        hits = [line for line, spans in zip(lines, find_pii_batch(lines, default_pii_config()), strict=True)
+        hits = [line for line, spans in zip(lines, find_pii_batch(lines, PiiSettings()), strict=True)
                 if any(kind == "keys" for kind, _, _ in spans)]
         print(f"{len(hits)} of {len(lines)} identifiers after a cue give a key ({len(hits) / len(lines):.3%})")
         for line in hits:
