@@ -485,7 +485,7 @@ def child_floor(config: str, out: str) -> None:
 
     from corpus_dagster.core.config import load_config
     from corpus_dagster.core.layout import Layout
-    from corpus_dagster.ingest import driver as ingest
+    from corpus_dagster.ingest import outputs as ingest
 
     package_check()
     layout = Layout.from_config(load_config(config))
@@ -514,14 +514,14 @@ def child_component_floors(config: str) -> None:
     import pyarrow.parquet as pq
 
     from corpus_dagster.clean import langid
-    from corpus_dagster.clean.driver import clean_doc_files
     from corpus_dagster.clean.lang_sample import prose_samples
+    from corpus_dagster.clean.outputs import clean_doc_files
     from corpus_dagster.core.config import load_config
     from corpus_dagster.core.layout import Layout
     from corpus_dagster.core.ledger import load_ledger
     from corpus_dagster.core.settings import Settings
     from corpus_dagster.lib.tokenizers import load_tokenizer
-    from corpus_dagster.publish.driver import published_shards
+    from corpus_dagster.publish.outputs import published_shards
 
     package_check()
     resolved = load_config(config)

@@ -2,9 +2,8 @@
 
 Raw parts of one source -> ids -> clean logic -> per-part docs and rejects tables under
 `stages/clean/<source_id>/<key>/`, cached under a key of the raw parts' content hashes and the `clean`
-settings. Other stages read clean outputs only through the functions at the bottom of this module, and the
-filter declarations (`clean.filters`: run order, reason codes, manifest keys, thresholds) through the names
-this module imports from there.
+settings. Other stages read clean outputs and the filter declarations (`clean.filters`: run order, reason
+codes, manifest keys, thresholds) only through `clean.outputs`, which imports this driver only to rebuild.
 """
 
 from __future__ import annotations
@@ -19,24 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from corpus_dagster.clean.cleaner import REPAIR_KINDS, clean_texts
-from corpus_dagster.clean.filters import (  # noqa: F401 - the filter declarations, read through this driver
-    BASE_FILTER_KEYS,
-    FILTER_KEYS,
-    FILTERS,
-    REASON_CODES,
-    Filter,
-    Limit,
-    Reason,
-    filter_key,
-    find_reason,
-)
-from corpus_dagster.clean.outputs import (  # noqa: F401 - read through this driver too
-    STAGE,
-    clean_doc_files,
-    clean_record,
-    reject_files,
-)
+from corpus_dagster.clean.cleaner import clean_texts
 from corpus_dagster.core import records
 from corpus_dagster.core.atomic import atomic_write_bytes
 from corpus_dagster.core.config import output_settings
@@ -47,8 +29,9 @@ from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
 from corpus_dagster.core.progress import Log
 from corpus_dagster.core.settings import CleanSettings, Settings, as_settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
-from corpus_dagster.ingest.driver import raw_parts, read_raw_part
+from corpus_dagster.ingest.outputs import raw_parts, read_raw_part
 
+STAGE = "clean"  # the stage folder, as `clean.outputs` reads it (the read face never imports this driver eagerly)
 CODE_VERSION = "4"  # bump when a change to the clean logic changes its output bytes
 
 # Per-part document files, in document-id k order within a source. Later per-source stages keep these
@@ -187,39 +170,3 @@ def summarize(per_part: list[dict[str, Any]]) -> dict[str, Any]:
         "langs": dict(sorted(langs.items())),
         "seconds": round(sum(s["seconds"] for s in per_part), 3),
     }
-
-
-def filter_and_repair_counts(
-    layout: Layout, source_ids: list[str], clean_cfg: CleanSettings
-) -> tuple[dict[str, int], dict[str, int]]:
-    """Manifest `filters` and `repairs`, summed over the sources' clean records.
-
-    `filters` holds the BASE_FILTER_KEYS always, plus every further filter that is enabled (or that dropped
-    something), in the fixed FILTER_KEYS order.
-    """
-    filters: Counter[str] = Counter()
-    repairs: Counter[str] = Counter()
-    for sid in source_ids:
-        stats = clean_record(layout, sid).stats
-        for reason, n in stats.get("reasons", {}).items():
-            filters[filter_key(reason)] += n
-        repairs.update(stats.get("repairs", {}))
-    keys = [k for k in FILTER_KEYS
-            if k in BASE_FILTER_KEYS or getattr(getattr(clean_cfg, k, None), "enabled", False) or filters[k]]
-    return {k: filters[k] for k in keys}, {k: repairs[k] for k in REPAIR_KINDS}
-
-
-def corpus_clean_counts(layout: Layout, source_ids: list[str]) -> list[dict[str, Any]]:
-    """Per source with a clean record: documents in, kept, rejected and the reject reasons (largest first),
-    read from the stage records; the sources not cleaned yet are left out."""
-    out = []
-    for sid in source_ids:
-        record = records.read_record(layout.stage(STAGE, sid))
-        if record is None:
-            continue
-        st = record.stats
-        reasons = {str(k): int(v) for k, v in (st.get("reasons") or {}).items() if int(v) > 0}
-        out.append({"source_id": sid, "docs_in": int(st.get("docs_in", 0)), "kept": int(st.get("kept", 0)),
-                    "rejected": int(st.get("rejected", 0)),
-                    "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))})
-    return out

@@ -1,15 +1,20 @@
-"""Reading the clean stage's outputs: the only way other stages and the Dagster layer see them.
+"""Reading the clean stage's outputs: the only way other stages, explain and the Dagster layer see them.
 
 Kept apart from the clean driver so that a stage which reads clean documents (MinHash, dedup, the
 analysis, scrub, release) loads the record and file helpers only, not the cleaner with its language ID
-and quality filters; a damaged file is rebuilt through the driver, imported when that happens.
+and quality filters; a damaged file is rebuilt through the driver, imported when that happens (the driver
+never imports this module, so the two make no circle). The filter declarations other stages read (reason
+codes, manifest filter keys, which rule a reason belongs to) are `clean.filters`' names, loaded on first use:
+the filters load numba kernels.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
+from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
@@ -22,9 +27,31 @@ from corpus_dagster.core.errors import StageOutputError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
 from corpus_dagster.core.records import StageRecord
-from corpus_dagster.core.settings import Settings
+from corpus_dagster.core.settings import CleanSettings, Settings
+from corpus_dagster.ingest import outputs as ingest_outputs
 
-STAGE = "clean"
+if TYPE_CHECKING:
+    from corpus_dagster.clean.filters import (
+        BASE_FILTER_KEYS,
+        FILTER_KEYS,
+        REASON_CODES,
+        filter_key,
+        find_reason,
+    )
+
+__all__ = [
+    "BASE_FILTER_KEYS", "FILTER_KEYS", "REASON_CODES", "STAGE", "clean_doc_files", "clean_record", "corpus_clean_counts",
+    "document_keys", "filter_and_repair_counts", "filter_key", "find_reason", "reject_files",
+]
+
+STAGE = "clean"  # the clean driver's stage folder (`clean.driver.STAGE`)
+_FILTER_NAMES = ("BASE_FILTER_KEYS", "FILTER_KEYS", "REASON_CODES", "filter_key", "find_reason")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FILTER_NAMES:
+        return getattr(import_module("corpus_dagster.clean.filters"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def clean_record(layout: Layout, source_id: str) -> StageRecord:
@@ -64,15 +91,13 @@ def document_keys(layout: Layout, source: Source) -> pa.Table:
     """`id`, `key` of every clean document of a source in k order: its stable key (core.doc_keys), from the
     ledger `id_field` value (ingest's document info), else its url (a `url_field` source), else its clean
     text's SHA-256 and occurrence. Dedup chooses keepers by it and the release hashes it into its ids."""
-    from corpus_dagster.ingest import driver as ingest_driver  # a reader of ingest's outputs
-
     sid = source.source_id
     files = clean_doc_files(layout, sid)
     frames = [pl.from_arrow(pq.read_table(p, columns=["id", "url", "sha256"])) for p in files]
     docs = pl.concat(frames) if frames else pl.DataFrame(schema={"id": pl.String, "url": pl.String, "sha256": pl.Binary})
     own = None
     if source.id_field:
-        info = pl.from_arrow(ingest_driver.document_info(layout, sid))
+        info = pl.from_arrow(ingest_outputs.document_info(layout, sid))
         assert isinstance(info, pl.DataFrame)
         if source.id_field not in info.columns:
             raise StageOutputError(f"source {sid!r}: the fetch kept no field {source.id_field!r} (the ledger's id_field); "
@@ -82,6 +107,45 @@ def document_keys(layout: Layout, source: Source) -> pa.Table:
     keys = stable_keys(
         sid, [d.hex() for d in docs["sha256"].to_list()], own_ids=own,
         urls=docs["url"].to_list() if source.url_field else None,
-        ledger_urls=[ingest_driver.normalize_url(u) for u in source.urls],
+        ledger_urls=[ingest_outputs.normalize_url(u) for u in source.urls],
     )
     return pa.table({"id": docs["id"].to_arrow().cast(pa.string()), "key": pa.array(keys, pa.string())})
+
+
+def filter_and_repair_counts(
+    layout: Layout, source_ids: list[str], clean_cfg: CleanSettings
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Manifest `filters` and `repairs`, summed over the sources' clean records.
+
+    `filters` holds the BASE_FILTER_KEYS always, plus every further filter that is enabled (or that dropped
+    something), in the fixed FILTER_KEYS order.
+    """
+    from corpus_dagster.clean.filters import BASE_FILTER_KEYS, FILTER_KEYS, filter_key
+    from corpus_dagster.clean.repair import REPAIR_KINDS
+
+    filters: Counter[str] = Counter()
+    repairs: Counter[str] = Counter()
+    for sid in source_ids:
+        stats = clean_record(layout, sid).stats
+        for reason, n in stats.get("reasons", {}).items():
+            filters[filter_key(reason)] += n
+        repairs.update(stats.get("repairs", {}))
+    keys = [k for k in FILTER_KEYS
+            if k in BASE_FILTER_KEYS or getattr(getattr(clean_cfg, k, None), "enabled", False) or filters[k]]
+    return {k: filters[k] for k in keys}, {k: repairs[k] for k in REPAIR_KINDS}
+
+
+def corpus_clean_counts(layout: Layout, source_ids: list[str]) -> list[dict[str, Any]]:
+    """Per source with a clean record: documents in, kept, rejected and the reject reasons (largest first),
+    read from the stage records; the sources not cleaned yet are left out."""
+    out = []
+    for sid in source_ids:
+        record = records.read_record(layout.stage(STAGE, sid))
+        if record is None:
+            continue
+        st = record.stats
+        reasons = {str(k): int(v) for k, v in (st.get("reasons") or {}).items() if int(v) > 0}
+        out.append({"source_id": sid, "docs_in": int(st.get("docs_in", 0)), "kept": int(st.get("kept", 0)),
+                    "rejected": int(st.get("rejected", 0)),
+                    "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))})
+    return out

@@ -1,7 +1,7 @@
 """The dedup stage's driver: the global dedup step and the readers of its outputs.
 
 It writes `stages/dedup/<key>/{dropped,clusters,pairs}.parquet`, keyed by every source's clean and
-signature keys (the signatures are the minhash stage's, read through `corpus_dagster.minhash.driver`),
+signature keys (the signatures are the minhash stage's, read through `corpus_dagster.minhash.outputs`),
 the protected sets' content hashes and the `dedup` and `near_dup` settings (`dedup.key`), and the
 near-duplicate graph's blocks under `stages/dedup/_graph-blocks/` (`dedup.blocks`: one per pair of sources,
 reused by the next build while both sources are unchanged). The record also names the sources it covered:
@@ -17,27 +17,23 @@ blocks, read the reused ones, dedup's clusters over the graph, tables, record).
 
 `run_global_dedup` runs the same steps in one process (units through a pool of `workers`): one code path,
 so the output bytes never depend on who ran the units, in what order or how many at once.
+
+Other stages read the dedup outputs through `dedup.outputs`, which imports this driver only to rebuild.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
-
-import polars as pl
 
 from corpus_dagster.clean.outputs import clean_record
 from corpus_dagster.core import records
-from corpus_dagster.core.errors import UpstreamMissing
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.progress import Log, heartbeat, interval_of
-from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.settings import Settings, as_settings
 from corpus_dagster.core.units import run_units
 from corpus_dagster.dedup.key import DEDUP, dedup_key
 from corpus_dagster.dedup.units import finish_dedup, plan_dedup, plan_verify, run_dedup_unit
-from corpus_dagster.lib.near_graph import GraphSpec
 
 
 @records.locked(lambda a: "dedup")
@@ -67,60 +63,3 @@ def run_global_dedup(
         verify = plan_verify(layout, settings, plan.key, log)
         run_units(run_dedup_unit, (layout, settings, plan.key), verify.units, workers)
         return finish_dedup(layout, settings, plan.key, log)
-
-
-# --- Reading dedup outputs (the only way the scrub and publish stages see them) ---------------------------
-
-def dedup_record(layout: Layout) -> StageRecord:
-    """The record of the last global dedup (UpstreamMissing when it never ran)."""
-    return records.require_record(layout.stage(DEDUP), "dedup")
-
-
-def dedup_sources(layout: Layout) -> list[str]:
-    """The sources the last global dedup covered, sorted: the source set of everything downstream."""
-    return list(dedup_record(layout).stats["sources"])
-
-
-def dedup_stats(layout: Layout) -> dict[str, Any]:
-    """The stats of the last global dedup."""
-    return dedup_record(layout).stats
-
-
-def _table(layout: Layout, name: str, resolved: Settings | Mapping[str, Any] | None = None) -> Path:
-    return next(p for p in dedup_tables(layout, resolved).values() if p.name == name)
-
-
-def dropped_ids(layout: Layout, resolved: Settings | Mapping[str, Any] | None = None) -> pl.DataFrame:
-    """The id of every document the dedup step removed (`resolved`: see dedup_tables)."""
-    return pl.read_parquet(_table(layout, "dropped.parquet", resolved), columns=["id"])
-
-
-def clusters(layout: Layout, resolved: Settings | Mapping[str, Any] | None = None) -> pl.DataFrame:
-    """id, cluster_min_id of every member of a near-duplicate cluster (`resolved`: see dedup_tables)."""
-    return pl.read_parquet(_table(layout, "clusters.parquet", resolved), columns=["id", "cluster_min_id"])
-
-
-def near_graph(layout: Layout, resolved: Settings | Mapping[str, Any] | None = None) -> tuple[Path, GraphSpec, list[str]]:
-    """The last dedup's near-duplicate graph: its verified-pair table (pairs.parquet), the graph's shape and
-    the sources it covers (`resolved`: see dedup_tables)."""
-    record = dedup_record(layout)
-    shape = record.stats.get("graph")
-    if shape is None:
-        raise UpstreamMissing(f"{layout.stage(DEDUP)}: the last dedup recorded no near-duplicate graph; run dedup")
-    return dedup_tables(layout, resolved)["pairs"], GraphSpec.from_dict(shape), list(record.stats["sources"])
-
-
-def dedup_tables(layout: Layout, resolved: Settings | Mapping[str, Any] | None = None) -> dict[str, Path]:
-    """Paths of the dedup tables by name (dropped, clusters, pairs), checked against the dedup record.
-
-    With `resolved`, a damaged table is rebuilt here: the global dedup reruns over the sources it covered
-    (deterministic, so under the same key it writes the same bytes)."""
-    folder = layout.stage(DEDUP)
-    record = dedup_record(layout)
-
-    def rebuild() -> None:
-        sources = list(record.stats["sources"])
-        if resolved is not None and dedup_key(layout, resolved, sources)[0] == record.key:  # else: refused below
-            run_global_dedup(layout, resolved, sources)
-
-    return {p.stem: p for p in records.record_files(folder, record, "tables", None if resolved is None else rebuild)}

@@ -5,7 +5,7 @@ import time
 import dagster as dg
 import pyarrow.parquet as pq
 
-from corpus_dagster.clean import driver
+from corpus_dagster.clean import driver, outputs
 from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.parquet import head_rows
 from corpus_dagster.core.settings import CleanSettings
@@ -47,7 +47,7 @@ def reason_threshold(reason: str, clean_cfg: CleanSettings) -> str:
     section's order for each declared key set to a number (a null threshold is switched off; word lists and
     switches are shown on the review page); lang names its allowed languages and its score threshold."""
     try:
-        flt, declared = driver.find_reason(reason)
+        flt, declared = outputs.find_reason(reason)
     except ValueError:
         return ""
     section = getattr(clean_cfg, flt.name).to_dict()
@@ -70,7 +70,7 @@ def corpus_table(rows: list[dict]) -> dg.MetadataValue:
 def kept_preview(layout, source_id: str, rows: int = PREVIEW_ROWS) -> dg.MetadataValue:
     """The first kept documents of a source: id, language, length and the start of the text (its length at the
     end when cut), narrow enough to read without a sideways scroll."""
-    files = driver.clean_doc_files(layout, source_id)
+    files = outputs.clean_doc_files(layout, source_id)
     head = head_rows(files[0], ["id", "lang", "n_chars", "text"], rows) if files else []
     return table(["id", "lang", "n_chars", "preview"],
                  [[r["id"], r["lang"], r["n_chars"], preview_text(r["text"])] for r in head],
@@ -110,7 +110,7 @@ def rejected_preview(layout, source_id: str, clean_cfg: CleanSettings,
     def complete() -> bool:
         return wanted is not None and all(seen.get(k, 0) >= v for k, v in wanted.items())
 
-    for path in driver.reject_files(layout, source_id):
+    for path in outputs.reject_files(layout, source_id):
         if complete():
             break
         # the small columns pick the examples; only the picked rows' texts are read into Python strings
@@ -151,7 +151,7 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
         own = time.monotonic() - start
         kept = kept_preview(layout, sid)
         rejected = rejected_preview(layout, sid, settings.clean, stats["reasons"])
-        corpus_rows = driver.corpus_clean_counts(layout, [s.source_id for s in load_ledger(layout.ledger)])
+        corpus_rows = outputs.corpus_clean_counts(layout, [s.source_id for s in load_ledger(layout.ledger)])
     version = dg.DataVersion(stats["key"])
     reasons = stats["reasons"]
     chart = stacked_bars({sid: {"kept": stats["kept"], **reasons}}, f"{sid}: kept and dropped per reason")
@@ -174,7 +174,7 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
             "languages": table(["lang", "documents"], [[k, v] for k, v in stats.get("langs", {}).items()]),
             "kept_and_dropped_chart": charts_markdown({f"{sid}: kept and dropped per reason": chart}),
             "preview": kept,
-            **explain_first(driver.clean_doc_files(layout, sid), location_of(context)),
+            **explain_first(outputs.clean_doc_files(layout, sid), location_of(context)),
             "parts": stats["parts"],
             "cached": stats["cached"],
             "stage_key": stats["key"],
@@ -191,6 +191,6 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
             "by_reason": table(["reason", "documents", "threshold"],
                                [[k, v, reason_threshold(k, settings.clean)] for k, v in reasons.items()]),
             "examples": rejected,
-            **explain_first(driver.reject_files(layout, sid), location_of(context)),
+            **explain_first(outputs.reject_files(layout, sid), location_of(context)),
         },
     )

@@ -6,8 +6,7 @@ import dagster as dg
 import polars as pl
 
 from corpus_dagster.clean.outputs import clean_record
-from corpus_dagster.dedup import driver, key, units
-from corpus_dagster.dedup.tables import REASONS
+from corpus_dagster.dedup import driver, outputs
 from corpus_dagster.defs.charts import charts_markdown, histogram, stacked_bars
 from corpus_dagster.defs.common import (
     corpus_failure,
@@ -32,7 +31,7 @@ from corpus_dagster.defs.units import (
 
 def per_source_outcomes(layout, sources: list[str]) -> dict[str, dict[str, int]]:
     """Per source: documents kept after dedup, dropped by each clean reason, and by each dedup reason."""
-    dropped = pl.read_parquet(driver.dedup_tables(layout)["dropped"], columns=["id", "reason"])
+    dropped = pl.read_parquet(outputs.dedup_tables(layout)["dropped"], columns=["id", "reason"])
     by = (dropped.with_columns(pl.col("id").str.replace(r":[^:]*$", "").alias("source"))
           .group_by("source", "reason").len().sort("source", "reason").rows())
     dedup_drops: dict[str, dict[str, int]] = {}
@@ -47,7 +46,7 @@ def per_source_outcomes(layout, sources: list[str]) -> dict[str, dict[str, int]]
     return out
 
 
-DEDUP_REASONS = sorted(REASONS.values())
+DEDUP_REASONS = sorted(outputs.REASONS.values())
 
 
 def drops_table(outcomes: dict[str, dict[str, int]]) -> dg.MetadataValue:
@@ -79,7 +78,7 @@ def dedup_metadata(layout, stats: dict, sources: list[str], waiting: list[str], 
     """What the UI shows of a dedup run: counts, drops per source, clusters, example pairs, charts, timing.
     `own_seconds`: this run's time, the `seconds` of a run that reused the build."""
     outcomes = per_source_outcomes(layout, sources)
-    sizes = driver.clusters(layout).group_by("cluster_min_id").len()["len"].to_list()
+    sizes = outputs.clusters(layout).group_by("cluster_min_id").len()["len"].to_list()
     largest = [[c["cluster_min_id"], c["size"]] for c in stats.get("largest_clusters", [])]
     seconds = stats.get("seconds", {})
     per_step = seconds if isinstance(seconds, dict) else {}
@@ -107,7 +106,7 @@ def dedup_metadata(layout, stats: dict, sources: list[str], waiting: list[str], 
         "stage_key": stats["key"],
         **step_seconds(built if own_seconds is None else own_seconds, built, bool(stats["cached"])),
         "seconds_per_step": table(["step", "seconds"], [[k, timing(v).value] for k, v in per_step.items()]),
-        "path": dg.MetadataValue.path(str(layout.stage(key.DEDUP))),
+        "path": dg.MetadataValue.path(str(layout.stage(outputs.DEDUP))),
     }
 
 
@@ -128,11 +127,11 @@ def dedup_asset(fan_out: int = 1) -> dg.AssetsDefinition:
             )
         with corpus_failure("dedup"):
             settings, layout = corpus.load()
-            value = plan_value(units.plan_dedup(layout, settings, sources, log=context.log.info), started)
+            value = plan_value(driver.plan_dedup(layout, settings, sources, log=context.log.info), started)
         value["info"].update(sources=sources, waiting=waiting)
         return value
 
-    lsh_ops = group_ops("dedup", "lsh", units.run_dedup_unit, fan_out)
+    lsh_ops = group_ops("dedup", "lsh", driver.run_dedup_unit, fan_out)
 
     @dg.op(name="dedup_verify_plan", ins={"plan": dg.In(dict), **after_groups(fan_out)},
            description="Merge the bands' candidate pairs, build the shingle store; name the verification units.")
@@ -141,18 +140,18 @@ def dedup_asset(fan_out: int = 1) -> dg.AssetsDefinition:
             return plan
         with corpus_failure("dedup"):
             settings, layout = corpus.load()
-            value = plan_value(units.plan_verify(layout, settings, plan["key"], log=context.log.info), plan["started"])
+            value = plan_value(driver.plan_verify(layout, settings, plan["key"], log=context.log.info), plan["started"])
         value["info"] = {**plan["info"], **value["info"]}
         return value
 
-    verify_ops = group_ops("dedup", "verify", units.run_dedup_unit, fan_out)
+    verify_ops = group_ops("dedup", "verify", driver.run_dedup_unit, fan_out)
 
     @dg.op(name="dedup_finish", ins={"plan": dg.In(dict), **after_groups(fan_out)}, out=dg.Out(dg.Nothing),
            description="Clusters, dropped/clusters/pairs tables and the stage record.")
     def finish_op(context: dg.OpExecutionContext, corpus: CorpusConfig, plan: dict):
         with corpus_failure("dedup"):
             settings, layout = corpus.load()
-            stats = plan["cached"] if plan["cached"] is not None else units.finish_dedup(
+            stats = plan["cached"] if plan["cached"] is not None else driver.finish_dedup(
                 layout, settings, plan["key"], log=context.log.info)
             metadata = dedup_metadata(layout, stats, plan["info"]["sources"], plan["info"]["waiting"],
                                       settings.dedup.jaccard_threshold, seconds_since_plan(plan))
@@ -163,7 +162,7 @@ def dedup_asset(fan_out: int = 1) -> dg.AssetsDefinition:
         ins={"clean_documents": dg.AssetIn(dagster_type=dg.Nothing), "minhash_signatures": dg.AssetIn(dagster_type=dg.Nothing)},
         group_name="dedup",
         kinds={"parquet", "scipy"},
-        code_version=key.DEDUP_CODE_VERSION,
+        code_version=outputs.DEDUP_CODE_VERSION,
         automation_condition=when_inputs_change(),
         description="Decontaminate, exact-dedup and near-dedup (verified Jaccard) across every materialized source.",
     )

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from corpus_dagster.clean.driver import find_reason
+from corpus_dagster.clean.outputs import find_reason
 from corpus_dagster.core.settings import CleanSettings, DedupSettings, PiiSettings
 
 # Strata in page order: clean drops (reason = clean reason code), dedup drops (exact, near, decontaminated),

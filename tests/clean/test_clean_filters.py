@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from corpus_dagster.clean import driver, filters
+from corpus_dagster.clean import filters, outputs
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.cleaner import clean_texts
 from corpus_dagster.clean.filters import (
@@ -69,9 +69,10 @@ def test_the_manifest_schema_requires_exactly_the_base_keys() -> None:
     assert filters_schema["required"] == list(BASE_FILTER_KEYS)
 
 
-def test_other_stages_read_the_declarations_through_the_clean_driver() -> None:
-    assert driver.FILTERS is FILTERS and driver.REASON_CODES is REASON_CODES and driver.FILTER_KEYS is FILTER_KEYS
-    assert manifest.BASE_FILTER_KEYS is driver.BASE_FILTER_KEYS is BASE_FILTER_KEYS
+def test_other_stages_read_the_declarations_through_the_clean_read_face() -> None:
+    assert outputs.REASON_CODES is REASON_CODES and outputs.FILTER_KEYS is FILTER_KEYS
+    assert outputs.find_reason is filters.find_reason and outputs.filter_key is filters.filter_key
+    assert manifest.BASE_FILTER_KEYS is outputs.BASE_FILTER_KEYS is BASE_FILTER_KEYS
 
 
 def test_every_reason_code_belongs_to_exactly_one_filter() -> None:
