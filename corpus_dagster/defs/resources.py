@@ -22,7 +22,7 @@ CORPUS_POOL_MODULES = (
     "corpus_dagster.publish.shards",
     "corpus_dagster.publish.checks",
     "corpus_dagster.tokenize.streams",
-    "corpus_dagster.analysis.steps",
+    "corpus_dagster.analysis.steps.registry",
     "corpus_dagster.release.jobs",
 )
 
