@@ -3,6 +3,8 @@
 Imported on first use of `corpus_dagster.defs.ASSETS` (and its siblings): importing it imports every stage.
 """
 
+from __future__ import annotations
+
 import dagster as dg
 
 from corpus_dagster.core.settings import Settings
