@@ -8,7 +8,6 @@ Entry points for the command line and other callers:
 - corpus_from_dir(folder) / corpus_from_sources({source_id: files}): describe the input corpus (`inputs`).
 The Dagster layer runs the stage through `driver.run_analysis_stage`.
 
-
 The names below load on first use, so importing a light module of this package (its read face,
 `outputs`) does not load the rest.
 """

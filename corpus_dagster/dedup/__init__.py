@@ -1,10 +1,9 @@
 """Dedup and decontamination (data.04): exact dedup, MinHash near-dedup with verified clusters,
 n-gram decontamination against protected evaluation sets. No dagster import.
 
-The stage's reading and writing is in `corpus_dagster.dedup.driver`; the logic entry point is
-run_dedup(sources, cfg, out_dir, workers): the global step writing dropped/clusters/pairs.parquet from the
+The stage runs in `corpus_dagster.dedup.driver` and is read through `corpus_dagster.dedup.outputs`; the logic entry
+point is run_dedup(sources, cfg, out_dir, workers): the global step writing dropped/clusters/pairs.parquet from the
 clean documents and the signature files of the minhash stage (`corpus_dagster.minhash`).
-
 
 The names below load on first use, so importing a light module of this package (its read face,
 `outputs`) does not load the rest.

@@ -1,8 +1,7 @@
 """Per-source MinHash signatures: the input of the global dedup's LSH step and of the analysis. No dagster import.
 
-The stage's reading and writing is in `corpus_dagster.minhash.driver`; the logic entry point is
-compute_signatures(doc_files, out_path, cfg, workers): one source's signature file.
-
+The stage runs in `corpus_dagster.minhash.driver` and is read through `corpus_dagster.minhash.outputs`; the logic entry
+point is compute_signatures(doc_files, out_path, cfg, workers): one source's signature file.
 
 The names below load on first use, so importing a light module of this package (its read face,
 `outputs`) does not load the rest.
