@@ -7,6 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpus_dagster.clean import driver as clean_driver
+from corpus_dagster.clean import outputs as clean_outputs
 from corpus_dagster.core.parquet import head_rows
 from corpus_dagster.core.settings import CleanSettings
 from corpus_dagster.defs import clean as clean_defs
@@ -47,7 +48,7 @@ def test_rejected_preview_stops_early_with_the_same_examples(tmp_path, monkeypat
         path = tmp_path / f"rejects-{f:05d}.parquet"
         _write(path, rows, row_group=128)
         files.append(path)
-    monkeypatch.setattr(clean_driver, "reject_files", lambda layout, sid: files)
+    monkeypatch.setattr(clean_outputs, "reject_files", lambda layout, sid: files)
     read: list = []
     real = pq.ParquetFile
 
@@ -72,7 +73,7 @@ def test_rejected_preview_stops_after_the_first_batch_when_it_has_every_example(
     rows = [{"id": f"{i:05d}", "url": None, "reason": ["a", "b"][i % 2], "value": 1.0, "text": "x"} for i in range(5000)]
     path = tmp_path / "rejects-00000.parquet"
     _write(path, rows, row_group=2048)
-    monkeypatch.setattr(clean_driver, "reject_files", lambda layout, sid: [path, path])
+    monkeypatch.setattr(clean_outputs, "reject_files", lambda layout, sid: [path, path])
     read: list = []
     real = pq.ParquetFile
 
