@@ -112,12 +112,12 @@ def bench_corpus_run(mb: int, log) -> EngineRun:
     Stages are cached by their keys, so a second run reuses them."""
     import pipeline
 
-    from corpus_dagster.clean.driver import clean_doc_files
+    from corpus_dagster.clean.outputs import clean_doc_files
     from corpus_dagster.core.config import load_config
     from corpus_dagster.core.layout import Layout
     from corpus_dagster.core.settings import Settings
-    from corpus_dagster.dedup.driver import dedup_stats, dedup_tables
-    from corpus_dagster.minhash.driver import signature_file
+    from corpus_dagster.dedup.outputs import dedup_stats, dedup_tables
+    from corpus_dagster.minhash.outputs import signature_file
 
     base = pipeline.corpus_folder(mb, False)
     if not (base / "_READY.json").exists():

@@ -155,8 +155,8 @@ def _analysis(layout: Any, settings: Any, sids: list[str], out: Path) -> tuple[A
     the signature files, and dedup's graph when the checkout has one that serves this analysis."""
     from corpus_dagster.analysis import corpus_from_sources, run_analysis
     from corpus_dagster.analysis import driver as analysis_driver
-    from corpus_dagster.clean.driver import clean_doc_files
-    from corpus_dagster.minhash.driver import signature_file
+    from corpus_dagster.clean.outputs import clean_doc_files
+    from corpus_dagster.minhash.outputs import signature_file
 
     documents = corpus_from_sources({s: clean_doc_files(layout, s) for s in sids}, root=layout.stage("clean"))
     signatures = [signature_file(layout, s) for s in sids]

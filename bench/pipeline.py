@@ -255,6 +255,12 @@ def _stage_module(name: str) -> Any:
         return _Absent(name, exc)
 
 
+def _read_face(stage: str) -> Any:
+    """A stage's readers: its `outputs` module, or its driver in a checkout from before the read faces."""
+    module = _stage_module(f"corpus_dagster.{stage}.outputs")
+    return _stage_module(f"corpus_dagster.{stage}.driver") if isinstance(module, _Absent) else module
+
+
 def absent_in_checkout(exc: BaseException) -> str | None:
     """Why a stage cannot run in this checkout, or None for a real failure: an ImportError of a corpus_dagster
     module or name, or an AttributeError on a corpus_dagster module raised by this file's stage wiring (a
@@ -295,19 +301,20 @@ def stage_functions(layout: Any, settings: Any, sids: list[str]) -> dict[str, An
     scrub = _stage_module("corpus_dagster.scrub.driver")
     tokens = _stage_module("corpus_dagster.tokenize.driver")
 
+    clean_reads, scrub_reads, publish_reads = _read_face("clean"), _read_face("scrub"), _read_face("publish")
     sources = {s.source_id: s for s in load_ledger(layout.ledger)}
 
     def raw_in() -> tuple[int, int]:
         return -1, -1  # the parent knows the corpus size
 
     def kept_in() -> tuple[int, int]:
-        return tuple(map(sum, zip(*[_text_stats(clean.clean_doc_files(layout, s)) for s in sids], strict=True)))
+        return tuple(map(sum, zip(*[_text_stats(clean_reads.clean_doc_files(layout, s)) for s in sids], strict=True)))
 
     def scrubbed_in() -> tuple[int, int]:
-        return tuple(map(sum, zip(*[_text_stats(scrub.scrubbed_files(layout, s)) for s in sids], strict=True)))
+        return tuple(map(sum, zip(*[_text_stats(scrub_reads.scrubbed_files(layout, s)) for s in sids], strict=True)))
 
     def shards_in() -> tuple[int, int]:
-        return _text_stats(publish.published_shards(layout))
+        return _text_stats(publish_reads.published_shards(layout))
 
     def checks(*fns: Any) -> Any:
         def run() -> list[str]:
@@ -491,9 +498,9 @@ def child_floor(config: str, out: str) -> None:
 
     from corpus_dagster.core.config import load_config
     from corpus_dagster.core.layout import Layout
-    from corpus_dagster.ingest import driver as ingest
 
     package_check()
+    ingest = _read_face("ingest")
     layout = Layout.from_config(load_config(config))
     parts = [p for f in sorted(layout.ledger.parent.joinpath("raw").iterdir()) if f.is_dir()
              for p in ingest.raw_parts(layout, f.name)[0]]
@@ -520,14 +527,14 @@ def child_component_floors(config: str) -> None:
     import pyarrow.parquet as pq
 
     from corpus_dagster.clean import langid
-    from corpus_dagster.clean.driver import clean_doc_files
     from corpus_dagster.clean.lang_sample import prose_samples
+    from corpus_dagster.clean.outputs import clean_doc_files
     from corpus_dagster.core.config import load_config
     from corpus_dagster.core.layout import Layout
     from corpus_dagster.core.ledger import load_ledger
     from corpus_dagster.core.settings import Settings
     from corpus_dagster.lib.tokenizers import load_tokenizer
-    from corpus_dagster.publish.driver import published_shards
+    from corpus_dagster.publish.outputs import published_shards
 
     package_check()
     resolved = load_config(config)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from corpus_dagster.analysis.inputs import corpus_from_dir
 from corpus_dagster.analysis.runner import plan_analysis, run_analysis
-from corpus_dagster.analysis.steps import STEPS
+from corpus_dagster.analysis.steps.registry import STEPS
 from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.errors import CorpusError
 

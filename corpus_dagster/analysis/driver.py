@@ -27,11 +27,11 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.progress import Log
 from corpus_dagster.core.settings import Settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
-from corpus_dagster.dedup.driver import dedup_record, near_graph
+from corpus_dagster.dedup.outputs import dedup_record, near_graph
 from corpus_dagster.lib.near_graph import GraphSpec
-from corpus_dagster.minhash.driver import signature_file
-from corpus_dagster.publish.driver import read_manifest, verified_shards
-from corpus_dagster.tokenize.driver import token_counts_file
+from corpus_dagster.minhash.outputs import signature_file
+from corpus_dagster.publish.outputs import read_manifest, verified_shards
+from corpus_dagster.tokenize.outputs import token_counts_file
 
 STAGE = "analysis"
 ANALYSIS = Stage(STAGE, CODE_VERSION)

@@ -21,8 +21,8 @@ from typing import Any
 from corpus_dagster.analysis import costs
 from corpus_dagster.analysis.inputs import CorpusFiles, corpus_size, fingerprint, write_inputs
 from corpus_dagster.analysis.outputs import CODE_VERSION, FIGURES_DIR, REPORT_FILE, tag
-from corpus_dagster.analysis.steps import STEP_FUNCS, STEPS, step_outputs
 from corpus_dagster.analysis.steps.context import WORK_DIR, StepContext
+from corpus_dagster.analysis.steps.registry import STEP_FUNCS, STEPS, step_outputs
 from corpus_dagster.core import config, records
 from corpus_dagster.core.atomic import remove_stale_temps
 from corpus_dagster.core.errors import AnalysisError

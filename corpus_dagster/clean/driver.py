@@ -2,9 +2,8 @@
 
 Raw parts of one source -> ids -> clean logic -> per-part docs and rejects tables under
 `stages/clean/<source_id>/<key>/`, cached under a key of the raw parts' content hashes and the `clean`
-settings. Other stages read clean outputs only through the functions at the bottom of this module, and the
-filter declarations (`clean.filters`: run order, reason codes, manifest keys, thresholds) through the names
-this module imports from there.
+settings. Other stages read clean outputs and the filter declarations (`clean.filters`: run order, reason
+codes, manifest keys, thresholds) only through `clean.outputs`, which imports this driver only to rebuild.
 """
 
 from __future__ import annotations
@@ -17,42 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from corpus_dagster.clean.cleaner import REPAIR_KINDS, clean_texts
-from corpus_dagster.clean.filters import (  # noqa: F401 - the filter declarations, read through this driver
-    BASE_FILTER_KEYS,
-    FILTER_KEYS,
-    FILTERS,
-    REASON_CODES,
-    Filter,
-    Limit,
-    Reason,
-    Threshold,
-    filter_key,
-    find_reason,
-    reason_threshold,
-    threshold_text,
-)
-from corpus_dagster.clean.outputs import (  # noqa: F401 - read through this driver too
-    STAGE,
-    clean_doc_files,
-    clean_record,
-    reject_files,
-)
+from corpus_dagster.clean.cleaner import clean_texts
 from corpus_dagster.core import records
 from corpus_dagster.core.atomic import atomic_write_bytes
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.documents import DOCUMENT_FIELDS
 from corpus_dagster.core.layout import Layout
-from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.parallel import ordered_map
-from corpus_dagster.core.parquet import INTERMEDIATE, head_rows, write_parquet
+from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
 from corpus_dagster.core.progress import Log
 from corpus_dagster.core.settings import CleanSettings, Settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
-from corpus_dagster.ingest.driver import raw_parts, read_raw_part
+from corpus_dagster.ingest.outputs import raw_parts, read_raw_part
 
+STAGE = "clean"  # the stage folder, as `clean.outputs` reads it (the read face never imports this driver eagerly)
 CODE_VERSION = "4"  # bump when a change to the clean logic changes its output bytes
 
 # Per-part document files, in document-id k order within a source. Later per-source stages keep these
@@ -189,105 +167,3 @@ def summarize(per_part: list[dict[str, Any]]) -> dict[str, Any]:
         "langs": dict(sorted(langs.items())),
         "seconds": round(sum(s["seconds"] for s in per_part), 3),
     }
-
-
-def filter_and_repair_counts(
-    layout: Layout, source_ids: list[str], clean_cfg: CleanSettings
-) -> tuple[dict[str, int], dict[str, int]]:
-    """Manifest `filters` and `repairs`, summed over the sources' clean records.
-
-    `filters` holds the BASE_FILTER_KEYS always, plus every further filter that is enabled (or that dropped
-    something), in the fixed FILTER_KEYS order.
-    """
-    filters: Counter[str] = Counter()
-    repairs: Counter[str] = Counter()
-    for sid in source_ids:
-        stats = clean_record(layout, sid).stats
-        for reason, n in stats.get("reasons", {}).items():
-            filters[filter_key(reason)] += n
-        repairs.update(stats.get("repairs", {}))
-    keys = [k for k in FILTER_KEYS
-            if k in BASE_FILTER_KEYS or getattr(getattr(clean_cfg, k, None), "enabled", False) or filters[k]]
-    return {k: filters[k] for k in keys}, {k: repairs[k] for k in REPAIR_KINDS}
-
-
-def corpus_clean_counts(layout: Layout, source_ids: list[str] | None = None) -> list[dict[str, Any]]:
-    """Per source with a clean record (of `source_ids`, default every ledger source): documents in, kept,
-    rejected and the reject reasons (largest first), read from the stage records; the sources not cleaned
-    yet are left out."""
-    out = []
-    for sid in source_ids if source_ids is not None else [s.source_id for s in load_ledger(layout.ledger)]:
-        record = records.read_record(layout.stage(STAGE, sid))
-        if record is None:
-            continue
-        st = record.stats
-        reasons = {str(k): int(v) for k, v in (st.get("reasons") or {}).items() if int(v) > 0}
-        out.append({"source_id": sid, "docs_in": int(st.get("docs_in", 0)), "kept": int(st.get("kept", 0)),
-                    "rejected": int(st.get("rejected", 0)),
-                    "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))})
-    return out
-
-
-# --- What the Dagster metadata shows of a source's outputs: a few rows, read without decoding the rest -------
-
-EXAMPLES_PER_REASON = 3
-REJECT_SCAN_ROWS = 256  # rows decoded at a time while looking for examples
-
-
-def kept_head(layout: Layout, source_id: str, rows: int) -> list[dict[str, Any]]:
-    """`id`, `lang`, `n_chars`, `text` of the first kept documents of a source (its first file's start)."""
-    files = clean_doc_files(layout, source_id)
-    return head_rows(files[0], ["id", "lang", "n_chars", "text"], rows) if files else []
-
-
-def first_id(files: list[Path]) -> str | None:
-    """The id of the first row of these clean files (docs or rejects), None when there is none."""
-    head = head_rows(files[0], ["id"], 1) if files else []
-    return head[0]["id"] if head else None
-
-
-def texts_at(path: Path, rows: list[int]) -> list[str | None]:
-    """The `text` of the given rows (ascending) of a Parquet file, reading only the row groups that hold them."""
-    pf = pq.ParquetFile(path)
-    out: list[str | None] = []
-    start = 0
-    for rg in range(pf.metadata.num_row_groups):
-        stop = start + pf.metadata.row_group(rg).num_rows
-        local = [i - start for i in rows if start <= i < stop]
-        if local:
-            out += pf.read_row_group(rg, columns=["text"], use_threads=False).column("text").take(local).to_pylist()
-        start = stop
-    return out
-
-
-def reject_examples(layout: Layout, source_id: str, reasons: dict[str, int] | None = None,
-                    per_reason: int = EXAMPLES_PER_REASON) -> list[dict[str, Any]]:
-    """The first `per_reason` rejected documents of each reason (`id`, `reason`, `value`, `text`), in file order.
-
-    `reasons` (rejected documents per reason, from the stage's stats) lets the scan stop once every reason
-    has its examples: the rejects of a source can be most of its text, and a preview needs a few rows."""
-    seen: dict[str, int] = {}
-    out: list[dict[str, Any]] = []
-    wanted = None if reasons is None else {k: min(v, per_reason) for k, v in reasons.items() if v > 0}
-
-    def complete() -> bool:
-        return wanted is not None and all(seen.get(k, 0) >= v for k, v in wanted.items())
-
-    for path in reject_files(layout, source_id):
-        if complete():
-            break
-        # the small columns pick the examples; only the picked rows' texts are read into Python strings
-        picked: list[tuple[int, dict]] = []
-        offset = 0
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=REJECT_SCAN_ROWS, columns=["id", "reason", "value"],
-                                                       use_threads=False):
-            for j, r in enumerate(batch.to_pylist()):
-                if seen.get(r["reason"], 0) < per_reason:
-                    seen[r["reason"]] = seen.get(r["reason"], 0) + 1
-                    picked.append((offset + j, r))
-            offset += batch.num_rows
-            if complete():
-                break
-        texts = texts_at(path, [i for i, _ in picked])
-        out += [{**r, "text": text} for (_, r), text in zip(picked, texts, strict=True)]
-    return out

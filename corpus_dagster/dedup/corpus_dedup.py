@@ -63,7 +63,7 @@ from corpus_dagster.dedup.tables import (
 from corpus_dagster.lib.jaccard import ShingleStore, jaccard_of
 from corpus_dagster.lib.lsh import candidate_pairs, unpack_pairs
 from corpus_dagster.lib.near_graph import GraphSpec, graph_spec
-from corpus_dagster.minhash.driver import SIGNATURE_SETTINGS, signature_settings
+from corpus_dagster.minhash.outputs import SIGNATURE_SETTINGS, signature_settings
 
 __all__ = ["CLUSTERS_SCHEMA", "DROPPED_SCHEMA", "PAIRS_SCHEMA", "DedupSource", "run_dedup"]
 

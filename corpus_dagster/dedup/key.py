@@ -17,7 +17,7 @@ from corpus_dagster.core.ledger import Source, load_ledger
 from corpus_dagster.core.settings import DedupSettings, Settings
 from corpus_dagster.core.stage import Stage
 from corpus_dagster.dedup.protected import protected_set_specs
-from corpus_dagster.minhash.driver import SIGNATURE_SETTINGS, signature_key
+from corpus_dagster.minhash.outputs import SIGNATURE_SETTINGS, signature_key
 
 DEDUP = "dedup"
 DEDUP_CODE_VERSION = "4"  # 4: keepers by stable key (core.doc_keys), not by id

@@ -98,7 +98,7 @@ from corpus_dagster.dedup.work_files import (
 from corpus_dagster.lib.jaccard import ShingleStore
 from corpus_dagster.lib.lsh import band_pairs, merge_pairs, unpack_pairs
 from corpus_dagster.lib.near_graph import graph_spec
-from corpus_dagster.minhash.driver import run_signatures, signature_file, signatures_current
+from corpus_dagster.minhash.outputs import signature_file
 
 
 def work_folder(layout: Layout, key: str) -> WorkFolder:
@@ -188,8 +188,7 @@ DEDUP_UNITS = DedupStage()  # the stage object of the steps after the plan (and 
 def _prepare(layout: Layout, settings: Settings, source_ids: list[str], work: WorkFolder) -> dict[str, Any]:
     """Scan, decontaminate, exact-dedup, band hashes: write them to the work folder, the plan last."""
     for sid in source_ids:  # a missing or stale signature file is computed here rather than refused later
-        if not signatures_current(layout, sid, settings):
-            run_signatures(layout, settings, sid)
+        signature_file(layout, sid, settings)
     ledger = {s.source_id: s for s in key_sources(layout, source_ids)}
     sources = [DedupSource(sid, clean_doc_files(layout, sid, settings), signature_file(layout, sid),
                            document_keys(layout, ledger[sid]).column("key").to_pylist()) for sid in source_ids]

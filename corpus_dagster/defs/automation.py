@@ -2,14 +2,13 @@
 
 import hashlib
 import json
-import time
 
 import dagster as dg
 
 from corpus_dagster.core.errors import LedgerError
 from corpus_dagster.core.reconcile import read_ledger_rows
 from corpus_dagster.defs.common import corpus_failure, table
-from corpus_dagster.defs.instance import forget_source_runs
+from corpus_dagster.defs.instance import forget_automation_history, forget_source_runs
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME, source_partitions
 from corpus_dagster.defs.resources import CORPUS_JOB, CorpusConfig
 
@@ -79,19 +78,6 @@ def ledger_sensor(context: dg.SensorEvaluationContext, corpus: CorpusConfig) -> 
     elif not requests and not runs and known == cursor:
         return dg.SkipReason(f"ledger unchanged ({len(digests)} sources)")
     return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=requests, cursor=json.dumps(cursor, sort_keys=True))
-
-
-def forget_automation_history(instance: dg.DagsterInstance) -> None:
-    """Drop the stored automation evaluations once a source partition is deleted.
-
-    Stored evaluations keep the partition keys they evaluated; after a dynamic partition is deleted the UI's
-    Automation tab fails on them (HTTP 500, "Partition range ... is not a valid range. Nonexistent partition
-    keys", dagster-io/dagster#33910, open for Dagster 1.11-1.13). Until Dagster skips deleted keys, the history
-    of evaluations is the price of a healthy tab; the automation cursor itself handles deleted keys.
-    """
-    storage = instance.schedule_storage
-    if storage is not None:
-        storage.purge_asset_evaluations(before=time.time() + 1)
 
 
 def refresh_schedule_for(cron: str, timezone: str) -> dg.ScheduleDefinition:

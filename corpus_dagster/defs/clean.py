@@ -4,7 +4,7 @@ import time
 
 import dagster as dg
 
-from corpus_dagster.clean import driver
+from corpus_dagster.clean import driver, outputs
 from corpus_dagster.core.settings import CleanSettings
 from corpus_dagster.defs.charts import charts_markdown, stacked_bars
 from corpus_dagster.defs.common import (
@@ -51,21 +51,21 @@ def kept_preview(layout, source_id: str, rows: int = PREVIEW_ROWS) -> dg.Metadat
     end when cut), narrow enough to read without a sideways scroll."""
     return table(["id", "lang", "n_chars", "preview"],
                  [[r["id"], r["lang"], r["n_chars"], preview_text(r["text"])]
-                  for r in driver.kept_head(layout, source_id, rows)],
+                  for r in outputs.kept_head(layout, source_id, rows)],
                  {"preview": "the start of the text; a cut text ends in its length"})
 
 
 def explain_first(files: list, location: str) -> dict[str, dg.MetadataValue]:
     """`explain`: a link that explains the first document of these files in one click (none when empty)."""
-    doc_id = driver.first_id(files)
+    doc_id = outputs.first_id(files)
     return {"explain": explain_link(doc_id, location)} if doc_id is not None else {}
 
 
 def rejected_preview(layout, source_id: str, clean_cfg: CleanSettings,
                      reasons: dict[str, int] | None = None) -> dg.MetadataValue:
-    """A few rejected documents per reason (driver.reject_examples), with the measured value and the threshold."""
-    rows = [[r["id"], r["reason"], measured(r["value"]), driver.threshold_text(r["reason"], clean_cfg),
-             preview_text(r["text"])] for r in driver.reject_examples(layout, source_id, reasons)]
+    """A few rejected documents per reason (outputs.reject_examples), with the measured value and the threshold."""
+    rows = [[r["id"], r["reason"], measured(r["value"]), outputs.threshold_text(r["reason"], clean_cfg),
+             preview_text(r["text"])] for r in outputs.reject_examples(layout, source_id, reasons)]
     return table(["id", "reason", "value", "threshold", "preview"], sorted(rows, key=lambda r: (r[1], r[0])),
                  {"value": "what the rule measured", "threshold": "the configured limit it broke",
                   "preview": "the start of the text; a cut text ends in its length"})
@@ -89,7 +89,7 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
         own = time.monotonic() - start
         kept = kept_preview(layout, sid)
         rejected = rejected_preview(layout, sid, settings.clean, stats["reasons"])
-        corpus_rows = driver.corpus_clean_counts(layout)
+        corpus_rows = outputs.corpus_clean_counts(layout)
     version = dg.DataVersion(stats["key"])
     reasons = stats["reasons"]
     chart = stacked_bars({sid: {"kept": stats["kept"], **reasons}}, f"{sid}: kept and dropped per reason")
@@ -100,7 +100,7 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
             # first: the whole corpus so far (every cleaned source), then this source's reasons
             "corpus_kept_and_rejected": corpus_table(corpus_rows),
             "reasons": table(["reason", "documents", "threshold"],
-                             [[k, v, driver.threshold_text(k, settings.clean)]
+                             [[k, v, outputs.threshold_text(k, settings.clean)]
                               for k, v in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])) if v]),
             **table_metadata(stats["kept"], driver.CLEAN_DOC_SCHEMA),
             "documents_in": dg.MetadataValue.int(stats["docs_in"]),
@@ -112,7 +112,7 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
             "languages": table(["lang", "documents"], [[k, v] for k, v in stats.get("langs", {}).items()]),
             "kept_and_dropped_chart": charts_markdown({f"{sid}: kept and dropped per reason": chart}),
             "preview": kept,
-            **explain_first(driver.clean_doc_files(layout, sid), location_of(context)),
+            **explain_first(outputs.clean_doc_files(layout, sid), location_of(context)),
             "parts": stats["parts"],
             "cached": stats["cached"],
             "stage_key": stats["key"],
@@ -127,8 +127,8 @@ def clean_documents(context: dg.AssetExecutionContext, corpus: CorpusConfig):
             **table_metadata(stats["rejected"], driver.REJECT_SCHEMA),
             "rejected": dg.MetadataValue.int(stats["rejected"]),
             "by_reason": table(["reason", "documents", "threshold"],
-                               [[k, v, driver.threshold_text(k, settings.clean)] for k, v in reasons.items()]),
+                               [[k, v, outputs.threshold_text(k, settings.clean)] for k, v in reasons.items()]),
             "examples": rejected,
-            **explain_first(driver.reject_files(layout, sid), location_of(context)),
+            **explain_first(outputs.reject_files(layout, sid), location_of(context)),
         },
     )

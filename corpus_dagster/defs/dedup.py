@@ -6,7 +6,7 @@ import dagster as dg
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.settings import Settings
 from corpus_dagster.core.units import Plan
-from corpus_dagster.dedup import driver, key
+from corpus_dagster.dedup import driver, outputs
 from corpus_dagster.defs.charts import charts_markdown, histogram, stacked_bars
 from corpus_dagster.defs.common import (
     materialized_sources,
@@ -22,9 +22,9 @@ from corpus_dagster.defs.units import unit_graph
 
 
 def drops_table(outcomes: dict[str, dict[str, int]]) -> dg.MetadataValue:
-    """Drops per source pivoted to the columns a person compares (`driver.drops_per_source`); clean_documents
+    """Drops per source pivoted to the columns a person compares (`outputs.drops_per_source`); clean_documents
     has clean's reasons one by one."""
-    columns, rows = driver.drops_per_source(outcomes)
+    columns, rows = outputs.drops_per_source(outcomes)
     return table(columns, rows, {"kept": "documents kept after dedup", "clean: dropped": "every clean reason together"})
 
 
@@ -43,7 +43,7 @@ def dedup_metadata(layout: Layout, result: driver.DedupResult, sources: list[str
                    threshold: float, own_seconds: float | None = None) -> dict:
     """What the UI shows of a dedup run: counts, drops per source, clusters, example pairs, charts, timing.
     `own_seconds`: this run's time, the `seconds` of a run that reused the build."""
-    report = driver.dedup_report(layout, sources)
+    report = outputs.dedup_report(layout, sources)
     outcomes, sizes = report.outcomes, report.cluster_sizes
     largest = [[c["cluster_min_id"], c["size"]] for c in result.largest_clusters]
     per_step = result.seconds if isinstance(result.seconds, dict) else {}
@@ -71,7 +71,7 @@ def dedup_metadata(layout: Layout, result: driver.DedupResult, sources: list[str
         "stage_key": result.key,
         **step_seconds(built if own_seconds is None else own_seconds, built, result.cached),
         "seconds_per_step": table(["step", "seconds"], [[k, timing(v).value] for k, v in per_step.items()]),
-        "path": dg.MetadataValue.path(str(layout.stage(key.DEDUP))),
+        "path": dg.MetadataValue.path(str(layout.stage(outputs.DEDUP))),
     }
 
 
@@ -108,7 +108,7 @@ def dedup_asset(fan_out: int = 1) -> dg.AssetsDefinition:
         ins={"clean_documents": dg.AssetIn(dagster_type=dg.Nothing), "minhash_signatures": dg.AssetIn(dagster_type=dg.Nothing)},
         group_name="dedup",
         kinds={"parquet", "scipy"},
-        code_version=key.DEDUP_CODE_VERSION,
+        code_version=outputs.DEDUP_CODE_VERSION,
         automation_condition=when_inputs_change(),
         description="Decontaminate, exact-dedup and near-dedup (verified Jaccard) across every materialized source.",
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,8 +103,6 @@ def prepare_home(home: Path) -> list[str]:
 def reconcile_partitions(instance: dg.DagsterInstance, ledger_ids: list[str], named_by_invalid: set[str] | None = None,
                          unnamed_invalid: int = 0) -> PartitionPlan:
     """Make the source partitions the ledger's: add new rows, delete removed ones (what the ledger sensor does)."""
-    from corpus_dagster.defs.automation import forget_automation_history
-
     existing = instance.get_dynamic_partitions(SOURCE_PARTITIONS_NAME)
     plan = plan_partitions(ledger_ids, existing, named_by_invalid or set(), unnamed_invalid)
     if plan.add:
@@ -114,6 +113,19 @@ def reconcile_partitions(instance: dg.DagsterInstance, ledger_ids: list[str], na
         forget_automation_history(instance)
         forget_source_runs(instance, plan.remove)
     return plan
+
+
+def forget_automation_history(instance: dg.DagsterInstance) -> None:
+    """Drop the stored automation evaluations once a source partition is deleted.
+
+    Stored evaluations keep the partition keys they evaluated; after a dynamic partition is deleted the UI's
+    Automation tab fails on them (HTTP 500, "Partition range ... is not a valid range. Nonexistent partition
+    keys", dagster-io/dagster#33910, open for Dagster 1.11-1.13). Until Dagster skips deleted keys, the history
+    of evaluations is the price of a healthy tab; the automation cursor itself handles deleted keys.
+    """
+    storage = instance.schedule_storage
+    if storage is not None:
+        storage.purge_asset_evaluations(before=time.time() + 1)
 
 
 def forget_source_runs(instance: dg.DagsterInstance, source_ids: list[str]) -> list[str]:

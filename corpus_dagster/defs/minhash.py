@@ -13,7 +13,7 @@ from corpus_dagster.defs.common import (
 )
 from corpus_dagster.defs.partitions import source_partitions
 from corpus_dagster.defs.resources import CorpusConfig
-from corpus_dagster.minhash import driver
+from corpus_dagster.minhash import driver, outputs
 
 
 @dg.asset(
@@ -21,7 +21,7 @@ from corpus_dagster.minhash import driver
     partitions_def=source_partitions,
     group_name="dedup",
     kinds={"parquet", "numpy"},
-    code_version=driver.SIGNATURES_CODE_VERSION,
+    code_version=outputs.SIGNATURES_CODE_VERSION,
     automation_condition=when_inputs_change(),
 )
 def minhash_signatures(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.MaterializeResult:

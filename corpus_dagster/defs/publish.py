@@ -24,7 +24,7 @@ from corpus_dagster.defs.common import (
 from corpus_dagster.defs.explain_link import DEFAULT_LOCATION, explain_link, location_of
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.units import unit_graph
-from corpus_dagster.publish import driver
+from corpus_dagster.publish import driver, outputs
 
 DEDUP_COUNTS = ("exact_dropped", "near_dropped", "decontaminated")
 
@@ -40,7 +40,7 @@ def publish_metadata(layout: Layout, result: driver.PublishResult, own_seconds: 
                      location: str = DEFAULT_LOCATION) -> tuple[dict, dict]:
     """(shards metadata, manifest metadata) for the UI; `own_seconds`: this run's time, shown as `seconds` when
     the build was reused; `location`: the code location whose explain job the `explain` link opens."""
-    files = driver.published_shards(layout)
+    files = outputs.published_shards(layout)
     lengths = pl.concat([pl.read_parquet(f, columns=["n_chars"]) for f in files])["n_chars"].to_list() if files else []
     head = head_rows(files[0], ["id", "source_id", "split", "n_chars", "text"], PREVIEW_ROWS) if files else []
     m = result.manifest

@@ -14,7 +14,7 @@ from corpus_dagster.defs.common import (
     when_inputs_change,
 )
 from corpus_dagster.defs.resources import CorpusConfig
-from corpus_dagster.release import driver
+from corpus_dagster.release import driver, outputs
 
 
 @dg.asset(
@@ -33,7 +33,7 @@ def release(context: dg.AssetExecutionContext, corpus: CorpusConfig) -> dg.Mater
         stats = driver.run_release_stage(layout, settings, log=context.log.info)
     if stats.get("enabled") is False:
         return dg.MaterializeResult(metadata={"enabled": False})
-    out = layout.release(driver.release_name(settings))
+    out = layout.release(outputs.release_name(settings))
     buckets = [[k, v] for k, v in sorted(stats.get("docs_per_bucket", {}).items())]
     card = out / "README.md"
     metadata = {

@@ -15,6 +15,7 @@ from corpus_dagster.core.settings import Settings
 from corpus_dagster.core.storage import sync
 
 CORPUS_JOB = "build_corpus"
+SOURCE_JOB = "build_source"  # the per-source job: fetch, clean and sign one source partition
 # The modules whose functions the corpus stages map in the pool, imported by each pool process up front.
 CORPUS_POOL_MODULES = (
     "corpus_dagster.dedup.driver",
@@ -22,7 +23,7 @@ CORPUS_POOL_MODULES = (
     "corpus_dagster.publish.shards",
     "corpus_dagster.publish.checks",
     "corpus_dagster.tokenize.streams",
-    "corpus_dagster.analysis.steps",
+    "corpus_dagster.analysis.steps.registry",
     "corpus_dagster.release.jobs",
 )
 

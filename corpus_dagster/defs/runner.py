@@ -34,11 +34,9 @@ from dagster._utils.interrupts import capture_interrupts
 from corpus_dagster.core.interrupts import on_repeated_signal
 from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.parallel import exit_with_parent, shutdown_pools
-from corpus_dagster.core.settings import Settings
 from corpus_dagster.defs.partitions import SOURCE_PARTITIONS_NAME
-from corpus_dagster.defs.resources import CORPUS_JOB, CorpusConfig
+from corpus_dagster.defs.resources import CORPUS_JOB, SOURCE_JOB, CorpusConfig
 
-SOURCE_JOB = "build_source"
 GLOBAL_JOB = CORPUS_JOB
 PARTITION_TAG = "dagster/partition"
 # The console logger stays quiet: every event is still stored in the instance (the UI and the CLI's log
@@ -75,55 +73,15 @@ def run_config_for(corpus_kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**QUIET_CONSOLE, "resources": {"corpus": {"config": dict(corpus_kwargs)}}}
 
 
-def per_source_assets() -> list[dg.AssetsDefinition]:
-    """Assets partitioned by source, in graph order."""
-    from corpus_dagster.defs import ASSETS
-
-    return [a for a in ASSETS if a.partitions_def is not None]
-
-
 def all_checks() -> list:
-    from corpus_dagster.defs import CHECKS
+    from corpus_dagster.defs.catalog import CHECKS  # every stage: loaded when a run's checks are looked up
 
     return list(CHECKS)
 
 
-def dask_executor_for(settings: Settings) -> dg.ExecutorDefinition:
-    """Dagster's dask executor on the configured scheduler, else a LocalCluster of `workers` processes."""
-    try:
-        from corpus_dagster.defs.dask_executor import corpus_dask_executor as dask_executor
-    except ImportError as exc:  # the optional extra
-        from corpus_dagster.core.errors import ConfigError
-
-        raise ConfigError("executor.kind is dask but dagster-dask is not installed: "
-                          "pip install 'corpus-dagster[dask]' (dagster-dask, distributed)") from exc
-    address = settings.executor.dask_address
-    cluster = ({"existing": {"address": address}} if address else
-               {"local": {"n_workers": max(1, settings.workers), "threads_per_worker": 1, "processes": True,
-                          "dashboard_address": None}})
-    return dask_executor.configured({"cluster": cluster}, name="dask")
-
-
-def source_job(settings: Settings) -> dg.UnresolvedAssetJobDefinition:
-    """Every per-source asset of one source partition (fetch, clean, sign) and their checks.
-
-    Local kind: the steps run in the run's own process, one after another (they are a chain anyway, and
-    each parallelizes inside through `workers`). A process per step cost about 0.5 s of wall each, most of
-    a small source's run. Dask kind: the steps go to the cluster like every other run's.
-    """
-    executor = dask_executor_for(settings) if settings.executor.kind == "dask" else dg.in_process_executor
-    return dg.define_asset_job(
-        SOURCE_JOB,
-        selection=dg.AssetSelection.assets(*[k for a in per_source_assets() for k in a.keys]),
-        description="Fetch, clean and sign one source partition (raw_documents, clean_documents, minhash_signatures); "
-                    "the CLI runs one per source, `workers` at a time.",
-        executor_def=executor,
-    )
-
-
 def resolve_job(corpus: CorpusConfig, name: str) -> dg.JobDefinition:
     """A named job of the definitions built for this corpus config (`build_source`, `build_corpus`, ...)."""
-    from corpus_dagster.defs import build_definitions
+    from corpus_dagster.defs.catalog import build_definitions
 
     return build_definitions(corpus).resolve_job_def(name)
 

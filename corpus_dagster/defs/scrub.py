@@ -16,7 +16,7 @@ from corpus_dagster.defs.common import (
 )
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.scrub import driver
-from corpus_dagster.scrub.api import PII_TYPES
+from corpus_dagster.scrub.outputs import PII_TYPES
 
 
 @dg.asset(

@@ -19,7 +19,7 @@ from corpus_dagster.defs.common import (
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.units import unit_graph
 from corpus_dagster.tokenize import driver
-from corpus_dagster.tokenize.checks import stream_counts
+from corpus_dagster.tokenize.outputs import stream_counts
 
 
 def _splits_table(manifest: dict[str, Any]) -> dg.MetadataValue:

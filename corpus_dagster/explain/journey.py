@@ -1,4 +1,4 @@
-"""A document's journey, read only from stage outputs through the drivers' reader functions; nothing reruns.
+"""A document's journey, read only from stage outputs through each stage's read face (`<stage>.outputs`); nothing reruns.
 
 `explain(layout, settings, "alpha:7")` (or a url) returns what each stage did to the document, in pipeline
 order, and stops at the stage where the document left the pipeline (`left_at`): ingest names the document's
@@ -22,22 +22,19 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 
-from corpus_dagster.clean import driver as clean
+from corpus_dagster.clean import outputs as clean
 from corpus_dagster.clean.outputs import reason_threshold
 from corpus_dagster.core.errors import CorpusError, UpstreamMissing
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.settings import CleanSettings, Settings
-from corpus_dagster.dedup import driver as dedup
-from corpus_dagster.ingest import driver as ingest
-from corpus_dagster.ingest.files import cache_name
-from corpus_dagster.ingest.raw_parts import read_raw_part
-from corpus_dagster.ingest.readers import Doc, iter_file
-from corpus_dagster.ingest.selection import Selection
-from corpus_dagster.publish import driver as publish
-from corpus_dagster.release import driver as release
-from corpus_dagster.scrub import driver as scrub
-from corpus_dagster.tokenize import driver as tokens
+from corpus_dagster.dedup import outputs as dedup
+from corpus_dagster.ingest import outputs as ingest
+from corpus_dagster.ingest.outputs import Doc, Selection, cache_name, iter_file, read_raw_part
+from corpus_dagster.publish import outputs as publish
+from corpus_dagster.release import outputs as release
+from corpus_dagster.scrub import outputs as scrub
+from corpus_dagster.tokenize import outputs as tokens
 
 PLACEHOLDER = re.compile(r"<([A-Z_]+)>")
 DOC_ID = re.compile(r"^(?P<source>[a-z0-9][a-z0-9._-]*):(?P<k>[0-9]+)$")

@@ -4,7 +4,7 @@ Resolve the source's globs, make every file local and known by checksum (pins ve
 identity and checksum are known from the last fetch neither downloaded nor hashed again), then stream every
 document into parts under `corpus/raw/<source_id>/<yyyymmdd>/`, cached under a key of the files' content
 hashes, the ledger fields that shape records and the ingest settings. Other stages read raw parts only
-through the functions at the bottom of this module.
+through `ingest.outputs`.
 """
 
 from __future__ import annotations
@@ -17,38 +17,29 @@ import shutil
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from corpus_dagster.core import records
 from corpus_dagster.core.allowed_locations import check_allowed_locations
 from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes, remove_stale_temps
 from corpus_dagster.core.config import output_settings
-from corpus_dagster.core.documents import INFO_DOC_ID, INFO_FETCHED_AT
-from corpus_dagster.core.errors import ChecksumMismatch, StageOutputError
+from corpus_dagster.core.errors import ChecksumMismatch
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
 from corpus_dagster.core.parquet import TABLE, write_parquet
 from corpus_dagster.core.progress import Log, Progress
-from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.settings import IngestSettings, Settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
 from corpus_dagster.ingest.clock import fetch_time
 from corpus_dagster.ingest.documents import LocalFile, stream_documents
 from corpus_dagster.ingest.download import download
 from corpus_dagster.ingest.files import ResolvedFile, cache_name, file_ukey, resolve_files
-from corpus_dagster.ingest.files import (
-    normalize_url as normalize_url,  # ledger urls as the raw parts name them
-)
+from corpus_dagster.ingest.outputs import load_record
 from corpus_dagster.ingest.pins import checked_pins
 from corpus_dagster.ingest.raw_parts import PartWriter, part_name
-from corpus_dagster.ingest.raw_parts import read_raw_part as read_raw_part  # a reader of raw parts
 from corpus_dagster.ingest.readers import text_selection_error
-from corpus_dagster.ingest.selection import Selection, document_ids
+from corpus_dagster.ingest.selection import Selection
 
 QUARANTINE_FILE = "_QUARANTINE.jsonl"
 FIELDS_FILE = "_FIELDS.parquet"  # the ledger's keep_fields per document id, beside the parts
@@ -76,14 +67,6 @@ class FetchResult:
     excluded_by_where: int = 0
     seconds: float = 0.0
     key: str = ""  # the ingest stage key (the asset's data version)
-
-
-def load_record(path: Path) -> dict[str, Any] | None:
-    """The last completed fetch record of a source (`_FETCH.json`: each file's URL, sha256, size and
-    identity), if any."""
-    if not path.exists():
-        return None
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 @records.locked(lambda a: f"ingest.{a['source'].source_id}")
@@ -230,43 +213,3 @@ def _size(path: str) -> int:
 
 def _dump(obj: dict[str, Any]) -> bytes:
     return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-def raw_parts(layout: Layout, source_id: str) -> tuple[list[Path], list[int], StageRecord]:
-    """The current raw parts of a source in path order, documents per part, and the ingest record."""
-    folder = layout.raw_source(source_id)
-    record = records.require_record(folder, "raw_documents", source_id)
-    paths = records.record_files(folder, record, "parts")
-    return paths, list(record.stats["part_docs"]), record
-
-
-def selection_counts(layout: Layout, source_ids: list[str]) -> dict[str, int]:
-    """Documents each source's ledger `where` excluded at its current fetch (0 without `where`), by source id."""
-    counts = {}
-    for sid in source_ids:
-        record = records.require_record(layout.raw_source(sid), "raw_documents", sid)
-        counts[sid] = int(record.stats.get("excluded_by_where", 0))
-    return counts
-
-
-def document_info(layout: Layout, source_id: str) -> pa.Table:
-    """Per document of a source, in k order: `_doc_id`, `_fetched_at` (RFC 3339) and the ledger's keep_fields
-    under their own names (the info columns' leading underscore keeps them apart from any source field).
-
-    Holds ids and kept fields only, never texts. Every document of a fetch shares its fetch time.
-    """
-    folder = layout.raw_source(source_id)
-    record = records.require_record(folder, "raw_documents", source_id)
-    n = int(record.stats["docs"])
-    fetched = pa.repeat(pa.scalar(record.stats["fetched_at"], type=pa.string()), n)
-    if not record.files.get("fields"):
-        return pa.table({INFO_DOC_ID: document_ids(source_id, n), INFO_FETCHED_AT: fetched})
-    (path,) = records.record_files(folder, record, "fields")
-    table = pq.read_table(path)
-    if table.column_names[:1] == ["id"]:  # written before the info columns had their own names
-        table = table.rename_columns([INFO_DOC_ID, *table.column_names[1:]])
-    if table.num_rows != n or table.column_names[:1] != [INFO_DOC_ID]:
-        raise StageOutputError(
-            f"{path}: {table.num_rows} rows for {n} documents of source {source_id!r}; rerun raw_documents[{source_id}]"
-        )
-    return table.add_column(1, INFO_FETCHED_AT, fetched)

@@ -255,7 +255,7 @@ def check_no_pii(paths: list[Path], pii_cfg: PiiSettings, sample_docs: int = 0, 
 @unreadable_is_a_problem
 def scan_for_pii(paths: list[Path], pii_cfg: PiiSettings, picks: np.ndarray | None) -> list[str]:
     """What the PII detectors find in the published documents at sorted positions `picks` (None: all)."""
-    from corpus_dagster.scrub.driver import find_pii_batch
+    from corpus_dagster.scrub.outputs import find_pii_batch
 
     problems = []
     offset = 0

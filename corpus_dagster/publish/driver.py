@@ -24,7 +24,6 @@ What a unit does inside the work folder is `publish.units`; the rebuild check's 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -34,12 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from corpus_dagster.clean.driver import clean_record, filter_and_repair_counts
+from corpus_dagster.clean.outputs import clean_record, filter_and_repair_counts
 from corpus_dagster.core import records
 from corpus_dagster.core.atomic import atomic_dir, atomic_write_bytes
 from corpus_dagster.core.checks import CheckReport
 from corpus_dagster.core.config import config_sha256, output_settings
-from corpus_dagster.core.errors import UpstreamMissing
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import ledger_sha256, load_ledger
 from corpus_dagster.core.progress import Log, Progress, interval_of
@@ -48,10 +46,11 @@ from corpus_dagster.core.settings import Settings
 from corpus_dagster.core.stage import Outputs, Stage, commit_outputs
 from corpus_dagster.core.units import Plan, UnitStage, run_stage
 from corpus_dagster.core.work import WorkFolder, remove_all_work_folders
-from corpus_dagster.dedup.driver import clusters, dedup_record, dedup_sources, dedup_stats
-from corpus_dagster.ingest.driver import selection_counts
+from corpus_dagster.dedup.outputs import clusters, dedup_record, dedup_sources, dedup_stats
+from corpus_dagster.ingest.outputs import selection_counts
 from corpus_dagster.publish import checks
 from corpus_dagster.publish.manifest import build_manifest, ledger_ref_of, manifest_bytes
+from corpus_dagster.publish.outputs import STAGE, published_shards, read_manifest
 from corpus_dagster.publish.rebuild import rebuild_problems
 from corpus_dagster.publish.shards import Annotations, ShardsResult, SourceDocs, ordered_files, shard_jobs
 from corpus_dagster.publish.sources_check import check_sources_in_ledger
@@ -65,9 +64,8 @@ from corpus_dagster.publish.units import (
     write_jobs,
     write_planned_unit,
 )
-from corpus_dagster.scrub.driver import pii_counts, scrub_record, scrubbed_files
+from corpus_dagster.scrub.outputs import pii_counts, scrub_record, scrubbed_files
 
-STAGE = "publish"
 CODE_VERSION = "2"
 PUBLISH = Stage(STAGE, CODE_VERSION)
 MANIFEST = "_MANIFEST.json"
@@ -296,25 +294,6 @@ def run_publish(layout: Layout, settings: Settings, log: Log | None = None) -> P
     `log` (a callable taking a line) hears a heartbeat every `progress.interval_s` seconds and a closing line.
     """
     return run_stage(PUBLISH_UNITS, layout, settings, log)
-
-
-def read_manifest(layout: Layout) -> dict[str, Any]:
-    """The published manifest (UpstreamMissing when nothing was published yet)."""
-    if not layout.manifest.exists():
-        raise UpstreamMissing(f"no published manifest at {layout.manifest}; materialize shards")
-    return json.loads(layout.manifest.read_text(encoding="utf-8"))
-
-
-def published_shards(layout: Layout) -> list[Path]:
-    """The published shard files in order, as they are on disk (what the checks inspect)."""
-    return checks.shard_paths(layout.shards)
-
-
-def verified_shards(layout: Layout) -> list[Path]:
-    """The published shard files in order, each checked against the size and sha256 the publish record holds
-    (what a later stage reads): StageOutputDamaged names a damaged one and says to rematerialize shards."""
-    folder = layout.stage(STAGE)
-    return records.record_files(folder, records.require_record(folder, "shards"), "shards")
 
 
 # --- Checks (each returns a CheckReport; the Dagster layer only translates it) ------------------------------

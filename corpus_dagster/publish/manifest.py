@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from corpus_dagster.clean.driver import BASE_FILTER_KEYS
+from corpus_dagster.clean.outputs import BASE_FILTER_KEYS
 from corpus_dagster.core.config import config_sha256, load_schema, schema_violations
 from corpus_dagster.core.settings import Settings
 from corpus_dagster.lib.near_graph import graph_spec

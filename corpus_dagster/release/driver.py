@@ -23,7 +23,7 @@ from corpus_dagster.core import records
 from corpus_dagster.core.checks import CheckReport
 from corpus_dagster.core.config import output_settings
 from corpus_dagster.core.documents import INFO_DOC_ID, INFO_FETCHED_AT
-from corpus_dagster.core.errors import CorpusError, ReleaseError, UpstreamMissing
+from corpus_dagster.core.errors import CorpusError, ReleaseError
 from corpus_dagster.core.hashing import sha256_file
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
@@ -31,19 +31,19 @@ from corpus_dagster.core.progress import Log
 from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.settings import Settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
-from corpus_dagster.dedup.driver import dedup_sources
-from corpus_dagster.ingest import driver as ingest_driver
-from corpus_dagster.publish.driver import read_manifest, verified_shards
+from corpus_dagster.dedup.outputs import dedup_sources
+from corpus_dagster.ingest import outputs as ingest_outputs
+from corpus_dagster.publish.outputs import read_manifest, verified_shards
 from corpus_dagster.release.build import build_release
 from corpus_dagster.release.card_info import construction_step
 from corpus_dagster.release.checks import check_metadata, check_no_machine_paths, check_release
 from corpus_dagster.release.created import CREATED_NAME, parse_date, read_created
 from corpus_dagster.release.ids import fixed_prefix
 from corpus_dagster.release.inputs import INFO_CLEANED, INFO_COLUMNS, INFO_ROW_KEY
+from corpus_dagster.release.outputs import STAGE, release_name
 from corpus_dagster.release.rebuild import check_rebuild_sample
-from corpus_dagster.tokenize.driver import token_counts_file
+from corpus_dagster.tokenize.outputs import token_counts_file
 
-STAGE = "release"
 CODE_VERSION = "6"  # bump when a change here changes the release's bytes (parts, card, figures, _RELEASE.json)
 RELEASE = Stage(STAGE, CODE_VERSION)
 
@@ -51,11 +51,6 @@ UNITS_NAME = "units.jsonl"  # the build's units, in the release stage's key fold
 # The stages of a corpus build before the release, in the order they run; per-source ones have a row per source
 BUILD_STAGES = ("ingest", "clean", "minhash", "dedup", "scrub", "publish", "tokens", "analysis")
 PER_SOURCE = {"ingest", "clean", "minhash", "scrub"}
-
-
-def release_name(settings: Settings) -> str:
-    """The release's folder name: `release.name`, else the dataset name."""
-    return settings.release.name or settings.dataset
 
 
 def _document_info(layout: Layout, sources: list[Any]) -> list[pa.Table]:
@@ -67,7 +62,7 @@ def _document_info(layout: Layout, sources: list[Any]) -> list[pa.Table]:
         files = clean_doc_files(layout, sid)
         if not files:  # a source whose fetch found no documents: nothing to describe
             continue
-        info = pl.from_arrow(ingest_driver.document_info(layout, sid))
+        info = pl.from_arrow(ingest_outputs.document_info(layout, sid))
         repairs = pl.concat([pl.from_arrow(pq.read_table(p, columns=["id", "repairs"])) for p in files])
         keys = pl.from_arrow(document_keys(layout, source))
         clean = repairs.join(keys, on="id", how="left", maintain_order="left").select(
@@ -128,7 +123,7 @@ def release_kwargs(layout: Layout, settings: Settings) -> dict[str, Any]:
         "sources": [ledger[sid] for sid in source_ids],
         "token_counts": counts,
         "doc_info": _document_info(layout, [ledger[sid] for sid in source_ids]),
-        "selection_excluded": ingest_driver.selection_counts(layout, source_ids),
+        "selection_excluded": ingest_outputs.selection_counts(layout, source_ids),
         "workers": settings.workers,
         "build": build_info(layout, settings),
         "created_at_file": created_at_file(layout, settings),
@@ -154,7 +149,7 @@ def release_key(layout: Layout, settings: Settings) -> tuple[str, dict[str, Any]
     inputs = {
         "manifest_sha256": sha256_file(layout.manifest),
         "token_counts_sha256": counts,
-        "sources": [[sid, ledger.get(sid), ingest_driver.raw_parts(layout, sid)[2].key, clean_record(layout, sid).key]
+        "sources": [[sid, ledger.get(sid), ingest_outputs.raw_parts(layout, sid)[2].key, clean_record(layout, sid).key]
                     for sid in source_ids],
         "stages": [[stage, sid, rec.key] for stage, sid, rec in _stage_runs(layout, source_ids)],
     }
@@ -263,7 +258,7 @@ def machine_paths(layout: Layout, settings: Settings) -> list[str]:
     paths = [layout.root, layout.ledger.parent, Path.home()]
     for source in load_ledger(layout.ledger):
         for url in source.urls:
-            local = ingest_driver.normalize_url(url)
+            local = ingest_outputs.normalize_url(url)
             if local.startswith("file://"):
                 paths.append(Path(fixed_prefix(local)[len("file://"):] or "/"))
     release_tok = settings.release.tokenizer
@@ -292,36 +287,6 @@ def release_layout_check(layout: Layout, settings: Settings, name: str) -> Check
 
 
 LAYOUT_CHECKS = ("metadata_matches_ingest", "no_machine_paths")
-
-
-def release_rows_of(layout: Layout, settings: Settings, *, release_id: str | None = None,
-                    doc_id: str | None = None) -> list[dict[str, Any]]:
-    """The rows of the built release with that id (a document's or a segment's UUID, or the parent id of a
-    document's segments) or of that corpus document
-    (`doc_id`, every segment of it), each with its part file (relative), bucket folder, row, token count and,
-    for a segment, its number, character span and parent id. UpstreamMissing when no release was built."""
-    folder = layout.release(release_name(settings))
-    stats = folder / "_RELEASE.json"
-    if not stats.is_file():
-        raise UpstreamMissing(f"{stats}: no release built yet; materialize release")
-    length_col = json.loads(stats.read_text(encoding="utf-8"))["info"]["length_column"]
-    out = []
-    for path in sorted((folder / "data").glob("*/*.parquet")):
-        frame = pl.read_parquet(path, columns=["id", "metadata", length_col]).with_row_index("_row")
-        if release_id is not None:  # a row's own id, or the parent id its segments share
-            frame = frame.filter((pl.col("id") == release_id)
-                                 | pl.col("metadata").str.contains(f'"parent_id":"{release_id}"', literal=True))
-        if doc_id is not None:
-            frame = frame.filter(pl.col("metadata").str.contains(f'"doc_id":{json.dumps(doc_id)}', literal=True))
-        for row in frame.iter_rows(named=True):
-            meta = json.loads(row["metadata"])
-            if doc_id is not None and meta.get("doc_id") != doc_id:
-                continue
-            out.append({"release_id": row["id"], "doc_id": meta.get("doc_id"), "file": path.relative_to(folder).as_posix(),
-                        "bucket": path.parent.name, "row": int(row["_row"]), "n_tokens": int(row[length_col]),
-                        "segment": meta.get("segment"), "char_span": meta.get("char_span"),
-                        "parent_id": meta.get("parent_id")})
-    return out
 
 
 def release_rebuild_check(layout: Layout, settings: Settings) -> CheckReport:

@@ -19,7 +19,7 @@ from corpus_dagster.core.documents import INFO_COLUMNS as DOCUMENT_INFO_COLUMNS
 from corpus_dagster.core.documents import INFO_DOC_ID, INFO_FETCHED_AT
 from corpus_dagster.core.errors import ReleaseError
 from corpus_dagster.core.settings import ReleaseSettings, TokenizeSettings
-from corpus_dagster.ingest import driver as ingest_driver
+from corpus_dagster.ingest import outputs as ingest_outputs
 from corpus_dagster.release.buckets import Buckets
 from corpus_dagster.release.jobs import tokenizer
 
@@ -149,7 +149,7 @@ def source_facts(sources: Sequence[Any]) -> dict[str, dict[str, Any]]:
             "url_field": get("url_field"),
             # how release ids name a source row (ids.row_ids): URLs normalized as ingest does
             "format": get("format"),
-            "urls": [ingest_driver.normalize_url(u) for u in get("urls") or ()],
+            "urls": [ingest_outputs.normalize_url(u) for u in get("urls") or ()],
             "id_field": get("id_field"),
             "description": get("description") or "",
             "homepage": get("homepage"),

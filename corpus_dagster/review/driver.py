@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_dagster.clean.driver import REASON_CODES, clean_doc_files, clean_record, reject_files
+from corpus_dagster.clean.outputs import REASON_CODES, clean_doc_files, clean_record, reject_files
 from corpus_dagster.core import records
 from corpus_dagster.core.atomic import atomic_write_bytes
 from corpus_dagster.core.config import output_settings
@@ -32,7 +32,7 @@ from corpus_dagster.core.parquet import TABLE, write_parquet
 from corpus_dagster.core.progress import Log
 from corpus_dagster.core.settings import Settings
 from corpus_dagster.core.stage import Outputs, Stage, run_cached
-from corpus_dagster.dedup.driver import dedup_record, dedup_sources, dedup_tables
+from corpus_dagster.dedup.outputs import dedup_record, dedup_sources, dedup_tables
 from corpus_dagster.review.html import render_page
 from corpus_dagster.review.sample import (
     KEPT,
@@ -45,7 +45,7 @@ from corpus_dagster.review.sample import (
     pii_threshold,
     pii_windows,
 )
-from corpus_dagster.scrub.driver import PII_TYPES, PLACEHOLDERS, scrub_record, scrubbed_files
+from corpus_dagster.scrub.outputs import PII_TYPES, PLACEHOLDERS, scrub_record, scrubbed_files
 
 STAGE = "review"
 CODE_VERSION = "1"

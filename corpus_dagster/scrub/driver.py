@@ -2,7 +2,8 @@
 
 It runs after the global dedup (so only kept documents are scrubbed) but caches per source under a key
 of (clean output, pii config, that source's dropped ids): a new source scrubs only itself unless dedup
-changed what another source keeps.
+changed what another source keeps. Other stages read the scrubbed files, the PII types and placeholders and
+the detector through `scrub.outputs`, which imports this driver only to rebuild.
 """
 
 from __future__ import annotations
@@ -28,18 +29,12 @@ from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.parallel import ordered_map
 from corpus_dagster.core.parquet import INTERMEDIATE, write_parquet
 from corpus_dagster.core.progress import Log, Progress
-from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.settings import PiiSettings, Settings
 from corpus_dagster.core.stage import CachedUnit, Outputs, Stage, run_cached_many
-from corpus_dagster.dedup.driver import dedup_sources, dropped_ids
+from corpus_dagster.dedup.outputs import dedup_sources, dropped_ids
 from corpus_dagster.scrub.api import PII_TYPES, scrub_texts
 
-# What other stages read of the PII scan: the types, their placeholders, and the detector the publish checks
-# run over published text.
-from corpus_dagster.scrub.api import PLACEHOLDERS as PLACEHOLDERS
-from corpus_dagster.scrub.api import find_pii_batch as find_pii_batch
-
-STAGE = "scrub"
+STAGE = "scrub"  # the stage folder, as `scrub.outputs` reads it (the read face never imports this driver eagerly)
 CODE_VERSION = "5"  # bump when a change to the scrub logic changes its output bytes
 SCRUB = Stage(STAGE, CODE_VERSION)
 
@@ -203,26 +198,3 @@ def run_scrub(layout: Layout, settings: Settings, log: Log | None = None) -> dic
     out = scrub_sources(layout, source_ids, settings, by_source, progress)
     progress.finish()
     return out
-
-
-# --- Reading scrub outputs (the only way the publish stage sees them) -----------------------------------
-
-def scrub_record(layout: Layout, source_id: str) -> StageRecord:
-    """The scrub record of a source (UpstreamMissing when it was never scrubbed)."""
-    return records.require_record(layout.stage(STAGE, source_id), "scrubbed", source_id)
-
-
-def scrubbed_files(layout: Layout, source_id: str,
-                   settings: Settings | None = None) -> list[Path]:
-    """The scrubbed document files of one source, in k order, checked against the scrub record. With
-    `settings`, a damaged file is rebuilt here (the scrub reruns; sources whose outputs are intact stay cached)."""
-    rebuild = None if settings is None else (lambda: run_scrub(layout, settings))
-    return records.record_files(layout.stage(STAGE, source_id), scrub_record(layout, source_id), "docs", rebuild)
-
-
-def pii_counts(layout: Layout, source_ids: list[str]) -> dict[str, int]:
-    """Placeholders the scrub inserted, per type, over the given sources."""
-    total: Counter[str] = Counter()
-    for sid in source_ids:
-        total.update(scrub_record(layout, sid).stats["pii"])
-    return {t: total[t] for t in PII_TYPES}

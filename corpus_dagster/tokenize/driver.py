@@ -44,7 +44,8 @@ from corpus_dagster.core.work import WorkFolder, remove_all_work_folders
 from corpus_dagster.lib.tokenizers import LoadedTokenizer, TokenizerInfo, load_tokenizer
 from corpus_dagster.tokenize import checks
 from corpus_dagster.tokenize.indexed import token_dtype
-from corpus_dagster.tokenize.manifest import COUNTS_NAME, MANIFEST_NAME, TokenStreamError
+from corpus_dagster.tokenize.manifest import MANIFEST_NAME, TokenStreamError
+from corpus_dagster.tokenize.outputs import STAGE
 from corpus_dagster.tokenize.shards import (
     SPLITS,
     ShardTask,
@@ -56,7 +57,6 @@ from corpus_dagster.tokenize.shards import (
 )
 from corpus_dagster.tokenize.streams import BuildResult, resolve_parallelism, set_thread_budget, write_streams
 
-STAGE = "tokens"
 CODE_VERSION = "1"
 TOKENS = Stage(STAGE, CODE_VERSION)
 # tokenize keys that never change an output byte live in config.EXECUTION_KEYS; the rest decide the files.
@@ -338,13 +338,6 @@ def run_token_streams(layout: Layout, settings: Settings, log: Log | None = None
     `log` (a callable taking a line) hears a heartbeat every `progress.interval_s` seconds and a closing line.
     """
     return run_stage(TOKENS_UNITS, layout, settings, log)
-
-
-def token_counts_file(layout: Layout) -> Path:
-    """The per-document token counts of the current token streams (id, n_tokens, tokenizer, split)."""
-    record = records.require_record(layout.stage(STAGE), "token_streams")
-    streams = records.record_files(layout.stage(STAGE), record, "streams")  # checked against the record
-    return next(p for p in streams if p.name == COUNTS_NAME)
 
 
 # --- Checks of the built streams, as the Dagster layer runs them (the check logic is in tokenize.checks) ----

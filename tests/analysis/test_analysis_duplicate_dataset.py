@@ -98,7 +98,7 @@ def test_dry_run_of_one_step_prints_only_that_step(analysed, capsys):
 def test_the_stage_record_lists_the_folder(analysed):
     """The graph records every file of the out dir outside _state/_work: near_dup/ is among them."""
     from corpus_dagster.analysis.runner import INTERNAL
-    from corpus_dagster.analysis.steps import step_outputs
+    from corpus_dagster.analysis.steps.registry import step_outputs
 
     _, out = analysed
     assert "near_dup" in step_outputs("report", load_settings(None).analysis)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from corpus_dagster.clean import driver, filters
+from corpus_dagster.clean import filters, outputs
 from corpus_dagster.clean.batch import DocBatch
 from corpus_dagster.clean.cleaner import clean_texts
 from corpus_dagster.clean.filters import (
@@ -29,6 +29,7 @@ from corpus_dagster.clean.filters import (
 )
 from corpus_dagster.clean.verdict import Verdict
 from corpus_dagster.core.config import load_schema, load_settings
+from corpus_dagster.core.settings import CleanSettings
 from corpus_dagster.explain import rejection
 from corpus_dagster.publish import manifest
 from corpus_dagster.review.sample import clean_threshold
@@ -74,10 +75,11 @@ def test_the_manifest_schema_requires_exactly_the_base_keys() -> None:
     assert filters_schema["required"] == list(BASE_FILTER_KEYS)
 
 
-def test_other_stages_read_the_declarations_through_the_clean_driver() -> None:
-    assert driver.FILTERS is FILTERS and driver.REASON_CODES is REASON_CODES and driver.FILTER_KEYS is FILTER_KEYS
-    assert driver.threshold_text is threshold_text
-    assert manifest.BASE_FILTER_KEYS is driver.BASE_FILTER_KEYS is BASE_FILTER_KEYS
+def test_other_stages_read_the_declarations_through_the_clean_read_face() -> None:
+    assert outputs.REASON_CODES is REASON_CODES and outputs.FILTER_KEYS is FILTER_KEYS
+    assert outputs.find_reason is filters.find_reason and outputs.filter_key is filters.filter_key
+    assert outputs.threshold_text("gopher_word_count", CleanSettings()) == threshold_text("gopher_word_count", CleanSettings()) != ""
+    assert manifest.BASE_FILTER_KEYS is outputs.BASE_FILTER_KEYS is BASE_FILTER_KEYS
 
 
 def test_every_reason_code_belongs_to_exactly_one_filter() -> None:

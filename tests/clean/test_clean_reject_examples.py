@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpus_dagster.clean import driver as clean_driver
+from corpus_dagster.clean import outputs as clean_outputs
 
 
 def _write(path, rows: list[dict], row_group: int) -> None:
@@ -28,7 +29,7 @@ def test_rejected_preview_stops_early_with_the_same_examples(tmp_path, monkeypat
         path = tmp_path / f"rejects-{f:05d}.parquet"
         _write(path, rows, row_group=128)
         files.append(path)
-    monkeypatch.setattr(clean_driver, "reject_files", lambda layout, sid: files)
+    monkeypatch.setattr(clean_outputs, "reject_files", lambda layout, sid: files)
     read: list = []
     real = pq.ParquetFile
 
@@ -38,10 +39,10 @@ def test_rejected_preview_stops_early_with_the_same_examples(tmp_path, monkeypat
                 read.append(b.num_rows)
                 yield b
 
-    expected = clean_driver.reject_examples(None, "s")  # no reason counts: reads every reject
+    expected = clean_outputs.reject_examples(None, "s")  # no reason counts: reads every reject
     full_rows = sum(counts.values())
-    monkeypatch.setattr(clean_driver.pq, "ParquetFile", Counting)
-    early = clean_driver.reject_examples(None, "s", counts)
+    monkeypatch.setattr(clean_outputs.pq, "ParquetFile", Counting)
+    early = clean_outputs.reject_examples(None, "s", counts)
     assert early == expected
     assert sum(read) <= full_rows
     seen_rare = counts.get("ppl_high", 0)
@@ -53,7 +54,7 @@ def test_rejected_preview_stops_after_the_first_batch_when_it_has_every_example(
     rows = [{"id": f"{i:05d}", "url": None, "reason": ["a", "b"][i % 2], "value": 1.0, "text": "x"} for i in range(5000)]
     path = tmp_path / "rejects-00000.parquet"
     _write(path, rows, row_group=2048)
-    monkeypatch.setattr(clean_driver, "reject_files", lambda layout, sid: [path, path])
+    monkeypatch.setattr(clean_outputs, "reject_files", lambda layout, sid: [path, path])
     read: list = []
     real = pq.ParquetFile
 
@@ -63,10 +64,10 @@ def test_rejected_preview_stops_after_the_first_batch_when_it_has_every_example(
                 read.append(b.num_rows)
                 yield b
 
-    monkeypatch.setattr(clean_driver.pq, "ParquetFile", Counting)
-    examples = clean_driver.reject_examples(None, "s", {"a": 5000, "b": 5000})
+    monkeypatch.setattr(clean_outputs.pq, "ParquetFile", Counting)
+    examples = clean_outputs.reject_examples(None, "s", {"a": 5000, "b": 5000})
     assert [r["id"] for r in examples] == ["00000", "00001", "00002", "00003", "00004", "00005"]
-    assert read == [clean_driver.REJECT_SCAN_ROWS]
+    assert read == [clean_outputs.REJECT_SCAN_ROWS]
 
 
 def test_texts_at_reads_only_the_row_groups_of_the_picked_rows(tmp_path, monkeypatch):
@@ -81,7 +82,7 @@ def test_texts_at_reads_only_the_row_groups_of_the_picked_rows(tmp_path, monkeyp
             groups.append(i)
             return super().read_row_group(i, *a, **k)
 
-    monkeypatch.setattr(clean_driver.pq, "ParquetFile", Counting)
-    assert clean_driver.texts_at(path, [1, 7, 4500]) == ["t1", "t7", "t4500"]
+    monkeypatch.setattr(clean_outputs.pq, "ParquetFile", Counting)
+    assert clean_outputs.texts_at(path, [1, 7, 4500]) == ["t1", "t7", "t4500"]
     assert groups == [0, 2]
-    assert clean_driver.texts_at(path, []) == []
+    assert clean_outputs.texts_at(path, []) == []

@@ -15,8 +15,8 @@ import yaml
 from iso639 import Lang
 
 from corpus_dagster.clean import clean_texts
-from corpus_dagster.clean.driver import clean_doc_files
 from corpus_dagster.clean.langid import LangResult, iso639_1, lang_dropped
+from corpus_dagster.clean.outputs import clean_doc_files
 from corpus_dagster.core.config import load_schema, load_settings
 from corpus_dagster.core.settings import CleanLangSettings
 from corpus_dagster.defs.resources import CorpusConfig

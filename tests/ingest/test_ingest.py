@@ -13,7 +13,8 @@ from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.errors import ChecksumMismatch, RawPartError, SourceError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
-from corpus_dagster.ingest.driver import QUARANTINE_FILE, fetch_source, raw_parts
+from corpus_dagster.ingest.driver import QUARANTINE_FILE, fetch_source
+from corpus_dagster.ingest.outputs import raw_parts
 from corpus_dagster.ingest.raw_parts import read_raw_part
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, 0, tzinfo=dt.UTC)

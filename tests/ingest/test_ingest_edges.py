@@ -13,7 +13,8 @@ import zstandard
 from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
-from corpus_dagster.ingest.driver import QUARANTINE_FILE, document_info, fetch_source, raw_parts
+from corpus_dagster.ingest.driver import QUARANTINE_FILE, fetch_source
+from corpus_dagster.ingest.outputs import document_info, raw_parts
 from corpus_dagster.ingest.raw_parts import read_raw_part
 from corpus_dagster.ingest.readers import DuplicateKey, NotUtf8, parse_json_line
 

@@ -14,7 +14,8 @@ from corpus_dagster.core.errors import SelectionError, SourceError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
 from corpus_dagster.ingest import documents
-from corpus_dagster.ingest.driver import FIELDS_FILE, document_info, fetch_source, raw_parts, selection_counts
+from corpus_dagster.ingest.driver import FIELDS_FILE, fetch_source
+from corpus_dagster.ingest.outputs import document_info, raw_parts, selection_counts
 from corpus_dagster.ingest.raw_parts import read_raw_part
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, 0, tzinfo=dt.UTC)

@@ -19,7 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 from corpus_factory import write_setup
 
-from corpus_dagster.clean.driver import clean_doc_files, run_clean_source
+from corpus_dagster.clean.driver import run_clean_source
+from corpus_dagster.clean.outputs import clean_doc_files
 from corpus_dagster.core import atomic, parquet, records
 from corpus_dagster.core.atomic import WriteError
 from corpus_dagster.core.config import load_config, load_settings
@@ -27,12 +28,15 @@ from corpus_dagster.core.errors import SourceError, StageOutputError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source, load_ledger
 from corpus_dagster.core.locks import lock_path, read_holder
-from corpus_dagster.dedup.driver import dedup_tables, run_global_dedup
+from corpus_dagster.dedup.driver import run_global_dedup
+from corpus_dagster.dedup.outputs import dedup_tables
 from corpus_dagster.ingest import raw_parts as raw_parts_module
 from corpus_dagster.ingest.driver import fetch_source
-from corpus_dagster.minhash.driver import run_signatures, signature_file
+from corpus_dagster.minhash.driver import run_signatures
+from corpus_dagster.minhash.outputs import signature_file
 from corpus_dagster.publish.driver import run_publish
-from corpus_dagster.scrub.driver import run_scrub, scrubbed_files
+from corpus_dagster.scrub.driver import run_scrub
+from corpus_dagster.scrub.outputs import scrubbed_files
 from corpus_dagster.tokenize.driver import run_token_streams
 
 NOW = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)

@@ -20,7 +20,7 @@ import yaml
 
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.reconcile import plan_partitions, purge_removed_sources, sources_on_disk
-from corpus_dagster.dedup.driver import dedup_stats
+from corpus_dagster.dedup.outputs import dedup_stats
 from corpus_dagster.defs.automation import refresh_schedule_for
 from corpus_dagster.defs.instance import (
     SESSION_HOST_TAG,

@@ -225,6 +225,7 @@ def test_checks_name_a_damaged_shard_instead_of_raising(first_build, tmp_path):
     from corpus_dagster.core.config import load_settings
     from corpus_dagster.core.layout import Layout
     from corpus_dagster.publish import driver as publish
+    from corpus_dagster.publish.outputs import verified_shards
 
     config = copy_build(first_build[0], tmp_path)
     settings = load_settings(config)
@@ -245,7 +246,7 @@ def test_checks_name_a_damaged_shard_instead_of_raising(first_build, tmp_path):
         report = publish.publish_check(layout, settings, name)
         assert all(isinstance(p, str) for p in report.problems)  # a problem naming the shard, never an OSError
     with pytest.raises(StageOutputDamaged, match=f"stage 'publish': .*{edited.name} is damaged.*materialize shards"):
-        publish.verified_shards(layout)
+        verified_shards(layout)
 
 
 @pytest.mark.parametrize("case", list(TARGETS))

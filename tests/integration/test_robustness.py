@@ -21,8 +21,9 @@ from corpus_dagster.core.errors import ConfigError, LedgerError, SourceError, St
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source, parse_ledger_lines
 from corpus_dagster.core.locks import LockTimeout, hold_lock, lock_path, read_holder
-from corpus_dagster.ingest.driver import QUARANTINE_FILE, fetch_source, raw_parts
+from corpus_dagster.ingest.driver import QUARANTINE_FILE, fetch_source
 from corpus_dagster.ingest.files import resolve_files
+from corpus_dagster.ingest.outputs import raw_parts
 from corpus_dagster.ingest.raw_parts import read_raw_part
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, 0, tzinfo=dt.UTC)

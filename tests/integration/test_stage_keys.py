@@ -9,6 +9,7 @@ import yaml
 from stage_runs import STAGES, run_all
 
 from corpus_dagster.clean import driver as clean_driver
+from corpus_dagster.clean import outputs as clean_outputs
 from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.records import RECORD
@@ -88,17 +89,17 @@ def test_changed_input_bytes_recompute_that_source_only(built: Path) -> None:
     gamma.write_text(gamma.read_text() + " One more sentence about a silver harbor.")
     settings = load_settings(built)
     layout = Layout.from_config(settings.resolved)
-    keys = {sid: clean_driver.clean_record(layout, sid).key for sid in ("alpha", "beta", "gamma")}
+    keys = {sid: clean_outputs.clean_record(layout, sid).key for sid in ("alpha", "beta", "gamma")}
     ran = run_all(built)
     assert ran["ingest"] and ran["clean"] and ran["publish"]
-    after = {sid: clean_driver.clean_record(layout, sid).key for sid in ("alpha", "beta", "gamma")}
+    after = {sid: clean_outputs.clean_record(layout, sid).key for sid in ("alpha", "beta", "gamma")}
     assert after["alpha"] == keys["alpha"] and after["beta"] == keys["beta"] and after["gamma"] != keys["gamma"]
 
 
 def test_a_damaged_stage_output_is_recomputed_not_trusted(built: Path) -> None:
     settings = load_settings(built)
     layout = Layout.from_config(settings.resolved)
-    docs = clean_driver.clean_doc_files(layout, "beta")[0]
+    docs = clean_outputs.clean_doc_files(layout, "beta")[0]
     docs.write_bytes(docs.read_bytes()[:100])  # truncated by a crash or a full disk
     assert not clean_driver.run_clean_source(layout, settings, "beta")["cached"]
     assert clean_driver.run_clean_source(layout, settings, "beta")["cached"]

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from corpus_dagster.dedup.driver import dedup_tables
+from corpus_dagster.dedup.outputs import dedup_tables
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import check_results, materialize_global, materialize_sources
 

@@ -229,5 +229,5 @@ def test_a_source_without_documents_adds_no_document_info(monkeypatch):
     from corpus_dagster.release import driver
 
     monkeypatch.setattr(driver, "clean_doc_files", lambda layout, sid: [])
-    monkeypatch.setattr(driver.ingest_driver, "document_info", lambda layout, sid: pa.table({"_doc_id": pa.array([], pa.string())}))
+    monkeypatch.setattr(driver.ingest_outputs, "document_info", lambda layout, sid: pa.table({"_doc_id": pa.array([], pa.string())}))
     assert driver._document_info(None, [SimpleNamespace(source_id="empty")]) == []

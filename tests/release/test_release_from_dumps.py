@@ -22,7 +22,7 @@ from corpus_factory import document, write_jsonl
 from corpus_dagster.core.config import load_settings
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import check_results, materialize_global, materialize_sources
-from corpus_dagster.ingest import driver as ingest_driver
+from corpus_dagster.ingest import outputs as ingest_outputs
 from corpus_dagster.release import driver as release_driver
 
 RELEASE = {"bucket_width": 64, "min_tokens": 32, "max_tokens": 512, "max_segments": 3, "per_bucket_cap": 1000}
@@ -115,7 +115,7 @@ def test_the_build_succeeds_with_every_release_check_passing(first):
 
 def test_every_row_metadata_equals_the_ingest_tables(first):
     layout = first["layout"]
-    info = {sid: {r["_doc_id"]: r for r in ingest_driver.document_info(layout, sid).to_pylist()}
+    info = {sid: {r["_doc_id"]: r for r in ingest_outputs.document_info(layout, sid).to_pylist()}
             for sid in ("dump", "web", "lines", "notes")}
     for created, meta in zip(first["rows"]["created_at"].to_list(), first["metas"], strict=True):
         row = info[meta["source_id"]][meta["doc_id"]]

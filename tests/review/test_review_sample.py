@@ -14,12 +14,14 @@ import pyarrow.parquet as pq
 import pytest
 from corpus_factory import document, write_setup
 
-from corpus_dagster.clean.driver import REASON_CODES, clean_doc_files, run_clean_source
+from corpus_dagster.clean.driver import run_clean_source
+from corpus_dagster.clean.outputs import REASON_CODES, clean_doc_files
 from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import load_ledger
 from corpus_dagster.core.settings import ReviewSettings
-from corpus_dagster.dedup.driver import dedup_tables, run_global_dedup
+from corpus_dagster.dedup.driver import run_global_dedup
+from corpus_dagster.dedup.outputs import dedup_tables
 from corpus_dagster.defs import ASSETS
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.review import review_sample

@@ -13,6 +13,7 @@ from corpus_dagster.dedup import driver as dedup
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import materialize_sources
 from corpus_dagster.scrub import driver as scrub
+from corpus_dagster.scrub import outputs as scrub_outputs
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def deduped(tmp_path_factory):
 
 
 def _hashes(layout, ids):
-    return {sid: [sha256_file(p) for p in scrub.scrubbed_files(layout, sid)] for sid in ids}
+    return {sid: [sha256_file(p) for p in scrub_outputs.scrubbed_files(layout, sid)] for sid in ids}
 
 
 def test_one_map_over_every_source_and_the_same_bytes_at_any_worker_count(deduped, monkeypatch):
