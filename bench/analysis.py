@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from corpus_dagster.analysis import corpus_from_dir, run_analysis
 from corpus_dagster.analysis.costs import BASE_MEMORY_BYTES
+from corpus_dagster.analysis.inputs import corpus_from_dir
 from corpus_dagster.analysis.planted import jaccard, planted_corpus, reference_shingles
+from corpus_dagster.analysis.runner import run_analysis
 from corpus_dagster.core.config import load_settings
 
 DUPLICATE_STEPS = ("exact", "candidates", "jaccard", "duplicates", "clusters")

@@ -338,7 +338,7 @@ def step_signatures(folder: Path, workers: int, subset: list[str] | None) -> dic
     """(subprocess) compute_signatures for every source, or for the `subset` files as one source."""
     from corpus_dagster.core.config import load_config
     from corpus_dagster.core.settings import Settings
-    from corpus_dagster.minhash import compute_signatures
+    from corpus_dagster.minhash.signatures import compute_signatures
 
     meta = json.loads((folder / "corpus.json").read_text())
     cfg = Settings.from_resolved(load_config()).near_dup
@@ -359,7 +359,7 @@ def step_dedup(folder: Path, workers: int) -> dict:
     """(subprocess) run_dedup over all sources with the protected set."""
     from corpus_dagster.core.config import load_config
     from corpus_dagster.core.settings import Settings
-    from corpus_dagster.dedup import DedupSource, run_dedup
+    from corpus_dagster.dedup.corpus_dedup import DedupSource, run_dedup
 
     meta = json.loads((folder / "corpus.json").read_text())
     settings = Settings.from_resolved(load_config(

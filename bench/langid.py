@@ -32,8 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 import polars as pl  # noqa: E402
 
-from corpus_dagster.clean import clean_texts  # noqa: E402
-from corpus_dagster.clean.cleaner import RULE_ORDER  # noqa: E402
+from corpus_dagster.clean.cleaner import RULE_ORDER, clean_texts  # noqa: E402
 from corpus_dagster.clean.langid import detect_languages  # noqa: E402
 from corpus_dagster.core.config import load_config  # noqa: E402
 from corpus_dagster.core.settings import CleanSettings, Settings  # noqa: E402

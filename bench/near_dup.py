@@ -153,8 +153,9 @@ def _stderr(line: str) -> None:
 def _analysis(layout: Any, settings: Any, sids: list[str], out: Path) -> tuple[Any, dict[str, Any]]:
     """The analysis' near-duplicate steps as the graph's analysis stage runs them: the clean documents,
     the signature files, and dedup's graph when the checkout has one that serves this analysis."""
-    from corpus_dagster.analysis import corpus_from_sources, run_analysis
     from corpus_dagster.analysis import driver as analysis_driver
+    from corpus_dagster.analysis.inputs import corpus_from_sources
+    from corpus_dagster.analysis.runner import run_analysis
     from corpus_dagster.clean.outputs import clean_doc_files
     from corpus_dagster.minhash.outputs import signature_file
 

@@ -49,8 +49,7 @@ import make_labeled as gen  # noqa: E402
 import polars as pl  # noqa: E402
 
 from corpus_dagster.core.config import load_settings  # noqa: E402
-from corpus_dagster.scrub import PII_TYPES, find_pii_batch, scrub_texts  # noqa: E402
-from corpus_dagster.scrub.api import _plan  # noqa: E402
+from corpus_dagster.scrub.api import PII_TYPES, _plan, find_pii_batch, scrub_texts  # noqa: E402
 from corpus_dagster.scrub.evaluate import LabeledDoc, TypeScore, evaluate, load_labeled, score_doc  # noqa: E402
 from corpus_dagster.scrub.phones import single_number_ok  # noqa: E402
 from corpus_dagster.scrub.prescreen import candidate_regions  # noqa: E402

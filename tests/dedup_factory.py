@@ -17,7 +17,7 @@ from corpus_dagster.core.config import load_config, load_settings
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.settings import DedupSettings, NearDupSettings
-from corpus_dagster.dedup import DedupSource
+from corpus_dagster.dedup.corpus_dedup import DedupSource
 from corpus_dagster.lib.text import words
 from corpus_dagster.minhash.signatures import compute_signatures
 

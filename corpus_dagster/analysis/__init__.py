@@ -8,28 +8,14 @@ Entry points for the command line and other callers:
 - corpus_from_dir(folder) / corpus_from_sources({source_id: files}): describe the input corpus (`inputs`).
 The Dagster layer runs the stage through `driver.run_analysis_stage`.
 
-The names below load on first use, so importing a light module of this package (its read face,
-`outputs`) does not load the rest.
+Its names load on first use (`core.lazy`): importing its read face (`outputs`) loads nothing else.
 """
 
-from __future__ import annotations
+from corpus_dagster.core.lazy import lazy_names
 
-from importlib import import_module
-from typing import Any
-
-_NAMES = {
-    "STEPS": "corpus_dagster.analysis.steps.registry",
-    "AnalysisError": "corpus_dagster.core.errors",
-    "CorpusFiles": "corpus_dagster.analysis.inputs",
-    "corpus_from_dir": "corpus_dagster.analysis.inputs",
-    "corpus_from_sources": "corpus_dagster.analysis.inputs",
-    "plan_analysis": "corpus_dagster.analysis.runner",
-    "run_analysis": "corpus_dagster.analysis.runner",
-}
-__all__ = list(_NAMES)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _NAMES:
-        return getattr(import_module(_NAMES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __all__ = lazy_names(__name__, {
+    "corpus_dagster.analysis.inputs": "CorpusFiles corpus_from_dir corpus_from_sources",
+    "corpus_dagster.analysis.runner": "plan_analysis run_analysis",
+    "corpus_dagster.analysis.steps.registry": "STEPS",
+    "corpus_dagster.core.errors": "AnalysisError",
+})

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +25,7 @@ from corpus_dagster.core.doc_keys import stable_keys
 from corpus_dagster.core.documents import INFO_DOC_ID
 from corpus_dagster.core.errors import StageOutputError
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.lazy import lazy_names
 from corpus_dagster.core.ledger import Source, load_ledger
 from corpus_dagster.core.parquet import head_rows
 from corpus_dagster.core.records import StageRecord
@@ -48,13 +48,9 @@ __all__ = [
 ]
 
 STAGE = "clean"  # the clean driver's stage folder (`clean.driver.STAGE`)
-_FILTER_NAMES = ("BASE_FILTER_KEYS", "FILTER_KEYS", "REASON_CODES", "filter_key", "find_reason")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _FILTER_NAMES:
-        return getattr(import_module("corpus_dagster.clean.filters"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, _ = lazy_names(__name__, {
+    "corpus_dagster.clean.filters": "BASE_FILTER_KEYS FILTER_KEYS REASON_CODES filter_key find_reason",
+})
 
 
 def clean_record(layout: Layout, source_id: str) -> StageRecord:

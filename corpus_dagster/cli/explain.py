@@ -12,7 +12,7 @@ from corpus_dagster.core.config import load_settings, packaged_config_path
 from corpus_dagster.core.errors import CorpusError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.storage import StorageError, StoreExtraMissing, sync
-from corpus_dagster.explain import explain, render
+from corpus_dagster.explain.journey import explain, render
 
 
 def main(argv: list[str] | None = None) -> int:

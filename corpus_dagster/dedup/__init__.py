@@ -5,26 +5,11 @@ The stage runs in `corpus_dagster.dedup.driver` and is read through `corpus_dags
 point is run_dedup(sources, cfg, out_dir, workers): the global step writing dropped/clusters/pairs.parquet from the
 clean documents and the signature files of the minhash stage (`corpus_dagster.minhash`).
 
-The names below load on first use, so importing a light module of this package (its read face,
-`outputs`) does not load the rest.
+Its names load on first use (`core.lazy`): importing its read face (`outputs`) loads nothing else.
 """
 
-from __future__ import annotations
+from corpus_dagster.core.lazy import lazy_names
 
-from importlib import import_module
-from typing import Any
-
-_NAMES = {
-    "CLUSTERS_SCHEMA": "corpus_dagster.dedup.corpus_dedup",
-    "DROPPED_SCHEMA": "corpus_dagster.dedup.corpus_dedup",
-    "PAIRS_SCHEMA": "corpus_dagster.dedup.corpus_dedup",
-    "DedupSource": "corpus_dagster.dedup.corpus_dedup",
-    "run_dedup": "corpus_dagster.dedup.corpus_dedup",
-}
-__all__ = list(_NAMES)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _NAMES:
-        return getattr(import_module(_NAMES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __all__ = lazy_names(__name__, {
+    "corpus_dagster.dedup.corpus_dedup": "CLUSTERS_SCHEMA DROPPED_SCHEMA DedupSource PAIRS_SCHEMA run_dedup",
+})

@@ -19,6 +19,7 @@ from corpus_dagster.clean.outputs import clean_record
 from corpus_dagster.core import records
 from corpus_dagster.core.errors import UpstreamMissing
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.lazy import lazy_names
 from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.settings import Settings
 from corpus_dagster.dedup.key import DEDUP, DEDUP_CODE_VERSION, dedup_key
@@ -34,10 +35,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "REASONS":
-        return import_module("corpus_dagster.dedup.tables").REASONS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, _ = lazy_names(__name__, {"corpus_dagster.dedup.tables": "REASONS"})
 
 
 def dedup_record(layout: Layout) -> StageRecord:

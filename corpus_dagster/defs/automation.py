@@ -117,7 +117,7 @@ class ExplainConfig(dg.Config):
 @dg.op(description="Print one document's journey (ingest, clean, dedup, scrub, shards, token streams) from stage "
                    "outputs, up to the stage where it left the pipeline.")
 def explain_document(context: dg.OpExecutionContext, config: ExplainConfig, corpus: CorpusConfig) -> dg.Output:
-    from corpus_dagster.explain import explain, first_published_id, render
+    from corpus_dagster.explain.journey import explain, first_published_id, render
 
     with corpus_failure("explain"):
         settings, layout = corpus.load()

@@ -143,49 +143,31 @@ def _check(corpus: CorpusConfig, name: str) -> dg.AssetCheckResult:
                                      "size_checked": size(scope["bytes_checked"])})
 
 
-@dg.asset_check(asset="shards", blocking=True, description="Column names, order and Arrow types; zstd; row groups within 64 MiB.")
-def shard_schema(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "shard_schema")
+def _published_check(name: str, asset: str, description: str) -> dg.AssetChecksDefinition:
+    """The blocking asset check `name` on `asset`, computed by the publish driver (`_check`)."""
+
+    @dg.asset_check(name=name, asset=asset, blocking=True, description=description)
+    def check(corpus: CorpusConfig) -> dg.AssetCheckResult:
+        return _check(corpus, name)
+
+    return check
 
 
-@dg.asset_check(asset="manifest", blocking=True, description="Manifest valid against its schema and consistent with the files.")
-def manifest_consistent(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "manifest_consistent")
-
-
-@dg.asset_check(asset="shards", blocking=True, description="Ids strictly increasing in byte order across shards.")
-def ids_sorted(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "ids_sorted")
-
-
-@dg.asset_check(asset="shards", blocking=True, description="split recomputed from sha256 and val_permille.")
-def split_matches_sha256(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "split_matches_sha256")
-
-
-@dg.asset_check(asset="shards", blocking=True, description="sha256 and n_chars recomputed from text.")
-def hashes_match_text(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "hashes_match_text")
-
-
-@dg.asset_check(
-    asset="manifest",
-    blocking=True,
-    description="Rebuild shards and manifest into a temporary folder with another worker count; every byte equal.",
-)
-def deterministic_rebuild(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "deterministic_rebuild")
-
-
-@dg.asset_check(asset="shards", blocking=True, description="No PII detector fires on the published text.")
-def no_pii_in_shards(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "no_pii_in_shards")
-
-
-@dg.asset_check(asset="manifest", blocking=True,
-                description="Every source in the published shards still has a row in the ledger (takedowns took).")
-def sources_in_ledger(corpus: CorpusConfig) -> dg.AssetCheckResult:
-    return _check(corpus, "sources_in_ledger")
-
-
-PUBLISH_CHECKS = [no_pii_in_shards, shard_schema, manifest_consistent, sources_in_ledger, ids_sorted, split_matches_sha256, hashes_match_text, deterministic_rebuild]
+PUBLISH_CHECKS = [_published_check(*spec) for spec in (
+    ("no_pii_in_shards", "shards",
+     "No PII detector fires on the published text."),
+    ("shard_schema", "shards",
+     "Column names, order and Arrow types; zstd; row groups within 64 MiB."),
+    ("manifest_consistent", "manifest",
+     "Manifest valid against its schema and consistent with the files."),
+    ("sources_in_ledger", "manifest",
+     "Every source in the published shards still has a row in the ledger (takedowns took)."),
+    ("ids_sorted", "shards",
+     "Ids strictly increasing in byte order across shards."),
+    ("split_matches_sha256", "shards",
+     "split recomputed from sha256 and val_permille."),
+    ("hashes_match_text", "shards",
+     "sha256 and n_chars recomputed from text."),
+    ("deterministic_rebuild", "manifest",
+     "Rebuild shards and manifest into a temporary folder with another worker count; every byte equal."),
+)]

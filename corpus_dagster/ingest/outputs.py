@@ -9,7 +9,6 @@ source files (`Doc`, `iter_file`, `Selection`, `cache_name`, `normalize_url`) lo
 from __future__ import annotations
 
 import json
-from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from corpus_dagster.core import records
 from corpus_dagster.core.documents import INFO_DOC_ID, INFO_FETCHED_AT
 from corpus_dagster.core.errors import StageOutputError
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.lazy import lazy_names
 from corpus_dagster.core.records import StageRecord
 from corpus_dagster.ingest.raw_parts import read_raw_part
 
@@ -33,20 +33,14 @@ __all__ = [
     "read_raw_part", "selection_counts",
 ]
 
-# names read from modules that load fsspec and the source readers: imported when first asked for
-_LAZY = {
-    "normalize_url": "corpus_dagster.ingest.files",  # ledger urls as the raw parts name them
-    "cache_name": "corpus_dagster.ingest.files",  # a remote file's name in the downloads folder
-    "Doc": "corpus_dagster.ingest.readers",
-    "iter_file": "corpus_dagster.ingest.readers",  # a source file's documents, as the fetch read them
-    "Selection": "corpus_dagster.ingest.selection",  # a ledger row's `where` and `keep_fields`
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# names read from modules that load fsspec and the source readers: imported when first asked for. `files`:
+# ledger urls as the raw parts name them, a remote file's name in the downloads folder; `readers`: a source
+# file's documents as the fetch read them; `selection`: a ledger row's `where` and `keep_fields`
+__getattr__, _ = lazy_names(__name__, {
+    "corpus_dagster.ingest.files": "cache_name normalize_url",
+    "corpus_dagster.ingest.readers": "Doc iter_file",
+    "corpus_dagster.ingest.selection": "Selection",
+})
 
 
 def load_record(path: Path) -> dict[str, Any] | None:

@@ -10,12 +10,12 @@ is rebuilt through the driver, imported when that happens (the driver never impo
 from __future__ import annotations
 
 from collections import Counter
-from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corpus_dagster.core import records
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.lazy import lazy_names
 from corpus_dagster.core.records import StageRecord
 from corpus_dagster.core.settings import Settings
 
@@ -25,13 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["PII_TYPES", "PLACEHOLDERS", "STAGE", "find_pii_batch", "pii_counts", "scrub_record", "scrubbed_files"]
 
 STAGE = "scrub"  # the scrub driver's stage folder (`scrub.driver.STAGE`)
-_SCAN_NAMES = ("PII_TYPES", "PLACEHOLDERS", "find_pii_batch")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SCAN_NAMES:
-        return getattr(import_module("corpus_dagster.scrub.api"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, _ = lazy_names(__name__, {"corpus_dagster.scrub.api": "PII_TYPES PLACEHOLDERS find_pii_batch"})
 
 
 def scrub_record(layout: Layout, source_id: str) -> StageRecord:

@@ -7,12 +7,12 @@ The per-document token counts file, and the token manifest's names and readers (
 
 from __future__ import annotations
 
-from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from corpus_dagster.core import records
 from corpus_dagster.core.layout import Layout
+from corpus_dagster.core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from corpus_dagster.tokenize.checks import stream_counts
@@ -21,18 +21,11 @@ if TYPE_CHECKING:
 __all__ = ["COUNTS_NAME", "MANIFEST_NAME", "STAGE", "read_manifest", "stream_counts", "token_counts_file"]
 
 STAGE = "tokens"
-_LAZY = {
-    "COUNTS_NAME": "corpus_dagster.tokenize.manifest",
-    "MANIFEST_NAME": "corpus_dagster.tokenize.manifest",
-    "read_manifest": "corpus_dagster.tokenize.manifest",  # a token manifest, checked against its schema
-    "stream_counts": "corpus_dagster.tokenize.checks",  # the .bin/.idx pairs a manifest names
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# a token manifest, checked against its schema; the .bin/.idx pairs a manifest names
+__getattr__, _ = lazy_names(__name__, {
+    "corpus_dagster.tokenize.manifest": "COUNTS_NAME MANIFEST_NAME read_manifest",
+    "corpus_dagster.tokenize.checks": "stream_counts",
+})
 
 
 def token_counts_file(layout: Layout) -> Path:

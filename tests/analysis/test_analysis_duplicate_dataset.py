@@ -13,9 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from corpus_dagster.analysis import corpus_from_dir, run_analysis
 from corpus_dagster.analysis.cli import main as cli_main
+from corpus_dagster.analysis.inputs import corpus_from_dir
 from corpus_dagster.analysis.planted import planted_corpus
+from corpus_dagster.analysis.runner import run_analysis
 from corpus_dagster.core.config import load_settings
 
 

@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_dagster.analysis import corpus_from_dir, run_analysis
+from corpus_dagster.analysis.inputs import corpus_from_dir
+from corpus_dagster.analysis.runner import run_analysis
 from corpus_dagster.analysis.views import NEAR_TYPE, float32_at_least
 from corpus_dagster.core.config import load_settings
 from verify._reference import corpus_files

@@ -12,10 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 from dedup_factory import make_sources, mutate, random_doc, sections
 
-from corpus_dagster.analysis import AnalysisError, corpus_from_sources, run_analysis
+from corpus_dagster.analysis.inputs import corpus_from_sources
+from corpus_dagster.analysis.runner import run_analysis
 from corpus_dagster.core.config import load_settings
+from corpus_dagster.core.errors import AnalysisError
 from corpus_dagster.core.settings import NearDupSettings
-from corpus_dagster.dedup import run_dedup
+from corpus_dagster.dedup.corpus_dedup import run_dedup
 from corpus_dagster.lib.near_graph import GraphSpec
 
 STEPS_TO_CLUSTERS = ["clusters"]

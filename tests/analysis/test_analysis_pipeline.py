@@ -10,13 +10,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_dagster.analysis import STEPS, AnalysisError, corpus_from_dir, plan_analysis, run_analysis
 from corpus_dagster.analysis.cli import main as cli_main
+from corpus_dagster.analysis.inputs import corpus_from_dir
 from corpus_dagster.analysis.planted import jaccard, planted_corpus, reference_shingles
-from corpus_dagster.analysis.runner import INTERNAL
+from corpus_dagster.analysis.runner import INTERNAL, plan_analysis, run_analysis
 from corpus_dagster.analysis.steps import clusters as clusters_step
+from corpus_dagster.analysis.steps.registry import STEPS
 from corpus_dagster.analysis.views import DUPLICATES_SCHEMA
 from corpus_dagster.core.config import load_settings
+from corpus_dagster.core.errors import AnalysisError
 from verify._reference import corpus_files
 from verify.cluster_jaccard import check_clusters
 from verify.exact_groups import check_exact_groups

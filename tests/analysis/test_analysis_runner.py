@@ -9,8 +9,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_dagster.analysis import corpus_from_dir, run_analysis, runner
+from corpus_dagster.analysis import runner
+from corpus_dagster.analysis.inputs import corpus_from_dir
 from corpus_dagster.analysis.planted import planted_corpus
+from corpus_dagster.analysis.runner import run_analysis
 from corpus_dagster.core.config import load_config, load_schema, load_settings, output_settings
 
 

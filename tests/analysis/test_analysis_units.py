@@ -10,13 +10,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_dagster.analysis import AnalysisError, corpus_from_dir, corpus_from_sources, run_analysis
 from corpus_dagster.analysis.clusters import complete_linkage
 from corpus_dagster.analysis.exact import exact_representatives
+from corpus_dagster.analysis.inputs import corpus_from_dir, corpus_from_sources
 from corpus_dagster.analysis.lengths import length_tables
+from corpus_dagster.analysis.runner import run_analysis
 from corpus_dagster.analysis.tokenizers import LengthTokenizer, load_tokenizers
 from corpus_dagster.analysis.views import log_bins
 from corpus_dagster.core.config import load_settings
+from corpus_dagster.core.errors import AnalysisError
 from corpus_dagster.core.settings import NearDupSettings
 from corpus_dagster.lib.near_graph import graph_spec
 
@@ -128,7 +130,7 @@ def test_token_counts_of_the_streams_are_reused(tmp_path):
 
 def test_dedup_signature_files_are_reused(tmp_path):
     from corpus_dagster.analysis.planted import planted_corpus
-    from corpus_dagster.minhash import compute_signatures
+    from corpus_dagster.minhash.signatures import compute_signatures
     from verify.rescore_sample import check_duplicates_sample
 
     p = planted_corpus(300, seed=3, near_share=0.3)

@@ -30,7 +30,7 @@ from corpus_dagster.clean.filters import (
 from corpus_dagster.clean.verdict import Verdict
 from corpus_dagster.core.config import load_schema, load_settings
 from corpus_dagster.core.settings import CleanSettings
-from corpus_dagster.explain import rejection
+from corpus_dagster.explain.journey import rejection
 from corpus_dagster.publish import manifest
 from corpus_dagster.review.sample import clean_threshold
 

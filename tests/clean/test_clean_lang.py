@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from corpus_dagster.clean import clean_texts
+from corpus_dagster.clean.cleaner import clean_texts
 from corpus_dagster.clean.lang_sample import prose_samples
 from corpus_dagster.clean.langid import LangResult, detect_languages, lang_dropped, language_samples
 from corpus_dagster.core.config import load_settings

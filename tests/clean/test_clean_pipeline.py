@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from corpus_dagster.clean import (
+from corpus_dagster.clean import cleaner
+from corpus_dagster.clean.cleaner import (
     FILTER_KEYS,
     REASON_CODES,
     RULE_ORDER,
     clean_texts,
-    cleaner,
     filter_key,
     reason_counts,
 )

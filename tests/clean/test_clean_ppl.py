@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from corpus_dagster.clean import clean_texts, ppl
+from corpus_dagster.clean import ppl
 from corpus_dagster.clean.batch import DocBatch
+from corpus_dagster.clean.cleaner import clean_texts
 from corpus_dagster.core.config import load_settings
 from corpus_dagster.core.settings import CleanPplSettings
 

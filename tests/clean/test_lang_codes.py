@@ -14,7 +14,7 @@ import pytest
 import yaml
 from iso639 import Lang
 
-from corpus_dagster.clean import clean_texts
+from corpus_dagster.clean.cleaner import clean_texts
 from corpus_dagster.clean.langid import LangResult, iso639_1, lang_dropped
 from corpus_dagster.clean.outputs import clean_doc_files
 from corpus_dagster.core.config import load_schema, load_settings

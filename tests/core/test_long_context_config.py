@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from corpus_dagster.clean import clean_texts
+from corpus_dagster.clean.cleaner import clean_texts
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.settings import CleanSettings
 

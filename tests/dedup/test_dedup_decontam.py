@@ -12,7 +12,7 @@ import pytest
 from dedup_factory import dedup_cfg, make_sources, random_doc
 
 from corpus_dagster.core.errors import DedupInputError
-from corpus_dagster.dedup import run_dedup
+from corpus_dagster.dedup.corpus_dedup import run_dedup
 from corpus_dagster.dedup.decontam import find_contaminated
 from corpus_dagster.dedup.protected import build_protected_index, protected_set_specs, read_protected_texts
 from corpus_dagster.lib.text import words

@@ -11,14 +11,14 @@ import pytest
 from dedup_factory import make_sources, mutate, random_doc, sections, true_jaccard, write_clean_docs
 
 from corpus_dagster.core.errors import DedupInputError
-from corpus_dagster.dedup import (
+from corpus_dagster.dedup.corpus_dedup import (
     CLUSTERS_SCHEMA,
     DROPPED_SCHEMA,
     PAIRS_SCHEMA,
     DedupSource,
     run_dedup,
 )
-from corpus_dagster.minhash import compute_signatures
+from corpus_dagster.minhash.signatures import compute_signatures
 
 TARGETS = [0.5, 0.65, 0.75, 0.8, 0.85, 0.87, 0.9, 0.92, 0.95, 0.98]
 

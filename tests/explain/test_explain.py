@@ -21,7 +21,7 @@ from corpus_dagster.core.settings import CleanSettings
 from corpus_dagster.defs import build_definitions
 from corpus_dagster.defs.resources import CorpusConfig
 from corpus_dagster.defs.runner import materialize_global, materialize_sources
-from corpus_dagster.explain import DocumentNotFound, explain, render
+from corpus_dagster.explain.journey import DocumentNotFound, explain, render
 
 N_DELTA = 6  # documents of the Parquet source
 
@@ -120,7 +120,7 @@ def test_a_rejected_document_stops_at_clean_with_rule_value_and_threshold(corpus
 def test_every_clean_reason_code_names_its_threshold(corpus_built):
     from corpus_dagster.clean.cleaner import REASON_CODES
     from corpus_dagster.clean.outputs import reason_threshold
-    from corpus_dagster.explain import rejection
+    from corpus_dagster.explain.journey import rejection
 
     _corpus, settings, _layout, _n = corpus_built
     for code in REASON_CODES:

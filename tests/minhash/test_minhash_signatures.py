@@ -16,8 +16,7 @@ from settings_factory import near_dup_settings
 from corpus_dagster.core.errors import DedupInputError
 from corpus_dagster.lib.minhash import shingle_input_hash
 from corpus_dagster.lib.text import byte_batches, words
-from corpus_dagster.minhash import compute_signatures
-from corpus_dagster.minhash.signatures import signature_settings
+from corpus_dagster.minhash.signatures import compute_signatures, signature_settings
 
 
 def _texts(n: int = 50, seed: int = 0) -> list[str]:

@@ -62,7 +62,7 @@ def test_sampled_token_rebuild_catches_a_changed_token(built: Path) -> None:
 @pytest.mark.timeout(30)
 def test_key_detector_has_no_exponential_backtracking_on_long_words() -> None:
     from corpus_dagster.core.settings import PiiKeysSettings
-    from corpus_dagster.scrub import default_pii_config
+    from corpus_dagster.scrub.api import default_pii_config
     from corpus_dagster.scrub.keys import secret_value_ok
 
     # a run of lower-case letters ending in a capital: `(?:[A-Z]?[a-z]+)+` tried every split of the run;
@@ -87,7 +87,7 @@ def test_pii_scan_of_a_seeded_sample_finds_only_what_it_scans(tmp_path: Path) ->
     from corpus_dagster.core.checks import sample_units
     from corpus_dagster.core.settings import PiiSettings
     from corpus_dagster.publish.checks import check_no_pii
-    from corpus_dagster.scrub import default_pii_config
+    from corpus_dagster.scrub.api import default_pii_config
 
     texts = [f"plain text number {i}" for i in range(40)]
     texts[29] = "write to jean.roy@fastmail.fr about the garden"

@@ -208,7 +208,7 @@ def test_the_kept_duplicate_follows_the_stable_key_not_the_row_position(first, s
 
 def test_explain_takes_a_release_id_and_shows_bucket_segment_and_span(first, capsys):
     from corpus_dagster.cli.explain import main
-    from corpus_dagster.explain import DocumentNotFound, explain
+    from corpus_dagster.explain.journey import DocumentNotFound, explain
 
     rows = first["rows"]
     seg = next(i for i, m in enumerate(first["metas"]) if "segment" in m)

@@ -9,16 +9,16 @@ from settings_factory import pii_settings
 
 from corpus_dagster.core.config import load_config
 from corpus_dagster.core.settings import PiiSettings
-from corpus_dagster.scrub import (
+from corpus_dagster.scrub.api import (
     PII_TYPES,
     PLACEHOLDERS,
+    _plan,
     count_placeholders,
     find_pii,
     find_pii_batch,
     resolve_overlaps,
     scrub_texts,
 )
-from corpus_dagster.scrub.api import _plan
 from corpus_dagster.scrub.prescreen import candidate_regions, windows
 
 TEXTS = [

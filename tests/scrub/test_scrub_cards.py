@@ -5,7 +5,7 @@ import pytest
 from settings_factory import pii_settings
 
 from corpus_dagster.core.settings import PiiSettings
-from corpus_dagster.scrub import find_pii
+from corpus_dagster.scrub.api import find_pii
 from corpus_dagster.scrub.cards import TEST_NUMBERS, known_issuer, luhn_ok
 
 

@@ -9,8 +9,8 @@ import pytest
 from settings_factory import pii_settings
 
 from corpus_dagster.core.settings import PiiSettings
-from corpus_dagster.scrub import find_pii, find_pii_batch
-from corpus_dagster.scrub import scrub_text as _scrub_text
+from corpus_dagster.scrub.api import find_pii, find_pii_batch
+from corpus_dagster.scrub.api import scrub_text as _scrub_text
 from corpus_dagster.scrub.evaluate import evaluate, load_labeled
 from corpus_dagster.scrub.keys import code_name
 

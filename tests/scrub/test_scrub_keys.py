@@ -10,7 +10,7 @@ import pytest
 from settings_factory import pii_settings
 
 from corpus_dagster.core.settings import PiiSettings
-from corpus_dagster.scrub import find_pii, scrub_text
+from corpus_dagster.scrub.api import find_pii, scrub_text
 from corpus_dagster.scrub.keys import secret_value_ok, shannon_entropy
 
 R = random.Random(7)

@@ -8,7 +8,7 @@ import pytest
 from settings_factory import pii_settings
 
 from corpus_dagster.core.settings import PiiSettings
-from corpus_dagster.scrub import PII_TYPES, find_pii_batch, scrub_texts
+from corpus_dagster.scrub.api import PII_TYPES, find_pii_batch, scrub_texts
 from corpus_dagster.scrub.evaluate import (
     LabeledDoc,
     TypeScore,

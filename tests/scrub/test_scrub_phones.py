@@ -5,7 +5,7 @@ import pytest
 from settings_factory import pii_settings
 
 from corpus_dagster.core.settings import PiiSettings
-from corpus_dagster.scrub import find_pii
+from corpus_dagster.scrub.api import find_pii
 from corpus_dagster.scrub.phones import national_max_digits, national_min_digits, single_number_ok
 
 
@@ -186,8 +186,7 @@ def test_a_placeholder_is_not_a_phone_cue(cfg: PiiSettings) -> None:
 
 
 def test_scrubbing_a_number_before_a_decimal_table_is_idempotent(cfg: PiiSettings) -> None:
-    from corpus_dagster.scrub import scrub_text
-    from corpus_dagster.scrub.api import PLACEHOLDERS
+    from corpus_dagster.scrub.api import PLACEHOLDERS, scrub_text
     from corpus_dagster.scrub.context import PLACEHOLDER_PATTERN
 
     text = "202-555-0143\n0\n11.529216\n0\n12.669696\n0\n8.066304\n"

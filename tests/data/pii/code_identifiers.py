@@ -123,7 +123,7 @@ def main() -> None:
         print(f"wrote {len(lines)} lines to {FROZEN}")
     if args.rate:
         from corpus_dagster.core.settings import PiiSettings
-        from corpus_dagster.scrub import find_pii_batch
+        from corpus_dagster.scrub.api import find_pii_batch
 
         lines = placed(identifiers())
         hits = [line for line, spans in zip(lines, find_pii_batch(lines, PiiSettings()), strict=True)
