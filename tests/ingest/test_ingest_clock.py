@@ -10,7 +10,8 @@ from corpus_dagster.core.errors import ConfigError
 from corpus_dagster.core.layout import Layout
 from corpus_dagster.core.ledger import Source
 from corpus_dagster.ingest.clock import fetch_time
-from corpus_dagster.ingest.driver import fetch_source, raw_parts
+from corpus_dagster.ingest.driver import fetch_source
+from corpus_dagster.ingest.outputs import raw_parts
 
 
 def test_the_clock_without_the_variable(monkeypatch):

@@ -54,7 +54,7 @@ def upstream(tmp_path_factory) -> Path:
         fetch_source(src, layout, resolved.ingest, now=NOW)
         ids.append(src.source_id)
     for sid in ids:
-        run_clean_source(layout, Settings.from_resolved(resolved), sid)
+        run_clean_source(layout, resolved, sid)
         run_signatures(layout, resolved, sid)
     run_global_dedup(layout, resolved, ids)
     run_scrub(layout, resolved)
