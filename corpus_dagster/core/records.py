@@ -319,8 +319,7 @@ def stage_lock(root: Path, name: str, settings: Settings, what: str | None = Non
 
 
 def locked(unit: Callable[[dict[str, Any]], str]) -> Callable[[F], F]:
-    """Run a stage entry function (arguments `layout` and `settings`, or `resolved` where an entry still
-    names its Settings so) under the lock of the unit it writes.
+    """Run a stage entry function (arguments `layout` and `settings`) under the lock of the unit it writes.
 
     `unit` names the unit from the call's arguments, e.g. `lambda a: f"clean.{a['source_id']}"`.
     """
@@ -334,8 +333,7 @@ def locked(unit: Callable[[dict[str, Any]], str]) -> Callable[[F], F]:
             bound.apply_defaults()
             arguments = bound.arguments
             name = unit(arguments)
-            settings = arguments["settings"] if "settings" in arguments else arguments["resolved"]
-            with stage_lock(arguments["layout"].root, name, settings, what=f"{fn.__name__} ({name})"):
+            with stage_lock(arguments["layout"].root, name, arguments["settings"], what=f"{fn.__name__} ({name})"):
                 return fn(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]
