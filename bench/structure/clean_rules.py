@@ -61,33 +61,28 @@ def mentions(path: Path) -> tuple[set[str], set[str]]:
     return out, keys
 
 
-def written_twice(worktree: str) -> tuple[int, int]:
-    """(reason codes, codes whose decision is written both in a declaration and in verdict code)."""
+def scan(worktree: str) -> tuple[dict[str, set[str]], set[str], set[str]]:
+    """(each reason code's declared threshold keys, the strings the verdict code names, the keys it reads):
+    the verdict code is every clean module but the driver (which names output columns, not rules)."""
     from corpus_dagster.clean.filters import FILTERS
 
     clean = Path(worktree) / "corpus_dagster" / "clean"
     found = [mentions(p) for p in sorted(clean.glob("*.py")) if p.name != "driver.py"]
-    literals = set().union(*(f[0] for f in found))
-    read = set().union(*(f[1] for f in found))
-    codes: dict[str, set[str]] = {}
-    for f in FILTERS:
-        for r in f.reasons:
-            codes.setdefault(template(r.code), set()).update(template(getattr(lim, "key", "")) for lim in getattr(r, "limits", ()))
-    return len(codes), sum(1 for c, keys in codes.items() if c in literals or keys & read)
-
-
-def main(worktree: str) -> None:
-    from corpus_dagster.clean.filters import FILTERS
-
-    clean = Path(worktree) / "corpus_dagster" / "clean"
-    # the verdict code: every clean module but the driver (which names output columns, not rules)
-    found = [mentions(p) for p in sorted(clean.glob("*.py")) if p.name != "driver.py"]
-    literals = set().union(*(f[0] for f in found))
-    read = set().union(*(f[1] for f in found))
     codes: dict[str, set[str]] = {}
     for f in FILTERS:
         for r in f.reasons:
             codes.setdefault(template(r.code), set()).update(template(lim.key) for lim in r.limits)
+    return codes, set().union(*(f[0] for f in found)), set().union(*(f[1] for f in found))
+
+
+def written_twice(worktree: str) -> tuple[int, int]:
+    """(reason codes, codes whose decision is written both in a declaration and in verdict code)."""
+    codes, literals, read = scan(worktree)
+    return len(codes), sum(1 for c, keys in codes.items() if c in literals or keys & read)
+
+
+def main(worktree: str) -> None:
+    codes, literals, read = scan(worktree)
     twice = sorted(c for c, keys in codes.items() if c in literals or keys & read)
     print(f"reason codes (n-gram codes as one template each): {len(codes)}")
     print(f"written twice (declaration and verdict code): {len(twice)}")
