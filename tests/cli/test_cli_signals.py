@@ -36,11 +36,11 @@ class Stopped:
     runs: list[dg.DagsterRun]  # the runs this CLI session created, as the instance has them afterwards
 
 
-def _setup(root: Path) -> Path:
+def _setup(root: Path, docs: int = DOCS) -> Path:
     """One source (so its run gets every worker: the corpus run's step pools have two processes)."""
     from corpus_factory import ledger_rows, make_corpus, write_jsonl
 
-    inputs = make_corpus(root, docs_per_source=DOCS)
+    inputs = make_corpus(root, docs_per_source=docs)
     artifacts = root / "artifacts"
     write_jsonl(artifacts / "corpus" / "LEDGER.jsonl", ledger_rows(inputs)[:1])
     cfg = {"dataset": "testset", "version": "v1", "shard_rows": 250, "val_permille": 100, "workers": 2,
@@ -88,6 +88,21 @@ def _stop_at(root: Path, config: Path, line_has: str, signum: int, to_group: boo
     return Stopped(proc.returncode, "".join(seen) + out, err, runs)
 
 
+def _stop_mid_source_run(tmp_path_factory, name: str, signum: int, to_group: bool) -> tuple[Path, Path, Stopped]:
+    """`_stop_at` the source's first step line, on a fresh root. The console follows the event log, so on a
+    loaded machine that line can come after the source's run has ended: then no run was going, which is
+    right but proves nothing, and the stop is made again on a fresh root with a source four times larger,
+    whose run outlasts the lag."""
+    for docs in (DOCS, 4 * DOCS):
+        root = tmp_path_factory.mktemp(name)
+        config = _setup(root, docs)
+        stop = _stop_at(root, config, "alpha            raw_documents", signum, to_group)
+        ended_first = stop.runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in stop.runs)
+        if not (ended_first and "no run was going" in stop.stderr):
+            break
+    return root, config, stop
+
+
 def _temp_leftovers(artifacts: Path) -> list[str]:
     return sorted(str(p.relative_to(artifacts)) for p in artifacts.rglob("*")
                   if is_temp_name(p.name) or ".spill-" in p.name)
@@ -96,17 +111,14 @@ def _temp_leftovers(artifacts: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory):
     """The sequence of stops, then the rerun to the end; each result by name."""
-    root = tmp_path_factory.mktemp("signals")
-    config = _setup(root)
-    artifacts = root / "artifacts"
     results: dict[str, object] = {}
-    results["group_sigint"] = _stop_at(root, config, "alpha            raw_documents", signal.SIGINT, True)
+    root, config, results["group_sigint"] = _stop_mid_source_run(tmp_path_factory, "signals", signal.SIGINT, True)
+    artifacts = root / "artifacts"
     results["group_sigint_temps"] = _temp_leftovers(artifacts)
     # SIGTERM on an artifacts root of its own: on the first one alpha's fetch is done, so its run could end
     # before the signal lands and no run would be going
-    term_root = tmp_path_factory.mktemp("signals-term")
-    results["pid_sigterm"] = _stop_at(term_root, _setup(term_root), "alpha            raw_documents", signal.SIGTERM,
-                                      False)
+    term_root, _, results["pid_sigterm"] = _stop_mid_source_run(tmp_path_factory, "signals-term", signal.SIGTERM,
+                                                                False)
     results["pid_sigterm_temps"] = _temp_leftovers(term_root / "artifacts")
     results["pid_sigint"] = _stop_at(root, config, "corpus           dedup", signal.SIGINT, False)
     results["pid_sigint_temps"] = _temp_leftovers(artifacts)
