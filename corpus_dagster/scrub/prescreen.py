@@ -144,21 +144,10 @@ def utf8_of(series: pl.Series) -> Utf8:
 def byte_hits(utf8: Utf8, needles: str) -> tuple[np.ndarray, np.ndarray]:
     """Where the given ASCII bytes occur, text by text: (byte positions within their text, in text order;
     offsets: text i's positions are values[offsets[i]:offsets[i + 1]])."""
-    lo, hi = int(utf8.offsets[0]), int(utf8.offsets[-1])
-    found = [np.zeros(0, np.int64)]
-    for a in range(lo, hi, _SCAN):  # in slices: a temporary the size of the batch would be fresh memory each time
-        part = utf8.data[a : min(a + _SCAN, hi)]
-        hit = part == ord(needles[0])
-        for c in needles[1:]:
-            hit |= part == ord(c)
-        found.append(np.flatnonzero(hit) + a)
-    hits = np.concatenate(found)
+    hits = utf8.positions_of(needles)
     offsets = np.searchsorted(hits, utf8.offsets).astype(np.int64)
     doc = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
     return hits - utf8.offsets[doc], offsets
-
-
-_SCAN = 1 << 20
 
 
 def locate(batch: TextBatch, patterns: dict[str, str], filters: dict[str, RegionFilter] | None = None,

@@ -27,17 +27,28 @@ class Utf8:
     offsets: np.ndarray
 
     def continuation_bytes(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
-        """Sorted positions in data[lo:hi] of UTF-8 continuation bytes (the bytes that start no character).
+        """Sorted positions in data[lo:hi] of UTF-8 continuation bytes (the bytes that start no character)."""
+        def continuation(part: np.ndarray) -> np.ndarray:
+            high = np.flatnonzero(part >= 0x80)
+            return high[(part[high] & 0xC0) == 0x80]
+
+        return self.scan(continuation, lo, hi)
+
+    def positions_of(self, needles: str) -> np.ndarray:
+        """Sorted positions in data of any of the given ASCII bytes, over every text of the batch."""
+        codes = np.frombuffer(needles.encode("ascii"), np.uint8)
+        return self.scan(lambda part: np.flatnonzero(np.isin(part, codes)),
+                         int(self.offsets[0]), int(self.offsets[-1]))
+
+    def scan(self, select: Callable[[np.ndarray], np.ndarray], lo: int = 0, hi: int | None = None) -> np.ndarray:
+        """Sorted positions in data[lo:hi] that `select` picks in each slice (positions relative to the slice).
 
         In slices of _CHUNK bytes: a temporary the size of the batch would be fresh memory each time, and
         first touches of memory cost more than the comparison."""
         hi = len(self.data) if hi is None else hi
         found = [np.zeros(0, np.int64)]
         for a in range(lo, hi, _CHUNK):
-            part = self.data[a : min(a + _CHUNK, hi)]
-            high = np.flatnonzero(part >= 0x80)
-            if len(high):
-                found.append(high[(part[high] & 0xC0) == 0x80] + a)
+            found.append(select(self.data[a : min(a + _CHUNK, hi)]) + a)
         return np.concatenate(found)
 
 
